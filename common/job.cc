@@ -1,0 +1,210 @@
+#include "common/job.h"
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+
+namespace ak {
+
+namespace {
+template <typename E, size_t N>
+std::optional<E> parse_enum(const std::string& s, const char* const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) return static_cast<E>(i);
+  return std::nullopt;
+}
+constexpr const char* kBackendNames[] = {"cpu", "cuda"};
+constexpr const char* kDTypeNames[] = {"fp32", "fp16", "bf16"};
+constexpr const char* kJobStateNames[] = {"QUEUED", "LEASED", "DONE", "LOST"};
+constexpr const char* kResultStatusNames[] = {"PASS",  "FAIL",     "COMPILE_ERROR", "TIMEOUT",
+                                              "CRASH", "REJECTED", "LOST"};
+
+template <typename E, size_t N>
+E enum_from_json(const nlohmann::json& j, const char* const (&names)[N], const char* what) {
+  auto v = parse_enum<E>(j.get<std::string>(), names);
+  if (!v) throw nlohmann::json::other_error::create(501, std::string("unknown ") + what + " '" + j.get<std::string>() + "'", &j);
+  return *v;
+}
+}  // namespace
+
+const char* backend_name(Backend b) { return kBackendNames[static_cast<int>(b)]; }
+const char* dtype_name(DType d) { return kDTypeNames[static_cast<int>(d)]; }
+const char* job_state_name(JobState s) { return kJobStateNames[static_cast<int>(s)]; }
+const char* result_status_name(ResultStatus s) { return kResultStatusNames[static_cast<int>(s)]; }
+std::optional<Backend> parse_backend(const std::string& s) { return parse_enum<Backend>(s, kBackendNames); }
+std::optional<DType> parse_dtype(const std::string& s) { return parse_enum<DType>(s, kDTypeNames); }
+std::optional<JobState> parse_job_state(const std::string& s) { return parse_enum<JobState>(s, kJobStateNames); }
+std::optional<ResultStatus> parse_result_status(const std::string& s) {
+  return parse_enum<ResultStatus>(s, kResultStatusNames);
+}
+int dtype_bytes(DType d) { return d == DType::kF32 ? 4 : 2; }
+
+void to_json(nlohmann::json& j, const Requirements& v) {
+  j = {{"backend", backend_name(v.backend)}, {"gpu_model", v.gpu_model}, {"arch", v.arch}};
+}
+void from_json(const nlohmann::json& j, Requirements& v) {
+  v.backend = enum_from_json<Backend>(j.at("backend"), kBackendNames, "backend");
+  v.gpu_model = j.value("gpu_model", "");
+  v.arch = j.value("arch", "");
+}
+
+void to_json(nlohmann::json& j, const MeasureOptions& v) {
+  j = {{"warmup", v.warmup}, {"min_samples", v.min_samples}, {"max_samples", v.max_samples},
+       {"max_time_ms", v.max_time_ms}};
+}
+void from_json(const nlohmann::json& j, MeasureOptions& v) {
+  MeasureOptions d;
+  v.warmup = j.value("warmup", d.warmup);
+  v.min_samples = j.value("min_samples", d.min_samples);
+  v.max_samples = j.value("max_samples", d.max_samples);
+  v.max_time_ms = j.value("max_time_ms", d.max_time_ms);
+}
+
+void to_json(nlohmann::json& j, const JobSpec& v) {
+  j = {{"job_id", v.job_id},
+       {"campaign_id", v.campaign_id},
+       {"kernel_type", v.kernel_type},
+       {"source", v.source},
+       {"config", v.config},
+       {"shape", v.shape},
+       {"dtype", dtype_name(v.dtype)},
+       {"requires", v.requires_},
+       {"timeout_ms", v.timeout_ms},
+       {"measure", v.measure},
+       {"tag", v.tag},
+       {"description", v.description}};
+}
+void from_json(const nlohmann::json& j, JobSpec& v) {
+  v.job_id = j.at("job_id").get<std::string>();
+  v.campaign_id = j.value("campaign_id", "");
+  v.kernel_type = j.at("kernel_type").get<std::string>();
+  v.source = j.at("source").get<std::string>();
+  v.config = j.value("config", std::map<std::string, int64_t>{});
+  v.shape = j.at("shape").get<std::vector<int64_t>>();
+  v.dtype = enum_from_json<DType>(j.at("dtype"), kDTypeNames, "dtype");
+  v.requires_ = j.at("requires").get<Requirements>();
+  v.timeout_ms = j.value("timeout_ms", int64_t{60'000});
+  v.measure = j.value("measure", MeasureOptions{});
+  v.tag = j.value("tag", "");
+  v.description = j.value("description", "");
+}
+
+void to_json(nlohmann::json& j, const Capabilities& v) {
+  std::vector<std::string> b;
+  for (auto x : v.backends) b.push_back(backend_name(x));
+  j = {{"hostname", v.hostname},   {"gpu_name", v.gpu_name}, {"pci_id", v.pci_id},
+       {"pci_device_id", v.pci_device_id},
+       {"compute_capability", v.compute_capability},
+       {"arch", v.arch},           {"sm_count", v.sm_count}, {"memory_bytes", v.memory_bytes},
+       {"device_index", v.device_index}, {"backends", b}};
+}
+void from_json(const nlohmann::json& j, Capabilities& v) {
+  v.hostname = j.value("hostname", "");
+  v.gpu_name = j.at("gpu_name").get<std::string>();
+  v.pci_id = j.value("pci_id", "");
+  v.pci_device_id = j.value("pci_device_id", "");
+  v.compute_capability = j.value("compute_capability", "");
+  v.arch = j.value("arch", "");
+  v.sm_count = j.value("sm_count", 0);
+  v.memory_bytes = j.value("memory_bytes", int64_t{0});
+  v.device_index = j.value("device_index", -1);
+  v.backends.clear();
+  for (const auto& b : j.at("backends")) v.backends.push_back(enum_from_json<Backend>(b, kBackendNames, "backend"));
+}
+
+#define AK_M_FIELDS(X)                                                                          \
+  X(latency_us) X(mean_us) X(p10_us) X(p90_us) X(cv) X(samples) X(baseline_us) X(speedup)      \
+  X(throughput_tflops) X(bandwidth_gbps) X(pct_peak) X(peak_bandwidth_gbps) X(max_abs_error)   \
+  X(peak_vram_mb) X(compile_ms)
+
+void to_json(nlohmann::json& j, const Measurement& v) {
+  j = nlohmann::json::object();
+#define X(f) j[#f] = v.f;
+  AK_M_FIELDS(X)
+#undef X
+}
+void from_json(const nlohmann::json& j, Measurement& v) {
+#define X(f) v.f = j.value(#f, decltype(v.f){});
+  AK_M_FIELDS(X)
+#undef X
+}
+
+void to_json(nlohmann::json& j, const ResultRecord& v) {
+  j = {{"job_id", v.job_id},
+       {"attempt", v.attempt},
+       {"status", result_status_name(v.status)},
+       {"stage", v.stage},
+       {"reason", v.reason},
+       {"measurement", v.m},
+       {"worker_id", v.worker_id},
+       {"gpu", v.gpu},
+       {"source_hash", v.source_hash},
+       {"options_hash", v.options_hash},
+       {"completed_wall_ms", v.completed_wall_ms},
+       {"attempt_reasons", v.attempt_reasons}};
+}
+void from_json(const nlohmann::json& j, ResultRecord& v) {
+  v.job_id = j.at("job_id").get<std::string>();
+  v.attempt = j.at("attempt").get<int>();
+  v.status = enum_from_json<ResultStatus>(j.at("status"), kResultStatusNames, "result status");
+  v.stage = j.value("stage", "");
+  v.reason = j.value("reason", "");
+  v.m = j.value("measurement", Measurement{});
+  v.worker_id = j.value("worker_id", "");
+  v.gpu = j.value("gpu", "");
+  v.source_hash = j.value("source_hash", "");
+  v.options_hash = j.value("options_hash", "");
+  v.completed_wall_ms = j.value("completed_wall_ms", int64_t{0});
+  v.attempt_reasons = j.value("attempt_reasons", std::vector<std::string>{});
+}
+
+void to_json(nlohmann::json& j, const JobRecord& v) {
+  j = {{"spec", v.spec},
+       {"state", job_state_name(v.state)},
+       {"attempt", v.attempt},
+       {"worker_id", v.worker_id},
+       {"lease_expires_ms", v.lease_expires_ms},
+       {"attempt_reasons", v.attempt_reasons},
+       {"submitted_wall_ms", v.submitted_wall_ms}};
+}
+void from_json(const nlohmann::json& j, JobRecord& v) {
+  v.spec = j.at("spec").get<JobSpec>();
+  v.state = enum_from_json<JobState>(j.at("state"), kJobStateNames, "job state");
+  v.attempt = j.value("attempt", 0);
+  v.worker_id = j.value("worker_id", "");
+  v.lease_expires_ms = j.value("lease_expires_ms", int64_t{0});
+  v.attempt_reasons = j.value("attempt_reasons", std::vector<std::string>{});
+  v.submitted_wall_ms = j.value("submitted_wall_ms", int64_t{0});
+}
+
+void to_json(nlohmann::json& j, const CampaignRecord& v) {
+  j = {{"campaign_id", v.campaign_id}, {"name", v.name}, {"definition", v.definition},
+       {"job_count", v.job_count}, {"submitted_wall_ms", v.submitted_wall_ms}};
+}
+void from_json(const nlohmann::json& j, CampaignRecord& v) {
+  v.campaign_id = j.at("campaign_id").get<std::string>();
+  v.name = j.value("name", "");
+  v.definition = j.value("definition", nlohmann::json::object());
+  v.job_count = j.value("job_count", int64_t{0});
+  v.submitted_wall_ms = j.value("submitted_wall_ms", int64_t{0});
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
+std::string config_string(const std::map<std::string, int64_t>& config) {
+  std::string s;
+  for (const auto& [k, v] : config) {
+    if (!s.empty()) s += ',';
+    s += k + "=" + std::to_string(v);
+  }
+  return s;
+}
+
+}  // namespace ak

@@ -1,0 +1,162 @@
+// The data model shared by coordinator and worker: jobs, capabilities, results.
+//
+// A JobSpec is one experiment: one candidate (source text + tunable config) for one target (kernel
+// type, shape, dtype) on one backend. A JobRecord is the coordinator's view of a job's lifecycle;
+// a ResultRecord is the outcome of one delivered attempt. All of these are plain values with JSON
+// (de)serialisation; from_json throws nlohmann::json::exception on a malformed document, and the
+// protocol layer (common/protocol.h) turns that into an error reply. Field names and units of
+// results are listed in common/result_fields.h and documented in common/PROTOCOL.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ak {
+
+enum class Backend { kCpu = 0, kCuda = 1 };
+enum class DType { kF32 = 0, kF16 = 1, kBF16 = 2 };
+enum class JobState { kQueued = 0, kLeased = 1, kDone = 2, kLost = 3 };
+enum class ResultStatus {
+  kPass = 0,
+  kFail,          // ran, but the output is wrong
+  kCompileError,
+  kTimeout,       // the sandbox did not answer within the job's timeout and was killed
+  kCrash,         // the sandbox died (signal, CUDA fault, abort)
+  kRejected,      // a detected cheat (issue "Trustworthy measurement")
+  kLost,          // the coordinator gave up after too many attempts
+};
+
+const char* backend_name(Backend b);      // "cpu", "cuda"
+const char* dtype_name(DType d);          // "fp32", "fp16", "bf16"
+const char* job_state_name(JobState s);   // "QUEUED", ...
+const char* result_status_name(ResultStatus s);  // "PASS", ...
+std::optional<Backend> parse_backend(const std::string& s);
+std::optional<DType> parse_dtype(const std::string& s);
+std::optional<JobState> parse_job_state(const std::string& s);
+std::optional<ResultStatus> parse_result_status(const std::string& s);
+int dtype_bytes(DType d);
+
+// What a job needs from a worker. Empty strings match any worker.
+struct Requirements {
+  Backend backend = Backend::kCpu;
+  std::string gpu_model;  // e.g. "NVIDIA H200"; compared case-insensitively with Capabilities::gpu_name
+  std::string arch;       // e.g. "sm_90a"; compared with Capabilities::arch
+};
+
+// How the sandbox times a candidate (the simple version; issue 3 deepens it).
+struct MeasureOptions {
+  int warmup = 3;
+  int min_samples = 10;
+  int max_samples = 200;
+  int64_t max_time_ms = 1000;  // stop sampling after this much measurement time
+};
+
+struct JobSpec {
+  std::string job_id;
+  std::string campaign_id;
+  std::string kernel_type;                 // registry name, e.g. "softmax"
+  std::string source;                      // full candidate source text
+  std::map<std::string, int64_t> config;   // tunables, passed as -D<NAME>=<value>
+  std::vector<int64_t> shape;
+  DType dtype = DType::kF32;
+  Requirements requires_;                  // JSON key "requires"
+  int64_t timeout_ms = 60'000;             // sandbox wall-clock limit for one attempt
+  MeasureOptions measure;
+  std::string tag;
+  std::string description;
+};
+
+// What a worker announces in READY.
+struct Capabilities {
+  std::string hostname;
+  std::string gpu_name;        // "cpu" for a CPU worker
+  std::string pci_id;          // "0000:19:00.0"; empty for CPU
+  std::string pci_device_id;   // vendor:device, e.g. "10de:2335"; empty if unknown
+  std::string compute_capability;  // "9.0"; empty for CPU
+  std::string arch;            // "sm_90a", or "x86_64" for CPU
+  int sm_count = 0;
+  int64_t memory_bytes = 0;
+  int device_index = -1;       // CUDA ordinal, -1 for CPU
+  std::vector<Backend> backends;
+};
+
+struct Measurement {
+  double latency_us = 0;       // median of samples [us]
+  double mean_us = 0;
+  double p10_us = 0;
+  double p90_us = 0;
+  double cv = 0;               // stdev / mean of samples
+  int samples = 0;
+  double baseline_us = 0;      // PyTorch op, median, same sandbox, same run [us]
+  double speedup = 0;          // baseline_us / latency_us
+  double throughput_tflops = 0;
+  double bandwidth_gbps = 0;   // bytes moved / latency [GB/s]
+  double pct_peak = 0;         // bandwidth_gbps / measured copy bandwidth [%]
+  double peak_bandwidth_gbps = 0;  // the measured ceiling used for pct_peak [GB/s]
+  double max_abs_error = 0;
+  double peak_vram_mb = 0;
+  double compile_ms = 0;       // kept apart from kernel time
+};
+
+struct ResultRecord {
+  std::string job_id;
+  int attempt = 0;
+  ResultStatus status = ResultStatus::kFail;
+  std::string stage;           // where a failure happened: compile, load, verify, measure, sandbox, lease
+  std::string reason;
+  Measurement m;
+  std::string worker_id;
+  std::string gpu;             // Capabilities::gpu_name of the worker
+  std::string source_hash;     // xxh64 of source, hex
+  std::string options_hash;    // xxh64 of compile options + compiler version + arch, hex
+  int64_t completed_wall_ms = 0;
+  std::vector<std::string> attempt_reasons;  // for LOST: why each attempt ended
+};
+
+// The coordinator's record of a job; written through to the store on every transition.
+struct JobRecord {
+  JobSpec spec;
+  JobState state = JobState::kQueued;
+  int attempt = 0;                 // attempt number of the latest delivery; 0 = never delivered
+  std::string worker_id;           // holder of the lease while kLeased
+  int64_t lease_expires_ms = 0;    // monotonic, meaningful only while kLeased
+  std::vector<std::string> attempt_reasons;
+  int64_t submitted_wall_ms = 0;
+};
+
+struct CampaignRecord {
+  std::string campaign_id;
+  std::string name;
+  nlohmann::json definition;   // the submitted campaign document
+  int64_t job_count = 0;
+  int64_t submitted_wall_ms = 0;
+};
+
+void to_json(nlohmann::json& j, const Requirements& v);
+void from_json(const nlohmann::json& j, Requirements& v);
+void to_json(nlohmann::json& j, const MeasureOptions& v);
+void from_json(const nlohmann::json& j, MeasureOptions& v);
+void to_json(nlohmann::json& j, const JobSpec& v);
+void from_json(const nlohmann::json& j, JobSpec& v);
+void to_json(nlohmann::json& j, const Capabilities& v);
+void from_json(const nlohmann::json& j, Capabilities& v);
+void to_json(nlohmann::json& j, const Measurement& v);
+void from_json(const nlohmann::json& j, Measurement& v);
+void to_json(nlohmann::json& j, const ResultRecord& v);
+void from_json(const nlohmann::json& j, ResultRecord& v);
+void to_json(nlohmann::json& j, const JobRecord& v);
+void from_json(const nlohmann::json& j, JobRecord& v);
+void to_json(nlohmann::json& j, const CampaignRecord& v);
+void from_json(const nlohmann::json& j, CampaignRecord& v);
+
+// "1024x4096"
+std::string shape_string(const std::vector<int64_t>& shape);
+// "BLOCK=256,VEC=4" (sorted by name)
+std::string config_string(const std::map<std::string, int64_t>& config);
+
+}  // namespace ak

@@ -1,0 +1,138 @@
+// Scheduler: the job lifecycle as a pure state machine.
+//
+// Events go in (a worker said READY, a heartbeat arrived, a result arrived, time passed, jobs were
+// submitted) together with the current monotonic time; the scheduler updates its state and returns
+// the actions the caller must perform, in order. It does no I/O and reads no clock, so tests drive
+// it with a fake clock and inspect the actions. The broker (coordinator/broker.h) executes the
+// actions: Persist* against the store, Send* on the ROUTER socket.
+//
+// Ordering contract for results: on_result returns PersistResult followed by SendAck. The caller
+// must perform them in order and must not send the ACK if the store write failed (a result is
+// stored before it is acknowledged); the worker then resends it, and the scheduler treats the
+// resend as a fresh delivery (its state only changes when the caller confirms the write with
+// commit_result()). Duplicates by (job_id, attempt), and late results of superseded attempts of a
+// job that is already DONE, produce only a SendAck.
+//
+// Lease rules: a job is leased to at most one worker at a time. A heartbeat listing a job renews
+// its lease to now + lease_ms. A lease that reaches its expiry requeues the job with its reason
+// recorded; the next delivery carries attempt + 1. When a job has been delivered max_attempts times
+// and its last lease expires (or its worker dies), it ends LOST with every attempt's reason, and a
+// LOST result row is stored. A worker silent for longer than worker_timeout_ms is forgotten and
+// its leases are requeued at once.
+//
+// Not thread-safe: one thread owns a Scheduler.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/job.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "common/store.h"
+
+namespace ak {
+
+struct SchedulerOptions {
+  int64_t lease_ms = 10'000;           // lease duration, renewed by each heartbeat
+  int64_t worker_timeout_ms = 15'000;  // silence after which a worker is forgotten
+  int max_attempts = 3;                // deliveries before a job ends LOST
+};
+
+// ---- actions
+struct SendJob {
+  std::string worker_id;
+  protocol::Job job;
+};
+struct SendAck {
+  std::string worker_id;
+  protocol::Ack ack;
+};
+struct SendError {
+  std::string worker_id;
+  protocol::Error error;
+};
+// Write the record through to the store (state transition of a job that is not a result).
+struct PersistJob {
+  JobRecord job;
+};
+// Store `result` as the job's one result row together with the job's final record, then call
+// Scheduler::commit_result(job_id) if the write succeeded.
+struct PersistResult {
+  ResultRecord result;
+  JobRecord job;
+};
+using Action = std::variant<SendJob, SendAck, SendError, PersistJob, PersistResult>;
+
+struct WorkerView {
+  std::string worker_id;
+  Capabilities caps;
+  int slots = 0;
+  int64_t last_seen_ms = 0;
+  std::set<std::string> leased;  // job ids currently leased to this worker
+};
+
+struct SchedulerCounts {
+  int64_t queued = 0, leased = 0, done = 0, lost = 0;
+  std::map<ResultStatus, int64_t> by_status;  // stored results by status
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions options);
+
+  // Rebuild from the store after a restart. Leases held at the time of the crash get a fresh
+  // expiry (now + lease_ms) so that their workers can re-register and renew them.
+  void restore(const StoreSnapshot& snapshot, int64_t now_ms);
+
+  // New jobs (ids must be unique; a known id is an error and nothing is added). Returns
+  // PersistJob for each and any SendJob that free slots allow.
+  Result<std::vector<Action>> submit(std::vector<JobSpec> jobs, int64_t now_ms);
+
+  std::vector<Action> on_ready(const protocol::Ready& m, int64_t now_ms);
+  std::vector<Action> on_heartbeat(const protocol::Heartbeat& m, int64_t now_ms);
+  std::vector<Action> on_result(const protocol::ResultMsg& m, int64_t now_ms);
+  std::vector<Action> on_disconnect(const protocol::Disconnect& m, int64_t now_ms);
+  // Expire leases and forget silent workers; call at least every few hundred ms.
+  std::vector<Action> on_tick(int64_t now_ms);
+
+  // The caller stored the PersistResult for job_id: the job becomes DONE (or stays LOST).
+  // Returns dispatches that the freed slot allows.
+  std::vector<Action> commit_result(const std::string& job_id, int64_t now_ms);
+
+  // Empty Status when all invariants hold, else which one broke (run after every event in tests
+  // and debug builds):
+  //  - a job is leased by at most one worker, and the worker's leased set agrees with the job;
+  //  - every leased job has a known worker and an unexpired lease after on_tick(now);
+  //  - every queued job is in the queue exactly once; done/lost jobs are not in the queue;
+  //  - a worker never holds more leases than its slots.
+  Status check_invariants(int64_t now_ms) const;
+
+  SchedulerCounts counts() const;
+  const std::map<std::string, JobRecord>& jobs() const { return jobs_; }
+  const std::map<std::string, WorkerView>& workers() const { return workers_; }
+  int64_t heartbeats_missed() const { return heartbeats_missed_; }
+  bool all_finished() const;  // no job queued or leased
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  bool matches(const Requirements& r, const Capabilities& c) const;
+  void dispatch(int64_t now_ms, std::vector<Action>* out);
+  void expire(JobRecord& job, const std::string& reason, int64_t now_ms, std::vector<Action>* out);
+
+  SchedulerOptions options_;
+  std::map<std::string, JobRecord> jobs_;
+  std::deque<std::string> queue_;  // job ids in state kQueued, FIFO
+  std::map<std::string, WorkerView> workers_;
+  std::map<std::string, ResultRecord> pending_results_;  // awaiting commit_result
+  std::map<ResultStatus, int64_t> by_status_;
+  int64_t heartbeats_missed_ = 0;
+};
+
+}  // namespace ak

@@ -1,0 +1,44 @@
+// Compiler: turns a JobSpec's source + config into a loadable artefact, on the worker's CPU
+// threads, ahead of the GPU measuring the previous job.
+//
+// Backends: cpu -> the host C++ compiler builds a shared object (-O3 -march=native -shared -fPIC,
+// config as -D<NAME>=<value>); cuda -> NVRTC builds a cubin for the device's real architecture
+// (sm_90a on Hopper; never PTX only), config as -D defines. Artefacts are cached in a directory
+// by xxh64(source, options, compiler version, arch); concurrent compiles of the same key from
+// several threads or processes are safe (write to a temp file, rename).
+// compile() is thread-safe. A compile error is returned as a non-ok Status of code
+// kInvalidArgument whose message holds the compiler log (truncated to 8 KiB).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/job.h"
+#include "common/status.h"
+
+namespace ak {
+
+struct CompiledArtifact {
+  std::string path;          // .so or .cubin
+  std::string entry;         // symbol (cpu) or kernel name (cuda)
+  std::string source_hash;   // xxh64 hex of the source text
+  std::string options_hash;  // xxh64 hex of options + compiler version + arch
+  double compile_ms = 0;     // 0 on a cache hit
+  bool cache_hit = false;
+};
+
+class Compiler {
+ public:
+  virtual ~Compiler() = default;
+  virtual Result<CompiledArtifact> compile(const JobSpec& job, const Capabilities& caps) = 0;
+};
+
+struct CompilerOptions {
+  std::string cache_dir;      // created if missing
+  std::string host_cxx = "c++";
+};
+
+// The real compiler for both backends.
+std::unique_ptr<Compiler> make_compiler(const CompilerOptions& options);
+
+}  // namespace ak
