@@ -1,0 +1,59 @@
+// Kernel registry: every kernel type the farm can search, as data. No libtorch here: the
+// coordinator (campaign planner), the worker's compiler and the sandbox all read it. The
+// libtorch reference of each type lives in kernels/<type>/reference.cc, compiled only into the
+// sandbox (worker/sandbox/).
+//
+// Adding a kernel type touches its folder and one line in kernels/registry.cc.
+// All functions are thread-safe (the registry is immutable after static initialisation).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/job.h"
+
+namespace ak::kernels {
+
+// One tunable of a search space; its values become -D<name>=<value> when compiling.
+struct Tunable {
+  std::string name;
+  std::vector<int64_t> values;
+  int64_t default_value;
+};
+
+struct BackendSource {
+  std::string source;   // full source text of the starter candidate (embedded at build time)
+  std::string entry;    // cpu: extern "C" symbol; cuda: __global__ kernel name
+  std::vector<Tunable> space;
+  std::vector<std::vector<int64_t>> default_shapes;  // shapes of the default campaign
+};
+
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+
+struct KernelSpec {
+  std::string name;                      // "softmax"
+  std::vector<DType> dtypes;
+  std::map<Backend, BackendSource> backends;
+  std::map<DType, Tolerance> tolerance;  // |out - ref| <= atol + rtol * |ref|
+  // Minimum work of one call, for throughput and roofline figures.
+  double (*flops)(const std::vector<int64_t>& shape);
+  double (*bytes)(const std::vector<int64_t>& shape, DType dtype);
+  // Validates a shape for this type ("softmax needs [rows, cols] with both >= 1").
+  std::string (*check_shape)(const std::vector<int64_t>& shape);
+};
+
+// nullptr if unknown.
+const KernelSpec* find(std::string_view name);
+std::vector<const KernelSpec*> all();
+
+// Every point of the space (cartesian product), in a stable order.
+std::vector<std::map<std::string, int64_t>> enumerate_space(const std::vector<Tunable>& space);
+std::map<std::string, int64_t> default_config(const std::vector<Tunable>& space);
+
+}  // namespace ak::kernels
