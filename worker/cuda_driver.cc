@@ -1,0 +1,81 @@
+#include "worker/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace ak {
+
+std::string CudaDriver::error_text(CUresult r) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (cuGetErrorName) cuGetErrorName(r, &name);
+  if (cuGetErrorString) cuGetErrorString(r, &text);
+  return std::string(name ? name : "CUDA_ERROR_?") + " (" + (text ? text : "no description") + ")";
+}
+
+Result<std::shared_ptr<const CudaDriver>> CudaDriver::load() {
+  static std::mutex mu;
+  static std::shared_ptr<const CudaDriver> cached;
+  static Status cached_error;
+  static bool tried = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (tried) {
+    if (cached) return cached;
+    return cached_error;
+  }
+  tried = true;
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!h) {
+    cached_error = Status::unavailable(std::string("libcuda.so.1 not found (") + dlerror() +
+                                       "): no NVIDIA driver on this machine; use the cpu backend");
+    return cached_error;
+  }
+  auto d = std::make_shared<CudaDriver>();
+  bool missing = false;
+  std::string missing_name;
+  auto sym = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+    if (!fn && !missing) {
+      missing = true;
+      missing_name = name;
+    }
+  };
+  sym(d->cuInit, "cuInit");
+  sym(d->cuDriverGetVersion, "cuDriverGetVersion");
+  sym(d->cuDeviceGetCount, "cuDeviceGetCount");
+  sym(d->cuDeviceGet, "cuDeviceGet");
+  sym(d->cuDeviceGetName, "cuDeviceGetName");
+  sym(d->cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  sym(d->cuDeviceTotalMem, "cuDeviceTotalMem_v2");
+  sym(d->cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId");
+  sym(d->cuCtxGetCurrent, "cuCtxGetCurrent");
+  sym(d->cuCtxSynchronize, "cuCtxSynchronize");
+  sym(d->cuModuleLoadData, "cuModuleLoadData");
+  sym(d->cuModuleUnload, "cuModuleUnload");
+  sym(d->cuModuleGetFunction, "cuModuleGetFunction");
+  sym(d->cuFuncSetAttribute, "cuFuncSetAttribute");
+  sym(d->cuFuncGetAttribute, "cuFuncGetAttribute");
+  sym(d->cuLaunchKernel, "cuLaunchKernel");
+  sym(d->cuEventCreate, "cuEventCreate");
+  sym(d->cuEventDestroy, "cuEventDestroy_v2");
+  sym(d->cuEventRecord, "cuEventRecord");
+  sym(d->cuEventSynchronize, "cuEventSynchronize");
+  sym(d->cuEventElapsedTime, "cuEventElapsedTime_v2");
+  sym(d->cuStreamSynchronize, "cuStreamSynchronize");
+  sym(d->cuGetErrorName, "cuGetErrorName");
+  sym(d->cuGetErrorString, "cuGetErrorString");
+  if (missing) {
+    cached_error = Status::unavailable("libcuda.so.1 lacks " + missing_name + "; the driver is too old for CUDA 13");
+    return cached_error;
+  }
+  CUresult r = d->cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    cached_error = Status::unavailable("cuInit failed: " + d->error_text(r) + "; no usable GPU, use the cpu backend");
+    return cached_error;
+  }
+  cached = d;
+  return cached;
+}
+
+}  // namespace ak

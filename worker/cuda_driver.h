@@ -1,0 +1,62 @@
+// CudaDriver: the CUDA driver API loaded at run time from libcuda.so.1.
+//
+// The binaries must start on machines with no NVIDIA driver, so nothing links libcuda; load()
+// dlopens it and resolves the entry points below. On a machine without the driver load() returns
+// kUnavailable ("libcuda.so.1 not found: no NVIDIA driver on this machine; use --backend cpu").
+// The returned object is immutable and safe to share between threads (the driver API itself is
+// thread-safe). Types come from the toolkit's cuda.h; no symbol of it is linked.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace ak {
+
+struct CudaDriver {
+  CUresult (*cuInit)(unsigned int);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);
+  CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*cuFuncGetAttribute)(int*, CUfunction_attribute, CUfunction);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+  CUresult (*cuEventCreate)(CUevent*, unsigned int);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+
+  // "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)"
+  std::string error_text(CUresult r) const;
+
+  // Loads libcuda.so.1 and calls cuInit(0). Repeated calls return the same object.
+  static Result<std::shared_ptr<const CudaDriver>> load();
+};
+
+// Checks a driver call; on failure returns a Status naming the call, file:line and the error.
+#define AK_CU_CHECK(drv, call)                                                               \
+  do {                                                                                       \
+    CUresult ak_cu_r_ = (drv).call;                                                          \
+    if (ak_cu_r_ != CUDA_SUCCESS)                                                            \
+      return ::ak::Status::internal(std::string(#call) + " failed at " __FILE__ ":" +        \
+                                    std::to_string(__LINE__) + ": " + (drv).error_text(ak_cu_r_)); \
+  } while (0)
+
+}  // namespace ak
