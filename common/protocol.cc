@@ -99,10 +99,12 @@ std::string encode(const Message& m) {
   return env.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-DecodeResult decode(std::string_view frame) {
-  if (frame.size() > kMaxFrameBytes)
+DecodeResult decode(std::string_view frame) { return decode(frame, kMaxFrameBytes); }
+
+DecodeResult decode(std::string_view frame, size_t max_frame_bytes) {
+  if (frame.size() > max_frame_bytes)
     return fail(ErrorCode::kOversized, "frame of " + std::to_string(frame.size()) + " bytes exceeds the limit of " +
-                                           std::to_string(kMaxFrameBytes) + " bytes; send smaller sources");
+                                           std::to_string(max_frame_bytes) + " bytes; send smaller sources");
   json env = json::parse(frame.begin(), frame.end(), nullptr, /*allow_exceptions=*/false);
   if (env.is_discarded()) return fail(ErrorCode::kMalformed, "frame is not valid JSON; expected {\"v\":1,\"type\":...,\"body\":{...}}");
   if (!env.is_object() || !env.contains("v") || !env.contains("type") || !env.contains("body") ||

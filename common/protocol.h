@@ -104,6 +104,8 @@ struct DecodeResult {
 
 std::string encode(const Message& m);
 DecodeResult decode(std::string_view frame);
+// The same with another size limit, for replies a client asked for (result listings).
+DecodeResult decode(std::string_view frame, size_t max_frame_bytes);
 // The wire name of a message ("READY", ...).
 const char* type_name(const Message& m);
 

@@ -118,13 +118,22 @@ class Scheduler {
   const std::map<std::string, JobRecord>& jobs() const { return jobs_; }
   const std::map<std::string, WorkerView>& workers() const { return workers_; }
   int64_t heartbeats_missed() const { return heartbeats_missed_; }
-  bool all_finished() const;  // no job queued or leased
+  bool all_finished() const;  // no job queued or leased, and every result row committed
   const SchedulerOptions& options() const { return options_; }
 
  private:
   bool matches(const Requirements& r, const Capabilities& c) const;
   void dispatch(int64_t now_ms, std::vector<Action>* out);
+  // Ends the current lease of `job` (which must be kLeased): requeues it, or ends it LOST when
+  // its attempts are spent. A job whose result awaits commit_result is requeued but parked
+  // (dispatch skips it) and never made LOST: its result row is on its way.
   void expire(JobRecord& job, const std::string& reason, int64_t now_ms, std::vector<Action>* out);
+  // Removes job_id from the leased set of its holder (a registered worker or an orphan entry).
+  void release_lease(const JobRecord& job);
+  // Forgets a registered worker and expires every lease it held, with `reason`.
+  void forget_worker(const std::string& worker_id, const std::string& reason, int64_t now_ms,
+                     std::vector<Action>* out);
+  static JobRecord finished_record(const JobRecord& job, JobState state);
 
   SchedulerOptions options_;
   std::map<std::string, JobRecord> jobs_;
@@ -133,6 +142,14 @@ class Scheduler {
   std::map<std::string, ResultRecord> pending_results_;  // awaiting commit_result
   std::map<ResultStatus, int64_t> by_status_;
   int64_t heartbeats_missed_ = 0;
+  // Leases restored from the store whose worker has not re-sent READY since the restart, by
+  // worker id. The worker's READY adopts them; otherwise on_tick expires them like any lease.
+  std::map<std::string, std::set<std::string>> orphan_leases_;
+  // now_ms of the latest on_tick: every lease must expire after it (check_invariants).
+  int64_t last_tick_ms_ = INT64_MIN;
+  // The worker that received the latest dispatch; ties between equally loaded workers go to the
+  // next one after it, so that work spreads round robin.
+  std::string last_dispatched_worker_;
 };
 
 }  // namespace ak

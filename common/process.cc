@@ -1,0 +1,172 @@
+#include "common/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace ak {
+
+namespace {
+int decode_wait_status(int st) {
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return -1;
+}
+}  // namespace
+
+Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, const Options& options) {
+  if (argv.empty()) return Status::invalid("spawn needs a program");
+  int fds[2] = {-1, -1};
+  if (options.capture_stdout && pipe2(fds, O_CLOEXEC) != 0)
+    return Status::internal(std::string("pipe: ") + strerror(errno));
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return Status::internal(std::string("fork: ") + strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    if (options.capture_stdout) dup2(fds[1], STDOUT_FILENO);
+    for (const auto& e : options.env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    fprintf(stderr, "exec %s failed: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  ChildProcess c;
+  c.pid_ = pid;
+  if (options.capture_stdout) {
+    close(fds[1]);
+    c.stdout_fd_ = fds[0];
+  }
+  return c;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& o) noexcept { *this = std::move(o); }
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
+  if (this != &o) {
+    if (pid_ > 0 && !exit_code_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+    if (stdout_fd_ >= 0) close(stdout_fd_);
+    pid_ = o.pid_;
+    stdout_fd_ = o.stdout_fd_;
+    buffer_ = std::move(o.buffer_);
+    exit_code_ = o.exit_code_;
+    o.pid_ = -1;
+    o.stdout_fd_ = -1;
+    o.exit_code_.reset();
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !exit_code_) {
+    ::kill(pid_, SIGKILL);
+    wait();
+  }
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+bool ChildProcess::running() {
+  if (pid_ <= 0 || exit_code_) return false;
+  int st = 0;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    exit_code_ = decode_wait_status(st);
+    return false;
+  }
+  return true;
+}
+
+Result<std::optional<std::string>> ChildProcess::read_line(std::chrono::milliseconds timeout) {
+  if (stdout_fd_ < 0) return Status::invalid("stdout of the child is not captured");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return std::optional<std::string>(line);
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::optional<std::string>();
+    pollfd p{stdout_fd_, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(stdout_fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::unavailable("child " + std::to_string(pid_) + " closed its stdout (exited?)");
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+Result<std::string> ChildProcess::wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    auto line = read_line(left);
+    if (!line.ok()) return line.status();
+    if (!line->has_value()) break;
+    if ((*line)->rfind(prefix, 0) == 0) return (*line)->substr(prefix.size());
+  }
+  return Status::timed_out("child " + std::to_string(pid_) + " did not print '" + prefix + "' within " +
+                           std::to_string(timeout.count()) + " ms");
+}
+
+void ChildProcess::signal(int sig) {
+  if (pid_ > 0 && !exit_code_) ::kill(pid_, sig);
+}
+
+int ChildProcess::wait() {
+  if (exit_code_) return *exit_code_;
+  if (pid_ <= 0) return -1;
+  int st = 0;
+  while (waitpid(pid_, &st, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  exit_code_ = decode_wait_status(st);
+  return *exit_code_;
+}
+
+int ChildProcess::stop(std::chrono::milliseconds grace) {
+  if (!running()) return exit_code_.value_or(-1);
+  ::kill(pid_, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!running()) return *exit_code_;
+    // Reaping has no blocking-with-timeout call; a short poll interval bounds the wait.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid_, SIGKILL);
+  return wait();
+}
+
+std::string self_exe_path() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  return buf;
+}
+
+std::string self_exe_dir() {
+  std::string p = self_exe_path();
+  auto slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+}  // namespace ak

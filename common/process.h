@@ -1,0 +1,59 @@
+// ChildProcess: a real child process started with fork/exec, for `autokernel run` (which starts
+// Redis, a coordinator and workers) and for integration tests (which kill them).
+//
+// The child's stdout can be captured line by line for readiness handshakes ("READY {...}" lines),
+// so nobody sleeps waiting for a child to come up. stderr is inherited. The child gets
+// PR_SET_PDEATHSIG(SIGKILL) so it never outlives a parent that died hard. Not thread-safe; one
+// owner. The destructor kills (SIGKILL) and reaps a child that is still running.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ak {
+
+class ChildProcess {
+ public:
+  struct Options {
+    bool capture_stdout = false;
+    std::vector<std::string> env;  // extra NAME=value entries
+  };
+  static Result<ChildProcess> spawn(const std::vector<std::string>& argv, const Options& options);
+
+  ChildProcess() = default;
+  ChildProcess(ChildProcess&& o) noexcept;
+  ChildProcess& operator=(ChildProcess&& o) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  // Next full line of captured stdout (without '\n'); empty optional on timeout; error on EOF.
+  Result<std::optional<std::string>> read_line(std::chrono::milliseconds timeout);
+  // Reads lines until one starts with `prefix`; returns the rest of that line.
+  Result<std::string> wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
+  void signal(int sig);
+  // Waits for exit; returns the exit code, or 128 + signal number.
+  int wait();
+  // SIGTERM, wait up to `grace`, then SIGKILL.
+  int stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffer_;
+  std::optional<int> exit_code_;
+};
+
+// Directory of the running executable (to find sibling binaries such as the sandbox).
+std::string self_exe_dir();
+std::string self_exe_path();
+
+}  // namespace ak

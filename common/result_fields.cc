@@ -1,0 +1,115 @@
+#include "common/result_fields.h"
+
+#include <cstdio>
+
+namespace ak {
+
+const std::vector<ResultColumn>& result_columns() {
+  static const std::vector<ResultColumn> cols = {
+      {"experiment", "", "1-based order in which results were stored"},
+      {"tag", "", "campaign-given tag of the job"},
+      {"kernel_type", "", "kernel type, e.g. softmax"},
+      {"throughput_tflops", "TFLOP/s", "minimum FLOPs of the op over the median latency"},
+      {"latency_us", "us", "median kernel time"},
+      {"pct_peak", "%", "achieved bandwidth over the worker's measured copy bandwidth"},
+      {"speedup_vs_pytorch", "x", "PyTorch op median over candidate median, same sandbox, same run"},
+      {"correctness", "", "result status"},
+      {"peak_vram_mb", "MB", "peak device memory allocated in the sandbox during the job"},
+      {"description", "", "what the candidate is"},
+      {"job_id", "", "job identifier"},
+      {"attempt", "", "delivery attempt that produced the row"},
+      {"gpu", "", "device name of the worker (cpu for the CPU backend)"},
+      {"worker", "", "worker id"},
+      {"shape", "", "problem shape, e.g. 4096x4096"},
+      {"dtype", "", "fp32, fp16 or bf16"},
+      {"config", "", "tunables, NAME=value,..."},
+      {"source_hash", "", "xxh64 of the candidate source"},
+      {"backend", "", "cpu or cuda"},
+      {"baseline_us", "us", "median of the PyTorch op"},
+      {"bandwidth_gbps", "GB/s", "minimum bytes of the op over the median latency"},
+      {"samples", "", "timed samples of the candidate"},
+      {"cv", "", "coefficient of variation of the candidate samples"},
+      {"compile_ms", "ms", "compile time of the candidate, 0 on a cache hit"},
+      {"max_abs_error", "", "largest |candidate - reference| seen in verification"},
+      {"stage", "", "stage of a failure"},
+      {"reason", "", "why the job did not pass"},
+      {"campaign_id", "", "campaign of the job"},
+  };
+  return cols;
+}
+
+nlohmann::json result_row(const JobRecord& job, const ResultRecord& r, int64_t experiment) {
+  const bool pass = r.status == ResultStatus::kPass;
+  auto fig = [&](double v) { return pass ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json row = {
+      {"experiment", experiment},
+      {"tag", job.spec.tag},
+      {"kernel_type", job.spec.kernel_type},
+      {"throughput_tflops", fig(r.m.throughput_tflops)},
+      {"latency_us", fig(r.m.latency_us)},
+      {"pct_peak", fig(r.m.pct_peak)},
+      {"speedup_vs_pytorch", fig(r.m.speedup)},
+      {"correctness", result_status_name(r.status)},
+      {"peak_vram_mb", fig(r.m.peak_vram_mb)},
+      {"description", job.spec.description},
+      {"job_id", r.job_id},
+      {"attempt", r.attempt},
+      {"gpu", r.gpu},
+      {"worker", r.worker_id},
+      {"shape", shape_string(job.spec.shape)},
+      {"dtype", dtype_name(job.spec.dtype)},
+      {"config", config_string(job.spec.config)},
+      {"source_hash", r.source_hash},
+      {"backend", backend_name(job.spec.requires_.backend)},
+      {"baseline_us", fig(r.m.baseline_us)},
+      {"bandwidth_gbps", fig(r.m.bandwidth_gbps)},
+      {"samples", fig(r.m.samples)},
+      {"cv", fig(r.m.cv)},
+      {"compile_ms", r.m.compile_ms},
+      {"max_abs_error", r.m.max_abs_error},
+      {"stage", r.stage},
+      {"reason", r.reason},
+      {"campaign_id", job.spec.campaign_id},
+  };
+  return row;
+}
+
+std::string tsv_header() {
+  std::string s;
+  for (const auto& c : result_columns()) {
+    if (!s.empty()) s += '\t';
+    s += c.name;
+  }
+  return s;
+}
+
+namespace {
+std::string cell(const nlohmann::json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    for (auto& ch : s)
+      if (ch == '\t' || ch == '\n' || ch == '\r') ch = ' ';
+    return s;
+  }
+  if (v.is_number_float()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
+    return buf;
+  }
+  return v.dump();
+}
+}  // namespace
+
+std::string tsv_line(const nlohmann::json& row) {
+  std::string s;
+  bool first = true;
+  for (const auto& c : result_columns()) {
+    if (!first) s += '\t';
+    first = false;
+    s += row.contains(c.name) ? cell(row.at(c.name)) : "";
+  }
+  return s;
+}
+
+}  // namespace ak

@@ -1,0 +1,375 @@
+#include "coordinator/broker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/ids.h"
+#include "common/result_fields.h"
+#include "coordinator/campaign.h"
+
+namespace ak {
+
+using nlohmann::json;
+namespace pr = protocol;
+
+Coordinator::Coordinator(CoordinatorOptions options, Store& store, const Clock& clock, CoordinatorMetrics& metrics)
+    : options_(std::move(options)),
+      store_(store),
+      clock_(clock),
+      metrics_(metrics),
+      scheduler_(options_.scheduler),
+      ctx_(1),
+      workers_(ctx_, zmq::socket_type::router),
+      clients_(ctx_, zmq::socket_type::router) {}
+
+Coordinator::~Coordinator() = default;
+
+Status Coordinator::start() {
+  auto snap = store_.load();
+  if (!snap.ok()) return Status::unavailable("cannot rebuild state from the store: " + snap.status().message());
+  const int64_t now = clock_.now_ms();
+  scheduler_.restore(*snap, now);
+  for (const auto& c : snap->campaigns) campaigns_[c.campaign_id] = c;
+  for (const auto& r : snap->results) {
+    results_[r.job_id] = r;
+    result_order_.push_back(r.job_id);
+  }
+  if (!snap->jobs.empty())
+    spdlog::info("rebuilt from store: {} campaigns, {} jobs, {} results", snap->campaigns.size(), snap->jobs.size(),
+                 snap->results.size());
+  try {
+    workers_.set(zmq::sockopt::router_mandatory, 1);
+    workers_.set(zmq::sockopt::linger, 0);
+    // Hard cap far above the protocol limit: frames between the two get an OVERSIZED reply,
+    // frames above it make ZeroMQ drop the peer's connection.
+    workers_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    clients_.set(zmq::sockopt::linger, 0);
+    clients_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    workers_.bind(options_.worker_endpoint);
+    clients_.bind(options_.client_endpoint);
+    worker_endpoint_ = workers_.get(zmq::sockopt::last_endpoint);
+    client_endpoint_ = clients_.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::unavailable("cannot bind " + options_.worker_endpoint + " / " + options_.client_endpoint + ": " +
+                               e.what() + "; is another coordinator running there?");
+  }
+  started_ms_ = now;
+  refresh_gauges();
+  return {};
+}
+
+Status Coordinator::run(const std::atomic<bool>& stop) {
+  int64_t next_tick = clock_.now_ms();
+  std::vector<zmq::pollitem_t> items = {{workers_.handle(), 0, ZMQ_POLLIN, 0}, {clients_.handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop.load()) {
+    const int64_t wait = std::max<int64_t>(0, next_tick - clock_.now_ms());
+    try {
+      zmq::poll(items, std::chrono::milliseconds(wait));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      return Status::internal(std::string("poll: ") + e.what());
+    }
+    // Drain a bounded batch from each socket so neither starves the other or the ticks.
+    for (int i = 0; i < 256; ++i) {
+      std::vector<zmq::message_t> frames;
+      try {
+        auto r = zmq::recv_multipart(workers_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+        if (!r) break;
+      } catch (const zmq::error_t& e) {
+        break;
+      }
+      if (frames.empty()) continue;
+      std::string identity = frames.front().to_string();
+      try {
+        on_worker_message(identity, frames);
+      } catch (const std::exception& e) {
+        spdlog::error("handler for worker {} failed: {}", identity, e.what());
+        protocol_error(identity, pr::ErrorCode::kInternal, std::string("coordinator failed on this frame: ") + e.what());
+      }
+    }
+    for (int i = 0; i < 64; ++i) {
+      std::vector<zmq::message_t> frames;
+      try {
+        auto r = zmq::recv_multipart(clients_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+        if (!r) break;
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      try {
+        on_client_message(frames);
+      } catch (const std::exception& e) {
+        spdlog::error("client handler failed: {}", e.what());
+      }
+    }
+    const int64_t now = clock_.now_ms();
+    if (now >= next_tick) {
+      execute(scheduler_.on_tick(now));
+      next_tick = now + options_.tick_ms;
+      refresh_gauges();
+    }
+  }
+  return {};
+}
+
+void Coordinator::protocol_error(const std::string& identity, pr::ErrorCode code, const std::string& message) {
+  metrics_.protocol_error(code);
+  spdlog::warn("protocol error from '{}': {} {}", identity.substr(0, 64), pr::error_code_name(code), message);
+  send_worker(identity, pr::Error{code, message});
+}
+
+void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq::message_t>& frames) {
+  if (frames.size() != 2) {
+    protocol_error(identity, pr::ErrorCode::kMalformed,
+                   "expected exactly one body frame, got " + std::to_string(frames.size() - 1));
+    return;
+  }
+  auto d = pr::decode(frames[1].to_string_view());
+  if (!d.ok()) {
+    protocol_error(identity, d.error.code, d.error.message);
+    return;
+  }
+  const int64_t now = clock_.now_ms();
+  auto check_identity = [&](const std::string& worker_id) {
+    if (worker_id == identity) return true;
+    protocol_error(identity, pr::ErrorCode::kIdentityMismatch,
+                   "body names worker '" + worker_id.substr(0, 64) + "' but the connection is '" + identity.substr(0, 64) +
+                       "'; set the DEALER routing id to the worker id");
+    return false;
+  };
+  auto& m = *d.message;
+  if (auto* r = std::get_if<pr::Ready>(&m)) {
+    if (!check_identity(r->worker_id)) return;
+    spdlog::info("worker {} ready: {} {} slots={}", r->worker_id, r->caps.gpu_name, r->caps.arch, r->slots);
+    execute(scheduler_.on_ready(*r, now));
+  } else if (auto* h = std::get_if<pr::Heartbeat>(&m)) {
+    if (!check_identity(h->worker_id)) return;
+    auto actions = scheduler_.on_heartbeat(*h, now);
+    execute(std::move(actions));
+  } else if (auto* res = std::get_if<pr::ResultMsg>(&m)) {
+    if (!check_identity(res->worker_id)) return;
+    execute(scheduler_.on_result(*res, now));
+  } else if (auto* dc = std::get_if<pr::Disconnect>(&m)) {
+    if (!check_identity(dc->worker_id)) return;
+    spdlog::info("worker {} disconnected: {}", dc->worker_id, dc->reason);
+    execute(scheduler_.on_disconnect(*dc, now));
+  } else {
+    protocol_error(identity, pr::ErrorCode::kUnknownType,
+                   std::string("message type ") + pr::type_name(m) + " is not accepted from workers");
+  }
+  refresh_gauges();
+}
+
+void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {
+  try {
+    std::array<zmq::const_buffer, 2> parts = {zmq::buffer(worker_id), zmq::buffer(pr::encode(m))};
+    zmq::send_multipart(workers_, parts, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH: the peer is gone. Leases and the outbox make that harmless.
+    spdlog::debug("send to {} failed: {}", worker_id, e.what());
+  }
+}
+
+void Coordinator::execute(std::vector<Action> actions) {
+  std::vector<JobRecord> batch;
+  auto flush = [&]() {
+    if (batch.empty()) return;
+    Status s = store_.put_jobs(batch);
+    if (!s.ok()) {
+      metrics_.store_error();
+      spdlog::error("store: {}", s.to_string());
+    }
+    batch.clear();
+  };
+  std::set<std::string> unstored;  // results whose store write failed: no ACK for them
+  for (size_t i = 0; i < actions.size(); ++i) {
+    Action& a = actions[i];
+    if (auto* pj = std::get_if<PersistJob>(&a)) {
+      if (pj->job.state == JobState::kQueued && pj->job.attempt > 0) metrics_.requeued();
+      batch.push_back(std::move(pj->job));
+      continue;
+    }
+    flush();
+    if (auto* sj = std::get_if<SendJob>(&a)) {
+      metrics_.dispatched();
+      first_dispatch_ms_.emplace(sj->job.spec.job_id, clock_.now_ms());
+      send_worker(sj->worker_id, sj->job);
+    } else if (auto* pr_ = std::get_if<PersistResult>(&a)) {
+      bool inserted = false;
+      Status s = store_.put_result(pr_->result, pr_->job, &inserted);
+      if (!s.ok()) {
+        metrics_.store_error();
+        spdlog::error("result of {} not stored, not acknowledging: {}", pr_->result.job_id, s.to_string());
+        unstored.insert(pr_->result.job_id);
+        continue;
+      }
+      const std::string job_id = pr_->result.job_id;
+      if (inserted) {
+        results_[job_id] = pr_->result;
+        result_order_.push_back(job_id);
+        ++results_since_start_;
+        double dur = -1;
+        if (auto it = first_dispatch_ms_.find(job_id); it != first_dispatch_ms_.end()) {
+          dur = (clock_.now_ms() - it->second) / 1000.0;
+          first_dispatch_ms_.erase(it);
+        }
+        metrics_.completed(pr_->result.status, dur);
+      } else {
+        metrics_.duplicate_result();
+      }
+      auto more = scheduler_.commit_result(job_id, clock_.now_ms());
+      actions.insert(actions.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    } else if (auto* sa = std::get_if<SendAck>(&a)) {
+      if (unstored.count(sa->ack.job_id)) continue;
+      send_worker(sa->worker_id, sa->ack);
+    } else if (auto* se = std::get_if<SendError>(&a)) {
+      metrics_.protocol_error(se->error.code);
+      send_worker(se->worker_id, se->error);
+    }
+  }
+  flush();
+}
+
+void Coordinator::refresh_gauges() {
+  auto c = scheduler_.counts();
+  metrics_.set_jobs(c.queued, c.leased, c.done, c.lost);
+  metrics_.set_workers(static_cast<int64_t>(scheduler_.workers().size()));
+  metrics_.heartbeats_missed(scheduler_.heartbeats_missed());
+}
+
+void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
+  // REQ envelope: [identity][empty][body]
+  if (frames.size() < 3) return;
+  const std::string identity = frames.front().to_string();
+  pr::Error error;
+  json body;
+  auto d = pr::decode(frames.back().to_string_view());
+  if (!d.ok()) {
+    error = d.error;
+  } else {
+    try {
+      body = handle_client(*d.message, &error);
+    } catch (const std::exception& e) {
+      error = {pr::ErrorCode::kInternal, e.what()};
+    }
+  }
+  std::string reply;
+  if (error.code != pr::ErrorCode::kUnknown || !error.message.empty()) {
+    metrics_.protocol_error(error.code);
+    reply = pr::encode(error);
+  } else {
+    reply = pr::encode(pr::Reply{body});
+  }
+  std::array<zmq::const_buffer, 3> parts = {zmq::buffer(identity), zmq::const_buffer(nullptr, 0), zmq::buffer(reply)};
+  try {
+    zmq::send_multipart(clients_, parts, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("reply to client failed: {}", e.what());
+  }
+  refresh_gauges();
+}
+
+json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
+  if (auto* s = std::get_if<pr::Submit>(&m)) {
+    const std::string id = new_campaign_id();
+    auto plan = plan_campaign(s->campaign, id, clock_.wall_ms());
+    if (!plan.ok()) {
+      *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
+      return {};
+    }
+    Status st = store_.put_campaign(plan->record);
+    if (!st.ok()) {
+      metrics_.store_error();
+      *error = {pr::ErrorCode::kStoreUnavailable, "campaign not stored: " + st.message()};
+      return {};
+    }
+    const int64_t n = plan->record.job_count;
+    auto actions = scheduler_.submit(std::move(plan->jobs), clock_.now_ms());
+    if (!actions.ok()) {
+      *error = {pr::ErrorCode::kBadRequest, actions.status().message()};
+      return {};
+    }
+    campaigns_[id] = plan->record;
+    execute(std::move(*actions));
+    spdlog::info("campaign {} '{}' submitted: {} jobs", id, plan->record.name, n);
+    return {{"campaign_id", id}, {"jobs", n}, {"name", plan->record.name}};
+  }
+  if (std::get_if<pr::StatusQuery>(&m)) return status_body();
+  if (auto* q = std::get_if<pr::ResultsQuery>(&m)) return results_body(*q);
+  *error = {pr::ErrorCode::kUnknownType, std::string("message type ") + pr::type_name(m) + " is not a client request"};
+  return {};
+}
+
+json Coordinator::status_body() const {
+  const int64_t now = clock_.now_ms();
+  auto c = scheduler_.counts();
+  json by_status = json::object();
+  for (const auto& [s, n] : c.by_status) by_status[result_status_name(s)] = n;
+  json workers = json::array();
+  for (const auto& [id, w] : scheduler_.workers()) {
+    std::vector<std::string> b;
+    for (auto x : w.caps.backends) b.push_back(backend_name(x));
+    workers.push_back({{"worker_id", id}, {"gpu", w.caps.gpu_name}, {"arch", w.caps.arch}, {"pci_id", w.caps.pci_id},
+                       {"backends", b}, {"slots", w.slots}, {"leased", w.leased},
+                       {"last_seen_ms_ago", now - w.last_seen_ms}});
+  }
+  struct Agg {
+    int64_t total = 0, finished = 0, pass = 0, failed = 0;
+    const ResultRecord* best = nullptr;
+    const JobRecord* best_job = nullptr;
+  };
+  std::map<std::string, Agg> agg;
+  for (const auto& [id, job] : scheduler_.jobs()) {
+    Agg& a = agg[job.spec.campaign_id];
+    ++a.total;
+    if (job.state == JobState::kDone || job.state == JobState::kLost) ++a.finished;
+    auto it = results_.find(id);
+    if (it == results_.end()) continue;
+    if (it->second.status == ResultStatus::kPass) {
+      ++a.pass;
+      if (!a.best || it->second.m.speedup > a.best->m.speedup) {
+        a.best = &it->second;
+        a.best_job = &job;
+      }
+    } else {
+      ++a.failed;
+    }
+  }
+  json campaigns = json::array();
+  for (const auto& [id, rec] : campaigns_) {
+    const Agg& a = agg[id];
+    json best = nullptr;
+    if (a.best)
+      best = {{"job_id", a.best->job_id}, {"latency_us", a.best->m.latency_us}, {"speedup", a.best->m.speedup},
+              {"shape", shape_string(a.best_job->spec.shape)}, {"dtype", dtype_name(a.best_job->spec.dtype)},
+              {"config", config_string(a.best_job->spec.config)}};
+    campaigns.push_back({{"campaign_id", id}, {"name", rec.name}, {"total", a.total}, {"finished", a.finished},
+                         {"pass", a.pass}, {"failed", a.failed}, {"best", best},
+                         {"submitted_wall_ms", rec.submitted_wall_ms}});
+  }
+  const double up_s = std::max<double>(1e-3, (now - started_ms_) / 1000.0);
+  return {{"jobs", {{"queued", c.queued}, {"leased", c.leased}, {"done", c.done}, {"lost", c.lost}}},
+          {"results", by_status},
+          {"workers", workers},
+          {"campaigns", campaigns},
+          {"uptime_s", up_s},
+          {"results_per_hour", results_since_start_ / up_s * 3600.0}};
+}
+
+json Coordinator::results_body(const pr::ResultsQuery& q) const {
+  json rows = json::array();
+  int64_t experiment = 0;
+  const auto& jobs = scheduler_.jobs();
+  for (const auto& id : result_order_) {
+    ++experiment;
+    const ResultRecord& r = results_.at(id);
+    auto jt = jobs.find(id);
+    if (jt == jobs.end()) continue;
+    if (!q.campaign_id.empty() && jt->second.spec.campaign_id != q.campaign_id) continue;
+    if (!q.status.empty() && q.status != result_status_name(r.status)) continue;
+    rows.push_back(result_row(jt->second, r, experiment));
+  }
+  return {{"rows", rows}};
+}
+
+}  // namespace ak

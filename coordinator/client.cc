@@ -1,0 +1,49 @@
+#include "coordinator/client.h"
+
+namespace ak {
+
+CoordinatorClient::CoordinatorClient(std::string endpoint, std::chrono::milliseconds timeout)
+    : endpoint_(std::move(endpoint)), timeout_(timeout), ctx_(1) {
+  reconnect();
+}
+
+void CoordinatorClient::reconnect() {
+  sock_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::req);
+  sock_->set(zmq::sockopt::linger, 0);
+  sock_->connect(endpoint_);
+}
+
+Result<nlohmann::json> CoordinatorClient::request(const protocol::Message& m) {
+  try {
+    const std::string frame = protocol::encode(m);
+    sock_->send(zmq::buffer(frame), zmq::send_flags::none);
+    zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, timeout_);
+    if (!(item.revents & ZMQ_POLLIN)) {
+      reconnect();
+      return Status::timed_out("no reply from the coordinator at " + endpoint_ + " within " +
+                               std::to_string(timeout_.count()) + " ms; is it running? (autokernel coordinator)");
+    }
+    zmq::message_t reply;
+    (void)sock_->recv(reply, zmq::recv_flags::none);
+    auto d = protocol::decode(reply.to_string_view(), size_t{1} << 30);
+    if (!d.ok()) return Status::internal("coordinator sent an unreadable reply: " + d.error.message);
+    if (auto* e = std::get_if<protocol::Error>(&*d.message))
+      return Status::invalid(std::string(protocol::error_code_name(e->code)) + ": " + e->message);
+    if (auto* r = std::get_if<protocol::Reply>(&*d.message)) return r->body;
+    return Status::internal(std::string("unexpected reply type ") + protocol::type_name(*d.message));
+  } catch (const zmq::error_t& e) {
+    reconnect();
+    return Status::unavailable("client socket to " + endpoint_ + ": " + e.what());
+  }
+}
+
+Result<nlohmann::json> CoordinatorClient::submit(const nlohmann::json& campaign) {
+  return request(protocol::Submit{campaign});
+}
+Result<nlohmann::json> CoordinatorClient::status() { return request(protocol::StatusQuery{}); }
+Result<nlohmann::json> CoordinatorClient::results(const std::string& campaign_id, const std::string& status) {
+  return request(protocol::ResultsQuery{campaign_id, status});
+}
+
+}  // namespace ak

@@ -1,0 +1,38 @@
+// CoordinatorClient: the CLI's side of the client API (SUBMIT, STATUS, RESULTS) over a ZeroMQ
+// REQ socket. Each call waits at most `timeout`; on a timeout the socket is recreated (a REQ
+// socket that missed a reply is stuck otherwise) and kTimedOut returned — the request may or may
+// not have been processed. Not thread-safe; one per thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "common/protocol.h"
+#include "common/status.h"
+
+namespace ak {
+
+class CoordinatorClient {
+ public:
+  explicit CoordinatorClient(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Returns the campaign id and job count: {"campaign_id": ..., "jobs": N}.
+  Result<nlohmann::json> submit(const nlohmann::json& campaign);
+  Result<nlohmann::json> status();
+  // {"rows": [...]} in the column order of common/result_fields.h.
+  Result<nlohmann::json> results(const std::string& campaign_id = "", const std::string& status = "");
+  // Sends any message and returns the reply body (tests use it for bad requests).
+  Result<nlohmann::json> request(const protocol::Message& m);
+
+ private:
+  void reconnect();
+  std::string endpoint_;
+  std::chrono::milliseconds timeout_;
+  zmq::context_t ctx_;
+  std::unique_ptr<zmq::socket_t> sock_;
+};
+
+}  // namespace ak

@@ -1,0 +1,67 @@
+// CoordinatorMetrics: the coordinator's Prometheus series (names in common/metric_names.h),
+// served on /metrics by prometheus-cpp's Exposer.
+//
+// Thread-safe (prometheus-cpp metrics are atomic). Gauges are refreshed from the scheduler's
+// counts by the broker after each batch of events. Without a bind address, metrics are kept but
+// not served (tests, or --metrics "").
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "common/job.h"
+#include "common/protocol.h"
+#include "common/status.h"
+
+namespace ak {
+
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics();
+  // Starts serving on `bind_address` ("127.0.0.1:0" picks a free port; read it with port()).
+  Status serve(const std::string& bind_address);
+  int port() const;  // 0 when not serving
+
+  void set_jobs(int64_t queued, int64_t leased, int64_t done, int64_t lost);
+  void set_workers(int64_t n);
+  void dispatched();
+  void requeued();
+  void completed(ResultStatus status, double duration_s);
+  void heartbeats_missed(int64_t total);
+  void protocol_error(protocol::ErrorCode code);
+  void store_error();
+  void duplicate_result();
+
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Family<prometheus::Gauge>* jobs_;
+  prometheus::Gauge* queued_;
+  prometheus::Gauge* leased_;
+  prometheus::Gauge* done_;
+  prometheus::Gauge* lost_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* in_flight_;
+  prometheus::Gauge* workers_;
+  prometheus::Counter* dispatched_;
+  prometheus::Counter* requeued_;
+  prometheus::Family<prometheus::Counter>* completed_;
+  prometheus::Histogram* duration_;
+  prometheus::Counter* heartbeats_missed_;
+  double heartbeats_missed_seen_ = 0;
+  prometheus::Family<prometheus::Counter>* protocol_errors_;
+  prometheus::Counter* store_errors_;
+  prometheus::Counter* duplicates_;
+};
+
+}  // namespace ak

@@ -1,0 +1,438 @@
+#include "coordinator/scheduler.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+namespace ak {
+
+namespace {
+
+bool equals_ignore_case(const std::string& a, const std::string& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
+SendError unknown_worker(const std::string& worker_id) {
+  return SendError{worker_id,
+                   {protocol::ErrorCode::kUnknownWorker,
+                    "worker " + worker_id +
+                        " is not registered with this coordinator; send READY"}};
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions options) : options_(std::move(options)) {}
+
+JobRecord Scheduler::finished_record(const JobRecord& job, JobState state) {
+  JobRecord r = job;
+  r.state = state;
+  r.worker_id.clear();
+  r.lease_expires_ms = 0;
+  return r;
+}
+
+void Scheduler::restore(const StoreSnapshot& snapshot, int64_t now_ms) {
+  jobs_.clear();
+  queue_.clear();
+  workers_.clear();
+  pending_results_.clear();
+  by_status_.clear();
+  orphan_leases_.clear();
+  last_dispatched_worker_.clear();
+
+  std::map<std::string, const ResultRecord*> stored;
+  for (const auto& r : snapshot.results) {
+    ++by_status_[r.status];
+    stored.emplace(r.job_id, &r);
+  }
+  for (const auto& rec : snapshot.jobs) {
+    JobRecord job = rec;
+    const std::string& id = job.spec.job_id;
+    // put_result writes the row and the final job record together, so a job with a row is
+    // finished; trust the row if an older job record says otherwise.
+    if (auto it = stored.find(id); it != stored.end() &&
+                                   job.state != JobState::kDone && job.state != JobState::kLost) {
+      job = finished_record(job, it->second->status == ResultStatus::kLost ? JobState::kLost
+                                                                            : JobState::kDone);
+    }
+    if (job.state == JobState::kLeased && job.worker_id.empty()) job.state = JobState::kQueued;
+    switch (job.state) {
+      case JobState::kQueued:
+        job.worker_id.clear();
+        job.lease_expires_ms = 0;
+        queue_.push_back(id);
+        break;
+      case JobState::kLeased:
+        job.lease_expires_ms = now_ms + options_.lease_ms;
+        orphan_leases_[job.worker_id].insert(id);
+        break;
+      case JobState::kDone:
+      case JobState::kLost:
+        break;
+    }
+    jobs_[id] = std::move(job);
+  }
+}
+
+Result<std::vector<Action>> Scheduler::submit(std::vector<JobSpec> jobs, int64_t now_ms) {
+  std::set<std::string> ids;
+  for (const auto& spec : jobs) {
+    if (spec.job_id.empty()) return Status::invalid("a submitted job has an empty job_id");
+    if (jobs_.count(spec.job_id) || !ids.insert(spec.job_id).second) {
+      return Status(StatusCode::kAlreadyExists,
+                    "job " + spec.job_id +
+                        " was submitted already; job ids must be unique; nothing was added");
+    }
+  }
+  std::vector<Action> out;
+  for (auto& spec : jobs) {
+    JobRecord job;
+    job.spec = std::move(spec);
+    job.state = JobState::kQueued;
+    const std::string id = job.spec.job_id;
+    queue_.push_back(id);
+    out.push_back(PersistJob{job});
+    jobs_[id] = std::move(job);
+  }
+  dispatch(now_ms, &out);
+  return out;
+}
+
+std::vector<Action> Scheduler::on_ready(const protocol::Ready& m, int64_t now_ms) {
+  std::vector<Action> out;
+  WorkerView& w = workers_[m.worker_id];
+  w.worker_id = m.worker_id;
+  w.caps = m.caps;
+  w.slots = std::max(0, m.slots);
+  w.last_seen_ms = now_ms;
+  // Leases restored after a coordinator restart belong to this worker again.
+  if (auto it = orphan_leases_.find(m.worker_id); it != orphan_leases_.end()) {
+    w.leased.insert(it->second.begin(), it->second.end());
+    orphan_leases_.erase(it);
+  }
+  if (static_cast<int>(w.leased.size()) > w.slots) {
+    // The worker came back with fewer slots than the leases it held: keep as many as it now
+    // has room for and requeue the rest.
+    const size_t held = w.leased.size();
+    std::vector<std::string> excess(std::next(w.leased.begin(), w.slots), w.leased.end());
+    for (const auto& id : excess) {
+      expire(jobs_.at(id),
+             "worker " + m.worker_id + " re-registered with " + std::to_string(w.slots) +
+                 " slots while holding " + std::to_string(held) + " leases",
+             now_ms, &out);
+    }
+  }
+  dispatch(now_ms, &out);
+  return out;
+}
+
+std::vector<Action> Scheduler::on_heartbeat(const protocol::Heartbeat& m, int64_t now_ms) {
+  auto wit = workers_.find(m.worker_id);
+  if (wit == workers_.end()) return {unknown_worker(m.worker_id)};
+  WorkerView& w = wit->second;
+  w.last_seen_ms = now_ms;
+  for (const auto& f : m.in_flight) {
+    auto it = jobs_.find(f.job_id);
+    if (it == jobs_.end()) continue;
+    JobRecord& job = it->second;
+    if (job.state == JobState::kLeased && job.worker_id == m.worker_id && job.attempt == f.attempt) {
+      job.lease_expires_ms = std::max(job.lease_expires_ms, now_ms + options_.lease_ms);
+    }
+  }
+  std::vector<Action> out;
+  dispatch(now_ms, &out);
+  return out;
+}
+
+std::vector<Action> Scheduler::on_result(const protocol::ResultMsg& m, int64_t now_ms) {
+  if (!workers_.count(m.worker_id)) return {unknown_worker(m.worker_id)};
+  const ResultRecord& r = m.result;
+  const SendAck ack{m.worker_id, {r.job_id, r.attempt}};
+  auto it = jobs_.find(r.job_id);
+  if (it == jobs_.end()) {
+    return {SendError{m.worker_id,
+                      {protocol::ErrorCode::kBadRequest,
+                       "worker " + m.worker_id + " sent a result for job '" + r.job_id +
+                           "', which this coordinator does not know; drop it from the outbox"}}};
+  }
+  const JobRecord& job = it->second;
+  if (job.state == JobState::kDone || job.state == JobState::kLost) return {ack};
+  if (auto p = pending_results_.find(r.job_id); p != pending_results_.end()) {
+    // A row for this job is on its way but unconfirmed (the write may have failed). Write the
+    // first result again rather than acknowledging something that may not be stored.
+    return {PersistResult{p->second, finished_record(job, JobState::kDone)}, ack};
+  }
+  if (r.attempt < 1 || r.attempt > job.attempt) {
+    return {SendError{m.worker_id,
+                      {protocol::ErrorCode::kBadRequest,
+                       "worker " + m.worker_id + " sent a result for job " + r.job_id +
+                           " attempt " + std::to_string(r.attempt) + ", but attempts 1.." +
+                           std::to_string(job.attempt) + " were delivered"}}};
+  }
+  // First result wins, even from a superseded attempt: the job has one result row.
+  pending_results_[r.job_id] = r;
+  return {PersistResult{r, finished_record(job, JobState::kDone)}, ack};
+}
+
+std::vector<Action> Scheduler::on_disconnect(const protocol::Disconnect& m, int64_t now_ms) {
+  std::vector<Action> out;
+  const std::string reason = "worker " + m.worker_id + " disconnected: " + m.reason;
+  if (workers_.count(m.worker_id)) forget_worker(m.worker_id, reason, now_ms, &out);
+  if (auto it = orphan_leases_.find(m.worker_id); it != orphan_leases_.end()) {
+    const std::set<std::string> ids = it->second;
+    for (const auto& id : ids) expire(jobs_.at(id), reason, now_ms, &out);
+  }
+  dispatch(now_ms, &out);
+  return out;
+}
+
+std::vector<Action> Scheduler::on_tick(int64_t now_ms) {
+  std::vector<Action> out;
+  last_tick_ms_ = std::max(last_tick_ms_, now_ms);
+
+  // Rows that were never confirmed (the store was down): write them again. LOST rows have no
+  // worker that would resend them, and the worker of a result may be gone.
+  for (const auto& [id, r] : pending_results_) {
+    const JobRecord& job = jobs_.at(id);
+    out.push_back(PersistResult{r, finished_record(job, job.state == JobState::kLost
+                                                            ? JobState::kLost
+                                                            : JobState::kDone)});
+  }
+
+  std::vector<std::string> expired;
+  for (const auto& [id, job] : jobs_) {
+    if (job.state == JobState::kLeased && job.lease_expires_ms <= now_ms) expired.push_back(id);
+  }
+  for (const auto& id : expired) {
+    JobRecord& job = jobs_.at(id);
+    expire(job,
+           "lease expired on worker " + job.worker_id + " at attempt " + std::to_string(job.attempt),
+           now_ms, &out);
+  }
+
+  std::vector<std::string> silent;
+  for (const auto& [id, w] : workers_) {
+    if (now_ms - w.last_seen_ms > options_.worker_timeout_ms) silent.push_back(id);
+  }
+  for (const auto& id : silent) {
+    ++heartbeats_missed_;
+    forget_worker(id, "worker " + id + " went silent", now_ms, &out);
+  }
+
+  dispatch(now_ms, &out);
+  return out;
+}
+
+std::vector<Action> Scheduler::commit_result(const std::string& job_id, int64_t now_ms) {
+  std::vector<Action> out;
+  auto p = pending_results_.find(job_id);
+  if (p == pending_results_.end()) return out;
+  ++by_status_[p->second.status];
+  pending_results_.erase(p);
+  JobRecord& job = jobs_.at(job_id);
+  if (job.state == JobState::kLeased) release_lease(job);
+  if (job.state == JobState::kQueued) {
+    if (auto q = std::find(queue_.begin(), queue_.end(), job_id); q != queue_.end()) queue_.erase(q);
+  }
+  if (job.state != JobState::kLost) job = finished_record(job, JobState::kDone);
+  dispatch(now_ms, &out);
+  return out;
+}
+
+bool Scheduler::matches(const Requirements& r, const Capabilities& c) const {
+  if (std::find(c.backends.begin(), c.backends.end(), r.backend) == c.backends.end()) return false;
+  if (!r.gpu_model.empty() && !equals_ignore_case(r.gpu_model, c.gpu_name)) return false;
+  if (!r.arch.empty() && r.arch != c.arch) return false;
+  return true;
+}
+
+void Scheduler::dispatch(int64_t now_ms, std::vector<Action>* out) {
+  // Workers that may still take a job. Each step gives the oldest job that fits to the least
+  // loaded worker (ties: round robin after the last worker served); a worker that no queued job
+  // fits drops out.
+  std::vector<WorkerView*> open;
+  for (auto& [id, w] : workers_) {
+    if (static_cast<int>(w.leased.size()) < w.slots) open.push_back(&w);
+  }
+  while (!open.empty() && !queue_.empty()) {
+    auto after_last = [this](const WorkerView* w) { return w->worker_id > last_dispatched_worker_; };
+    auto pick = std::min_element(open.begin(), open.end(), [&](WorkerView* a, WorkerView* b) {
+      if (a->leased.size() != b->leased.size()) return a->leased.size() < b->leased.size();
+      if (after_last(a) != after_last(b)) return after_last(a);
+      return a->worker_id < b->worker_id;
+    });
+    WorkerView& w = **pick;
+    auto job_it = std::find_if(queue_.begin(), queue_.end(), [&](const std::string& id) {
+      return !pending_results_.count(id) && matches(jobs_.at(id).spec.requires_, w.caps);
+    });
+    if (job_it == queue_.end()) {
+      open.erase(pick);
+      continue;
+    }
+    JobRecord& job = jobs_.at(*job_it);
+    queue_.erase(job_it);
+    job.state = JobState::kLeased;
+    job.attempt += 1;
+    job.worker_id = w.worker_id;
+    job.lease_expires_ms = now_ms + options_.lease_ms;
+    w.leased.insert(job.spec.job_id);
+    last_dispatched_worker_ = w.worker_id;
+    out->push_back(PersistJob{job});
+    out->push_back(SendJob{w.worker_id, protocol::Job{job.spec, job.attempt, options_.lease_ms}});
+    if (static_cast<int>(w.leased.size()) >= w.slots) open.erase(pick);
+  }
+}
+
+void Scheduler::release_lease(const JobRecord& job) {
+  const std::string& id = job.spec.job_id;
+  if (auto w = workers_.find(job.worker_id); w != workers_.end()) w->second.leased.erase(id);
+  if (auto o = orphan_leases_.find(job.worker_id); o != orphan_leases_.end()) {
+    o->second.erase(id);
+    if (o->second.empty()) orphan_leases_.erase(o);
+  }
+}
+
+void Scheduler::expire(JobRecord& job, const std::string& reason, int64_t now_ms,
+                       std::vector<Action>* out) {
+  release_lease(job);
+  job.attempt_reasons.push_back(reason);
+  job.worker_id.clear();
+  job.lease_expires_ms = 0;
+  const std::string& id = job.spec.job_id;
+  if (job.attempt < options_.max_attempts || pending_results_.count(id)) {
+    job.state = JobState::kQueued;
+    queue_.push_back(id);
+    out->push_back(PersistJob{job});
+    return;
+  }
+  job.state = JobState::kLost;
+  ResultRecord lost;
+  lost.job_id = id;
+  lost.attempt = job.attempt;
+  lost.status = ResultStatus::kLost;
+  lost.stage = "lease";
+  lost.reason = "gave up after " + std::to_string(job.attempt) + " attempts";
+  lost.attempt_reasons = job.attempt_reasons;
+  pending_results_[id] = lost;
+  out->push_back(PersistResult{lost, job});
+}
+
+void Scheduler::forget_worker(const std::string& worker_id, const std::string& reason,
+                              int64_t now_ms, std::vector<Action>* out) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  const std::set<std::string> leased = std::move(it->second.leased);
+  workers_.erase(it);
+  for (const auto& id : leased) expire(jobs_.at(id), reason, now_ms, out);
+}
+
+Status Scheduler::check_invariants(int64_t now_ms) const {
+  auto broken = [](std::string m) { return Status::internal("scheduler invariant: " + m); };
+  for (const auto& [wid, w] : workers_) {
+    if (w.worker_id != wid) return broken("worker " + wid + " is filed under another id");
+    if (static_cast<int>(w.leased.size()) > w.slots) {
+      return broken("worker " + wid + " holds " + std::to_string(w.leased.size()) +
+                    " leases but has " + std::to_string(w.slots) + " slots");
+    }
+    if (w.last_seen_ms > now_ms) return broken("worker " + wid + " was seen in the future");
+    if (orphan_leases_.count(wid)) return broken("registered worker " + wid + " has orphan leases");
+  }
+  auto holds = [&](const std::string& wid, const std::string& job_id) {
+    auto w = workers_.find(wid);
+    if (w != workers_.end()) return w->second.leased.count(job_id) > 0;
+    auto o = orphan_leases_.find(wid);
+    return o != orphan_leases_.end() && o->second.count(job_id) > 0;
+  };
+  auto check_holding = [&](const std::string& wid, const std::set<std::string>& ids) -> Status {
+    for (const auto& id : ids) {
+      auto j = jobs_.find(id);
+      if (j == jobs_.end()) return broken("worker " + wid + " leases unknown job " + id);
+      if (j->second.state != JobState::kLeased || j->second.worker_id != wid) {
+        return broken("worker " + wid + " lists job " + id + ", which is " +
+                      job_state_name(j->second.state) + " on worker '" + j->second.worker_id + "'");
+      }
+    }
+    return {};
+  };
+  for (const auto& [wid, w] : workers_) {
+    if (auto s = check_holding(wid, w.leased); !s.ok()) return s;
+  }
+  for (const auto& [wid, ids] : orphan_leases_) {
+    if (ids.empty()) return broken("empty orphan entry for worker " + wid);
+    if (auto s = check_holding(wid, ids); !s.ok()) return s;
+  }
+
+  std::map<std::string, int> in_queue;
+  for (const auto& id : queue_) {
+    if (++in_queue[id] > 1) return broken("job " + id + " is in the queue twice");
+    auto j = jobs_.find(id);
+    if (j == jobs_.end()) return broken("unknown job " + id + " is in the queue");
+    if (j->second.state != JobState::kQueued) {
+      return broken("job " + id + " is in the queue but " + job_state_name(j->second.state));
+    }
+  }
+  for (const auto& [id, job] : jobs_) {
+    if (job.spec.job_id != id) return broken("job " + id + " is filed under another id");
+    switch (job.state) {
+      case JobState::kQueued:
+        if (!in_queue.count(id)) return broken("queued job " + id + " is not in the queue");
+        break;
+      case JobState::kLeased:
+        if (!holds(job.worker_id, id)) {
+          return broken("job " + id + " is leased to '" + job.worker_id +
+                        "', which does not list it");
+        }
+        if (job.lease_expires_ms <= last_tick_ms_) {
+          return broken("lease of job " + id + " expired at " +
+                        std::to_string(job.lease_expires_ms) + " but survived the tick at " +
+                        std::to_string(last_tick_ms_));
+        }
+        break;
+      case JobState::kDone:
+      case JobState::kLost:
+        if (!job.worker_id.empty()) return broken("finished job " + id + " names a worker");
+        break;
+    }
+    if (job.attempt > options_.max_attempts && job.state != JobState::kDone &&
+        job.state != JobState::kLost) {
+      return broken("job " + id + " is at attempt " + std::to_string(job.attempt) + " of " +
+                    std::to_string(options_.max_attempts));
+    }
+  }
+  for (const auto& [id, r] : pending_results_) {
+    auto j = jobs_.find(id);
+    if (j == jobs_.end()) return broken("pending result for unknown job " + id);
+    const bool lost_row = r.status == ResultStatus::kLost;
+    if (lost_row != (j->second.state == JobState::kLost) || j->second.state == JobState::kDone) {
+      return broken("pending " + std::string(result_status_name(r.status)) + " row for job " + id +
+                    ", which is " + job_state_name(j->second.state));
+    }
+  }
+  return {};
+}
+
+SchedulerCounts Scheduler::counts() const {
+  SchedulerCounts c;
+  for (const auto& [id, job] : jobs_) {
+    switch (job.state) {
+      case JobState::kQueued: ++c.queued; break;
+      case JobState::kLeased: ++c.leased; break;
+      case JobState::kDone: ++c.done; break;
+      case JobState::kLost: ++c.lost; break;
+    }
+  }
+  c.by_status = by_status_;
+  return c;
+}
+
+bool Scheduler::all_finished() const {
+  if (!pending_results_.empty()) return false;
+  return std::all_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
+    return kv.second.state == JobState::kDone || kv.second.state == JobState::kLost;
+  });
+}
+
+}  // namespace ak
