@@ -1,0 +1,7 @@
+# The worker daemon's own sources (included by worker/CMakeLists.txt into ak_worker).
+target_sources(ak_worker PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/device.cc
+  ${CMAKE_CURRENT_LIST_DIR}/supervisor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/outbox.cc
+)
+target_link_libraries(ak_worker PUBLIC cppzmq spdlog::spdlog PkgConfig::XXHASH Threads::Threads)

@@ -1,0 +1,357 @@
+#include "worker/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+extern char** environ;
+
+namespace ak {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+int remaining_ms(steady::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+  if (left <= 0) return 0;
+  // Round up so that poll() never returns just before the deadline.
+  return left > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left) + 1;
+}
+
+std::string errno_text(int err) { return std::string(std::strerror(err)); }
+
+std::string describe_wait_status(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return "died with signal " + std::to_string(sig) + " (" + (name ? name : "unknown") + ")";
+  }
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+std::string shorten(const std::string& s, size_t n = 200) {
+  return s.size() <= n ? s : s.substr(0, n) + "...";
+}
+
+SandboxReply failure(ResultStatus status, std::string reason) {
+  SandboxReply r;
+  r.status = status;
+  r.stage = "sandbox";
+  r.reason = std::move(reason);
+  return r;
+}
+
+// Waits until `pid` can be reaped or `grace` passes. Uses a pidfd where the kernel has one, so
+// the wait is an event, not a polling loop.
+bool wait_exit(pid_t pid, std::chrono::milliseconds grace, int* status) {
+  auto deadline = steady::now() + grace;
+#ifdef SYS_pidfd_open
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    int rc;
+    do {
+      rc = poll(&p, 1, remaining_ms(deadline));
+    } while (rc < 0 && errno == EINTR);
+    close(pidfd);
+    if (rc > 0) {
+      while (waitpid(pid, status, 0) < 0) {
+        if (errno != EINTR) return false;
+      }
+      return true;
+    }
+    return false;
+  }
+#endif
+  // No pidfd (old kernel): poll waitpid every 10 ms until the grace runs out.
+  for (;;) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) return false;
+    if (steady::now() >= deadline) return false;
+    timespec ts{0, 10'000'000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+}  // namespace
+
+SandboxSupervisor::SandboxSupervisor(SandboxOptions options) : options_(std::move(options)) {}
+
+SandboxSupervisor::~SandboxSupervisor() { stop(); }
+
+void SandboxSupervisor::close_fds() {
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+  stdin_fd_ = stdout_fd_ = -1;
+  buffer_.clear();
+}
+
+std::string SandboxSupervisor::reap(bool kill_first) {
+  if (pid_ <= 0) return "was not running";
+  int status = 0;
+  bool reaped = false;
+  if (!kill_first) reaped = wait_exit(pid_, options_.exit_grace, &status);
+  if (!reaped) {
+    // The whole group: candidates may have started helpers of their own.
+    kill(-pid_, SIGKILL);
+    kill(pid_, SIGKILL);
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+  close_fds();
+  return describe_wait_status(status);
+}
+
+void SandboxSupervisor::stop() {
+  if (pid_ <= 0) {
+    close_fds();
+    return;
+  }
+  // EOF on stdin asks the sandbox to exit 0.
+  if (stdin_fd_ >= 0) {
+    close(stdin_fd_);
+    stdin_fd_ = -1;
+  }
+  std::string how = reap(false);
+  spdlog::debug("sandbox stopped: {}", how);
+}
+
+Status SandboxSupervisor::start() {
+  if (pid_ > 0) return Status::ok_status();
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) return Status::unavailable("pipe2 failed: " + errno_text(errno));
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    int err = errno;
+    close(in[0]);
+    close(in[1]);
+    return Status::unavailable("pipe2 failed: " + errno_text(err));
+  }
+
+  std::vector<std::string> args = {options_.executable, "--backend", backend_name(options_.backend),
+                                   "--device", std::to_string(options_.device_index)};
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  if (!options_.stderr_path.empty())
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, options_.stderr_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Own process group (so a kill reaches the candidate's helpers too), no signal mask or ignored
+  // signals inherited from the worker's threads.
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close(in[0]);
+  close(out[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(out[0]);
+    return Status::unavailable("cannot start sandbox '" + options_.executable + "': " + errno_text(rc) +
+                               "; check the sandbox path (--sandbox)");
+  }
+  pid_ = pid;
+  stdin_fd_ = in[1];
+  stdout_fd_ = out[0];
+  fcntl(stdin_fd_, F_SETFL, fcntl(stdin_fd_, F_GETFL) | O_NONBLOCK);
+  fcntl(stdout_fd_, F_SETFL, fcntl(stdout_fd_, F_GETFL) | O_NONBLOCK);
+  ++starts_;
+  hello_ = SandboxHello{};
+
+  std::string line;
+  auto deadline = steady::now() + options_.start_timeout;
+  LineOutcome got;
+  do {
+    got = read_line(deadline, &line);
+  } while (got == LineOutcome::kLine && line.empty());
+  std::string what = "sandbox '" + options_.executable + "' (pid " + std::to_string(pid) + ")";
+  switch (got) {
+    case LineOutcome::kLine:
+      break;
+    case LineOutcome::kTimeout:
+      reap(true);
+      return Status::unavailable(what + " sent no hello within " +
+                                 std::to_string(options_.start_timeout.count()) + " ms; killed");
+    case LineOutcome::kEof:
+      return Status::unavailable(what + " " + reap(false) + " before its hello; see its log");
+    case LineOutcome::kTooLong:
+    case LineOutcome::kError:
+      reap(true);
+      return Status::unavailable(what + " sent an unreadable hello; killed");
+  }
+  try {
+    hello_ = nlohmann::json::parse(line).get<SandboxHello>();
+  } catch (const std::exception& e) {
+    reap(true);
+    return Status::unavailable(what + " sent a hello that is not a SandboxHello (" + e.what() +
+                               "): '" + shorten(line) + "'; killed");
+  }
+  if (!hello_.ready) {
+    std::string err = hello_.error.empty() ? "no reason given" : hello_.error;
+    stop();
+    return Status::unavailable(what + " is not ready: " + err);
+  }
+  spdlog::info("sandbox pid {} ready: device '{}', copy bandwidth {:.1f} GB/s, torch {}", pid,
+               hello_.device, hello_.copy_bandwidth_gbps, hello_.torch_version);
+  return Status::ok_status();
+}
+
+SandboxSupervisor::LineOutcome SandboxSupervisor::read_line(steady::time_point deadline,
+                                                            std::string* line) {
+  char chunk[65536];
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      line->assign(buffer_, 0, nl);
+      buffer_.erase(0, nl + 1);
+      return LineOutcome::kLine;
+    }
+    if (buffer_.size() > options_.max_line_bytes) return LineOutcome::kTooLong;
+    ssize_t n = read(stdout_fd_, chunk, sizeof(chunk));
+    if (n > 0) {
+      buffer_.append(chunk, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) return LineOutcome::kEof;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return LineOutcome::kError;
+    int wait = remaining_ms(deadline);
+    if (wait == 0) return LineOutcome::kTimeout;
+    pollfd p{stdout_fd_, POLLIN, 0};
+    int rc = poll(&p, 1, wait);
+    if (rc < 0 && errno != EINTR) return LineOutcome::kError;
+    // rc == 0: loop once more; the read sees EAGAIN and the deadline check ends it.
+  }
+}
+
+Status SandboxSupervisor::write_all(const std::string& data, steady::time_point deadline) {
+  // Block SIGPIPE on this thread for the write; a pending one caused by us is consumed after.
+  sigset_t pipe_set, old_set, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  Status result;
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = write(stdin_fd_, data.data() + off, data.size() - off);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int wait = remaining_ms(deadline);
+      if (wait == 0) {
+        result = Status::timed_out("sandbox did not read its request");
+        break;
+      }
+      pollfd p{stdin_fd_, POLLOUT, 0};
+      poll(&p, 1, wait);
+      continue;
+    }
+    result = Status::unavailable("writing to the sandbox failed: " + errno_text(errno));
+    break;
+  }
+  if (!was_pending) {
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE)) {
+      timespec zero{0, 0};
+      sigtimedwait(&pipe_set, nullptr, &zero);
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  return result;
+}
+
+SandboxReply SandboxSupervisor::run(const SandboxRequest& request, std::chrono::milliseconds timeout) {
+  if (Status s = start(); !s.ok())
+    return failure(ResultStatus::kCrash, "sandbox could not be started: " + s.message());
+  std::string line;
+  try {
+    line = nlohmann::json(request).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const std::exception& e) {
+    return failure(ResultStatus::kCrash, std::string("cannot encode the sandbox request: ") + e.what());
+  }
+  line += '\n';
+  const auto deadline = steady::now() + timeout;
+  const std::string timeout_reason =
+      "no reply within " + std::to_string(timeout.count()) + " ms; sandbox killed";
+  const pid_t pid = pid_;
+  if (Status s = write_all(line, deadline); !s.ok()) {
+    if (s.code() == StatusCode::kTimedOut) {
+      reap(true);
+      return failure(ResultStatus::kTimeout, timeout_reason);
+    }
+    return failure(ResultStatus::kCrash, "sandbox " + reap(false) + " before reading its request");
+  }
+  for (;;) {
+    LineOutcome got = read_line(deadline, &line);
+    switch (got) {
+      case LineOutcome::kLine:
+        break;
+      case LineOutcome::kTimeout:
+        spdlog::warn("sandbox pid {}: {} (job {})", pid, timeout_reason, request.job.job_id);
+        reap(true);
+        return failure(ResultStatus::kTimeout, timeout_reason);
+      case LineOutcome::kEof: {
+        std::string how = reap(false);
+        spdlog::warn("sandbox pid {} {} while running job {}", pid, how, request.job.job_id);
+        return failure(ResultStatus::kCrash, "sandbox " + how);
+      }
+      case LineOutcome::kTooLong:
+        reap(true);
+        return failure(ResultStatus::kCrash, "sandbox reply exceeds " +
+                                                 std::to_string(options_.max_line_bytes) +
+                                                 " bytes (protocol violation); sandbox killed");
+      case LineOutcome::kError: {
+        int err = errno;
+        reap(true);
+        return failure(ResultStatus::kCrash,
+                       "reading the sandbox reply failed: " + errno_text(err) + "; sandbox killed");
+      }
+    }
+    if (!line.empty()) break;
+  }
+  try {
+    return nlohmann::json::parse(line).get<SandboxReply>();
+  } catch (const std::exception& e) {
+    reap(true);
+    spdlog::warn("sandbox pid {} broke the protocol: {}", pid, shorten(line));
+    return failure(ResultStatus::kCrash, std::string("sandbox sent an unreadable reply (protocol violation: ") +
+                                             e.what() + "): '" + shorten(line) + "'; sandbox killed");
+  }
+}
+
+}  // namespace ak

@@ -1,0 +1,98 @@
+// Running candidates in a sandbox child process, so that a candidate that hangs, faults or
+// corrupts the CUDA context takes down only the child.
+//
+// SandboxRunner is the narrow interface the agent uses (worker/agent.h); SandboxSupervisor is the
+// real implementation, and tests of the agent substitute a fake. The pipe protocol is
+// worker/sandbox_protocol.h.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/job.h"
+#include "common/status.h"
+#include "worker/sandbox_protocol.h"
+
+namespace ak {
+
+class SandboxRunner {
+ public:
+  virtual ~SandboxRunner() = default;
+  // Runs one candidate and returns its outcome; never throws. Infrastructure failures come back
+  // as a reply too: kTimeout when no reply arrived within `timeout`, kCrash (stage "sandbox") when
+  // the sandbox died, could not be started or broke the protocol. Called by one thread at a time.
+  virtual SandboxReply run(const SandboxRequest& request, std::chrono::milliseconds timeout) = 0;
+};
+
+struct SandboxOptions {
+  std::string executable;         // path of autokernel-sandbox
+  Backend backend = Backend::kCpu;
+  int device_index = 0;           // passed as --device N
+  std::vector<std::string> extra_args;  // appended after --backend/--device
+  std::string stderr_path;        // the sandbox's log, appended to; empty: inherit ours
+  // How long a fresh sandbox may take to send its SandboxHello (libtorch + CUDA init) [ms].
+  std::chrono::milliseconds start_timeout{60'000};
+  // After EOF on its stdout, or after we close its stdin, how long the child may take to exit
+  // before it is killed [ms].
+  std::chrono::milliseconds exit_grace{2'000};
+  // Longest reply line accepted; longer is a protocol violation [bytes].
+  size_t max_line_bytes = 16u << 20;
+};
+
+// Owns at most one sandbox child: `executable --backend cpu|cuda --device N [extra_args]`, started
+// with posix_spawn in its own process group, stdin and stdout on pipes, stderr inherited or sent to
+// stderr_path. The child is started lazily by run() (or eagerly by start()) and waited for with the
+// SandboxHello handshake, bounded by start_timeout.
+//
+// run(): writes one request line and waits with poll() for one reply line until the deadline.
+//   - no reply in time          -> SIGKILL to the process group, waitpid; kTimeout, stage "sandbox",
+//                                  reason "no reply within N ms; sandbox killed"
+//   - EOF, child death          -> kCrash, reason "sandbox died with signal 11 (Segmentation
+//                                  fault)" or "sandbox exited with code N"
+//   - unparsable reply          -> kCrash (protocol violation), sandbox killed
+// After any of these the next run() starts a fresh sandbox. No zombie is left behind: every child
+// is reaped, and the destructor closes its stdin, waits exit_grace, kills it if needed and reaps it.
+//
+// Not thread-safe: one thread (the agent's executor) owns a supervisor. SIGPIPE is blocked on the
+// calling thread while writing, so a dead child shows up as an error, never as a signal.
+class SandboxSupervisor final : public SandboxRunner {
+ public:
+  explicit SandboxSupervisor(SandboxOptions options);
+  ~SandboxSupervisor() override;
+  SandboxSupervisor(const SandboxSupervisor&) = delete;
+  SandboxSupervisor& operator=(const SandboxSupervisor&) = delete;
+
+  // Starts a sandbox if none is running and waits for its hello. kUnavailable if the executable
+  // cannot be started, exits, sends no hello within start_timeout, or says it is not ready.
+  Status start();
+  SandboxReply run(const SandboxRequest& request, std::chrono::milliseconds timeout) override;
+  // Closes the child's stdin, waits exit_grace for it to exit, then kills and reaps it.
+  void stop();
+
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }       // -1 when none
+  const SandboxHello& hello() const { return hello_; }  // of the current (or last) sandbox
+  int64_t starts() const { return starts_; }             // sandboxes started so far
+
+ private:
+  enum class LineOutcome { kLine, kTimeout, kEof, kTooLong, kError };
+  LineOutcome read_line(std::chrono::steady_clock::time_point deadline, std::string* line);
+  Status write_all(const std::string& data, std::chrono::steady_clock::time_point deadline);
+  // Kills (if `kill_first`) or waits up to exit_grace, then reaps; returns how the child ended.
+  std::string reap(bool kill_first);
+  void close_fds();
+
+  SandboxOptions options_;
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;   // our write end of the child's stdin
+  int stdout_fd_ = -1;  // our read end of the child's stdout
+  std::string buffer_;  // bytes read past the last line
+  SandboxHello hello_;
+  int64_t starts_ = 0;
+};
+
+}  // namespace ak
