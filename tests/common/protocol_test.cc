@@ -207,6 +207,12 @@ TEST(ProtocolDecode, AFrameOfExactlyTheLimitIsNotOversized) {
   EXPECT_TRUE(decode(frame).ok());
 }
 
+TEST(ProtocolDecode, AnExplicitLimitReplacesTheDefaultOne) {
+  const std::string frame = encode(Ack{"job-1", 1});
+  EXPECT_EQ(decode(frame, frame.size() - 1).error.code, ErrorCode::kOversized);
+  EXPECT_TRUE(decode(frame, frame.size()).ok());
+}
+
 TEST(ProtocolDecode, InvalidUtf8InsideAStringIsMalformedNotAnException) {
   std::string frame = R"({"v":1,"type":"ACK","body":{"attempt":1,"job_id":"a)" + std::string("\xc3\x28") + R"("}})";
   EXPECT_NO_THROW(EXPECT_EQ(code_of(frame), ErrorCode::kMalformed));
