@@ -3,5 +3,6 @@ target_sources(ak_worker PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/device.cc
   ${CMAKE_CURRENT_LIST_DIR}/supervisor.cc
   ${CMAKE_CURRENT_LIST_DIR}/outbox.cc
+  ${CMAKE_CURRENT_LIST_DIR}/agent.cc
 )
 target_link_libraries(ak_worker PUBLIC cppzmq spdlog::spdlog PkgConfig::XXHASH Threads::Threads)

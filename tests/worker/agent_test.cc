@@ -1,0 +1,431 @@
+// WorkerAgent against a real ZeroMQ ROUTER socket acting as the coordinator, with a fake compiler
+// and a fake sandbox runner. Time is a FakeClock: heartbeats and resends happen only when a test
+// advances it. Every wait is for a message or an event, bounded by kPatience.
+#include "worker/agent.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+namespace ak {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kPatience{10'000};
+
+// Waits for a condition that another thread makes true, bounded by kPatience.
+class Events {
+ public:
+  void record(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(what);
+    cv_.notify_all();
+  }
+  bool wait_for(const std::string& what) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kPatience, [&] { return count_locked(what) > 0; });
+  }
+  int count(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return count_locked(what);
+  }
+
+ private:
+  int count_locked(const std::string& what) const {
+    return static_cast<int>(std::count(seen_.begin(), seen_.end(), what));
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> seen_;
+};
+
+// Source "bad" fails to compile, "throw" throws; anything else compiles.
+class FakeCompiler final : public Compiler {
+ public:
+  explicit FakeCompiler(Events& events) : events_(events) {}
+  Result<CompiledArtifact> compile(const JobSpec& job, const Capabilities& caps) override {
+    events_.record("compiled " + job.job_id);
+    if (job.source == "bad") return Status::invalid("softmax.cu(3): error: expected a ';'");
+    if (job.source == "throw") throw std::runtime_error("compiler exploded");
+    CompiledArtifact a;
+    a.path = "/cache/" + job.job_id + ".so";
+    a.entry = "softmax_" + caps.arch;
+    a.source_hash = "src-" + job.job_id;
+    a.options_hash = "opt-" + job.job_id;
+    a.compile_ms = 12.5;
+    return a;
+  }
+
+ private:
+  Events& events_;
+};
+
+// Records every run; a job listed in blocked() waits in run() until release().
+class FakeRunner final : public SandboxRunner {
+ public:
+  explicit FakeRunner(Events& events) : events_(events) {}
+  SandboxReply run(const SandboxRequest& req, milliseconds timeout) override {
+    events_.record("running " + req.job.job_id);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return released_ || !blocked_.count(req.job.job_id); });
+    }
+    if (req.job.source == "throw-in-sandbox") throw std::runtime_error("runner exploded");
+    SandboxReply r;
+    r.status = ResultStatus::kPass;
+    r.stage = "measure";
+    r.reason = req.artifact_path + " " + req.entry + " timeout " + std::to_string(timeout.count());
+    r.m.latency_us = 4.0;
+    events_.record("ran " + req.job.job_id);
+    return r;
+  }
+  void block(const std::string& job_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocked_.insert(job_id);
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  Events& events_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> blocked_;
+  bool released_ = false;
+};
+
+struct Received {
+  std::string identity;
+  protocol::Message message;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    router_.set(zmq::sockopt::linger, 0);
+    router_.bind("tcp://127.0.0.1:*");
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    options_.coordinator_endpoint = endpoint_;
+    options_.worker_id = "host-cpu0";
+    options_.slots = 3;
+    options_.heartbeat_ms = 500;
+    options_.resend_ms = 2000;
+    options_.poll_ms = 5;
+    options_.linger_ms = 1000;  // DISCONNECT must get out before the socket closes
+    caps_.hostname = "host";
+    caps_.gpu_name = "NVIDIA H200";
+    caps_.arch = "sm_90a";
+    caps_.pci_id = "0000:19:00.0";
+    caps_.sm_count = 132;
+    caps_.memory_bytes = int64_t{150} << 30;
+    caps_.backends = {Backend::kCuda};
+  }
+  void TearDown() override {
+    runner_->release();
+    stop_agent();
+  }
+
+  void start_agent() {
+    auto compiler = std::make_unique<FakeCompiler>(events_);
+    auto runner = std::make_unique<FakeRunner>(events_);
+    runner_ = runner.get();
+    for (const auto& id : blocked_) runner->block(id);
+    agent_ = std::make_unique<WorkerAgent>(options_, caps_, clock_, std::move(compiler), std::move(runner));
+    stop_ = false;
+    thread_ = std::thread([this] { run_status_ = agent_->run(stop_); });
+  }
+  void stop_agent() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    agent_.reset();
+  }
+
+  std::optional<Received> recv(milliseconds timeout = kPatience) {
+    zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, timeout) <= 0) return std::nullopt;
+    zmq::message_t id, body;
+    EXPECT_TRUE(router_.recv(id));
+    EXPECT_TRUE(router_.recv(body));
+    auto d = protocol::decode(body.to_string_view());
+    EXPECT_TRUE(d.ok()) << d.error.message;
+    if (!d.ok()) return std::nullopt;
+    log_.push_back(*d.message);
+    return Received{id.to_string(), *d.message};
+  }
+  // The next message of type T; messages of other types are skipped (they stay in log_).
+  template <typename T>
+  T next() {
+    for (;;) {
+      auto r = recv();
+      if (!r) {
+        ADD_FAILURE() << "no " << typeid(T).name() << " within " << kPatience.count() << " ms";
+        return T{};
+      }
+      if (auto* m = std::get_if<T>(&r->message)) return *m;
+    }
+  }
+  protocol::ResultMsg next_result_for(const std::string& job_id) {
+    for (int i = 0; i < 100; ++i) {
+      auto r = next<protocol::ResultMsg>();
+      if (r.result.job_id == job_id || r.result.job_id.empty()) return r;
+    }
+    ADD_FAILURE() << "no RESULT for " << job_id;
+    return {};
+  }
+  void send(const protocol::Message& m) {
+    router_.send(zmq::buffer(options_.worker_id), zmq::send_flags::sndmore);
+    router_.send(zmq::buffer(protocol::encode(m)));
+  }
+  void send_job(const std::string& id, const std::string& source = "ok", int attempt = 1) {
+    protocol::Job j;
+    j.spec.job_id = id;
+    j.spec.kernel_type = "softmax";
+    j.spec.source = source;
+    j.spec.timeout_ms = 30'000;
+    j.attempt = attempt;
+    j.lease_ms = 10'000;
+    send(j);
+  }
+  // Starts the agent and consumes its READY.
+  protocol::Ready start_and_register() {
+    start_agent();
+    return next<protocol::Ready>();
+  }
+  int results_in_log_for(const std::string& job_id) const {
+    int n = 0;
+    for (const auto& m : log_)
+      if (auto* r = std::get_if<protocol::ResultMsg>(&m); r && r->result.job_id == job_id) ++n;
+    return n;
+  }
+
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_{ctx_, zmq::socket_type::router};
+  std::string endpoint_;
+  WorkerOptions options_;
+  Capabilities caps_;
+  FakeClock clock_;
+  Events events_;
+  std::set<std::string> blocked_;
+  FakeRunner* runner_ = nullptr;
+  std::unique_ptr<WorkerAgent> agent_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  Status run_status_;
+  std::vector<protocol::Message> log_;
+};
+
+TEST_F(AgentTest, RegistersWithReadyCarryingCapabilitiesAndSlots) {
+  start_agent();
+  auto r = recv();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->identity, "host-cpu0") << "routing id is the worker id";
+  auto* ready = std::get_if<protocol::Ready>(&r->message);
+  ASSERT_NE(ready, nullptr) << "first message is READY, got " << protocol::type_name(r->message);
+  EXPECT_EQ(ready->worker_id, "host-cpu0");
+  EXPECT_EQ(ready->slots, 3);
+  EXPECT_EQ(ready->caps.gpu_name, "NVIDIA H200");
+  EXPECT_EQ(ready->caps.arch, "sm_90a");
+  EXPECT_EQ(ready->caps.pci_id, "0000:19:00.0");
+  EXPECT_EQ(ready->caps.sm_count, 132);
+  EXPECT_EQ(ready->caps.memory_bytes, int64_t{150} << 30);
+}
+
+TEST_F(AgentTest, JobProducesResultWithWorkerFieldsFilledIn) {
+  start_and_register();
+  send_job("j1", "ok", 2);
+  auto msg = next<protocol::ResultMsg>();
+  const ResultRecord& r = msg.result;
+  EXPECT_EQ(msg.worker_id, "host-cpu0");
+  EXPECT_EQ(r.job_id, "j1");
+  EXPECT_EQ(r.attempt, 2);
+  EXPECT_EQ(r.status, ResultStatus::kPass) << r.reason;
+  EXPECT_EQ(r.worker_id, "host-cpu0");
+  EXPECT_EQ(r.gpu, "NVIDIA H200");
+  EXPECT_EQ(r.source_hash, "src-j1");
+  EXPECT_EQ(r.options_hash, "opt-j1");
+  EXPECT_DOUBLE_EQ(r.m.compile_ms, 12.5);
+  EXPECT_DOUBLE_EQ(r.m.latency_us, 4.0);
+  EXPECT_EQ(r.completed_wall_ms, clock_.wall_ms());
+  EXPECT_EQ(r.reason, "/cache/j1.so softmax_sm_90a timeout 30000") << "the runner got the artefact and the job timeout";
+}
+
+TEST_F(AgentTest, CompileErrorBecomesCompileErrorResultWithoutTouchingTheSandbox) {
+  start_and_register();
+  send_job("bad1", "bad");
+  auto r = next<protocol::ResultMsg>().result;
+  EXPECT_EQ(r.status, ResultStatus::kCompileError);
+  EXPECT_EQ(r.stage, "compile");
+  EXPECT_NE(r.reason.find("expected a ';'"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.source_hash.size(), 16u) << "xxh64 of the source, hex";
+  EXPECT_EQ(events_.count("running bad1"), 0);
+}
+
+TEST_F(AgentTest, ThrowingCompilerOrRunnerBecomesCrashAndTheAgentKeepsServing) {
+  start_and_register();
+  send_job("t1", "throw");
+  auto r1 = next<protocol::ResultMsg>().result;
+  EXPECT_EQ(r1.job_id, "t1");
+  EXPECT_EQ(r1.status, ResultStatus::kCrash);
+  EXPECT_NE(r1.reason.find("compiler exploded"), std::string::npos) << r1.reason;
+  send_job("t2", "throw-in-sandbox");
+  auto r2 = next<protocol::ResultMsg>().result;
+  EXPECT_EQ(r2.job_id, "t2");
+  EXPECT_EQ(r2.status, ResultStatus::kCrash);
+  EXPECT_EQ(r2.stage, "sandbox");
+  EXPECT_NE(r2.reason.find("runner exploded"), std::string::npos) << r2.reason;
+  send_job("t3");
+  EXPECT_EQ(next<protocol::ResultMsg>().result.status, ResultStatus::kPass);
+}
+
+TEST_F(AgentTest, UnacknowledgedResultIsResentAfterTheResendInterval) {
+  start_and_register();
+  send_job("j1");
+  EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "j1");
+  clock_.advance(milliseconds(options_.resend_ms));
+  auto again = next<protocol::ResultMsg>();
+  EXPECT_EQ(again.result.job_id, "j1");
+  EXPECT_EQ(again.result.attempt, 1);
+}
+
+TEST_F(AgentTest, AckStopsResends) {
+  start_and_register();
+  send_job("j1");
+  EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "j1");
+  send(protocol::Ack{"j1", 1});
+  // Messages are handled in order: once j2's result arrives, the ACK of j1 has been handled.
+  send_job("j2");
+  EXPECT_EQ(next_result_for("j2").result.job_id, "j2");
+  send(protocol::Ack{"j2", 1});
+  send_job("j3");
+  EXPECT_EQ(next_result_for("j3").result.job_id, "j3");
+  const int before = results_in_log_for("j1");
+  // Resends go out before the heartbeat of the same moment, so a resend would precede it.
+  clock_.advance(milliseconds(options_.resend_ms * 4));
+  next<protocol::Heartbeat>();
+  EXPECT_EQ(results_in_log_for("j1"), before) << "j1 was acknowledged and must not be resent";
+  EXPECT_GT(results_in_log_for("j3"), 1) << "unacknowledged j3 is resent in the same round";
+}
+
+TEST_F(AgentTest, UnknownWorkerErrorMakesTheAgentRegisterAgainAndResendItsOutbox) {
+  start_and_register();
+  send_job("j1");
+  EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "j1");
+  // One re-registration per heartbeat interval; let one pass since the first READY.
+  clock_.advance(milliseconds(options_.heartbeat_ms));
+  next<protocol::Heartbeat>();
+  send(protocol::Error{protocol::ErrorCode::kUnknownWorker, "worker host-cpu0 is not registered"});
+  auto ready = next<protocol::Ready>();
+  EXPECT_EQ(ready.worker_id, "host-cpu0");
+  EXPECT_EQ(ready.caps.gpu_name, "NVIDIA H200");
+  auto resent = next<protocol::ResultMsg>();
+  EXPECT_EQ(resent.result.job_id, "j1") << "resent at once, without waiting for the resend interval";
+}
+
+TEST_F(AgentTest, HeartbeatListsRunningAndPrefetchedJobsButNotFinishedOnes) {
+  blocked_ = {"run"};
+  options_.resend_ms = 600'000;
+  start_and_register();
+  send_job("done");
+  EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "done");
+  send_job("run");
+  send_job("next", "ok", 4);
+  ASSERT_TRUE(events_.wait_for("running run"));
+  ASSERT_TRUE(events_.wait_for("compiled next"));
+  clock_.advance(milliseconds(options_.heartbeat_ms));
+  auto hb = next<protocol::Heartbeat>();
+  EXPECT_EQ(hb.worker_id, "host-cpu0");
+  std::map<std::string, int> listed;
+  for (const auto& f : hb.in_flight) listed[f.job_id] = f.attempt;
+  EXPECT_EQ(listed, (std::map<std::string, int>{{"next", 4}, {"run", 1}}));
+  runner_->release();
+  next_result_for("run");
+  next_result_for("next");
+  clock_.advance(milliseconds(options_.heartbeat_ms));
+  EXPECT_TRUE(next<protocol::Heartbeat>().in_flight.empty()) << "finished jobs are no longer held";
+}
+
+TEST_F(AgentTest, CompilingTheNextJobOverlapsRunningTheCurrentOne) {
+  blocked_ = {"a"};
+  start_and_register();
+  send_job("a");
+  send_job("b");
+  ASSERT_TRUE(events_.wait_for("running a"));
+  // The runner is still blocked inside job a: b can only have been compiled concurrently.
+  ASSERT_TRUE(events_.wait_for("compiled b"));
+  EXPECT_EQ(events_.count("ran a"), 0);
+  EXPECT_EQ(events_.count("running b"), 0) << "measurement is serialised";
+  runner_->release();
+  EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "a");
+  EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "b");
+}
+
+TEST_F(AgentTest, DuplicateDeliveryOfAHeldOrFinishedJobIsIgnored) {
+  blocked_ = {"a"};
+  start_and_register();
+  send_job("a");
+  send_job("a");  // while held
+  ASSERT_TRUE(events_.wait_for("running a"));
+  runner_->release();
+  EXPECT_EQ(next_result_for("a").result.job_id, "a");
+  send_job("a");  // while its result waits for an ACK
+  send_job("a", "ok", 2);  // a new attempt is a new delivery
+  auto second = next_result_for("a");
+  EXPECT_EQ(second.result.attempt, 2);
+  send_job("c");
+  next_result_for("c");
+  EXPECT_EQ(events_.count("compiled a"), 2) << "attempt 1 once, attempt 2 once";
+}
+
+TEST_F(AgentTest, CleanStopSendsDisconnect) {
+  start_and_register();
+  stop_ = true;
+  auto d = next<protocol::Disconnect>();
+  EXPECT_EQ(d.worker_id, "host-cpu0");
+  thread_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.to_string();
+}
+
+TEST_F(AgentTest, RestartedAgentResendsUnacknowledgedResultsFromItsStateDirectory) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "ak-agent-XXXXXX").string();
+  options_.state_dir = mkdtemp(tmpl.data());
+  start_and_register();
+  send_job("kept");
+  EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "kept");
+  send_job("acked");
+  EXPECT_EQ(next_result_for("acked").result.job_id, "acked");
+  send(protocol::Ack{"acked", 1});
+  send_job("barrier");  // handled after the ACK
+  next_result_for("barrier");
+  stop_agent();
+  next<protocol::Disconnect>();
+  log_.clear();
+
+  start_and_register();
+  auto resent = next<protocol::ResultMsg>();
+  EXPECT_EQ(resent.result.job_id, "kept");
+  EXPECT_EQ(events_.count("compiled kept"), 1) << "resent from the outbox, not recomputed";
+  clock_.advance(milliseconds(options_.heartbeat_ms));
+  next<protocol::Heartbeat>();
+  EXPECT_EQ(results_in_log_for("acked"), 0) << "an acknowledged result is not resent after a restart";
+  std::filesystem::remove_all(options_.state_dir);
+}
+
+TEST_F(AgentTest, InvalidEndpointIsReportedWithoutServing) {
+  options_.coordinator_endpoint = "not-an-endpoint";
+  start_agent();
+  thread_.join();
+  EXPECT_FALSE(run_status_.ok());
+  EXPECT_NE(run_status_.message().find("not-an-endpoint"), std::string::npos) << run_status_.message();
+}
+
+}  // namespace
+}  // namespace ak

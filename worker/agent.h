@@ -1,0 +1,137 @@
+// WorkerAgent: the worker daemon for one device (one GPU, or the CPU).
+//
+// It owns a ZeroMQ DEALER socket (routing id = worker_id) connected to the coordinator's ROUTER
+// and speaks the worker protocol (common/protocol.h):
+//   - READY (capabilities + slots) at start, and again when the coordinator answers
+//     ERROR UNKNOWN_WORKER (it restarted and forgot us) -- followed by a HEARTBEAT and a resend of
+//     every unacknowledged result;
+//   - HEARTBEAT every heartbeat_ms listing the jobs it holds (queued, compiling, compiled, running;
+//     not results waiting for an ACK), which renews their leases;
+//   - on JOB: queue it, unless its (job_id, attempt) is already held or waiting for an ACK
+//     (a duplicate delivery, ignored);
+//   - RESULT for each finished job, kept in the Outbox (worker/outbox.h, persisted under
+//     state_dir) and resent with backoff until the coordinator's ACK removes it;
+//   - DISCONNECT on a clean stop.
+//
+// Threads: the thread that calls run() is the only one that touches the socket and the outbox.
+// compile_threads compile threads compile queued jobs ahead (so compiling job N+1 overlaps
+// measuring job N); one executor thread runs compiled jobs one at a time through the
+// SandboxRunner (GPU measurement must be serialised). Finished results come back to the main
+// thread through a queue and an eventfd that wakes its poll. No exception crosses a thread: a
+// throwing compiler or runner becomes a CRASH result and a log line. A compile error becomes a
+// COMPILE_ERROR result without touching the sandbox.
+//
+// Several agents (one per GPU) can run in one process or host; they share nothing.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/job.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "worker/compiler.h"
+#include "worker/outbox.h"
+#include "worker/supervisor.h"
+
+namespace ak {
+
+struct WorkerOptions {
+  std::string coordinator_endpoint;  // e.g. "tcp://coordinator:5555"
+  std::string worker_id;             // unique in the farm; empty: make_worker_agent picks one
+  Backend backend = Backend::kCpu;
+  int device_index = 0;              // CUDA ordinal (ignored for cpu)
+  int slots = 2;                     // jobs leased at once: one running, the rest compiling ahead
+  std::string sandbox_path;          // autokernel-sandbox executable
+  std::string sandbox_log;           // the sandbox's stderr, appended; empty: inherit ours
+  std::string cache_dir;             // compiled artefacts
+  std::string state_dir;             // the outbox file; empty: the outbox lives in memory only
+  int64_t heartbeat_ms = 500;
+  int64_t resend_ms = 2'000;         // first resend of an unacknowledged result [ms]
+  int64_t max_resend_ms = 30'000;    // resend backoff cap [ms]
+  int compile_threads = 1;
+  int64_t sandbox_start_timeout_ms = 60'000;
+  int64_t poll_ms = 50;              // longest the main loop blocks before re-reading the clock [ms]
+  int64_t linger_ms = 1'000;         // how long unsent messages may delay closing the socket [ms]
+};
+
+class WorkerAgent {
+ public:
+  // `caps` is what READY announces (worker/device.h). The agent keeps a reference to `clock`
+  // (which must outlive it) and owns the compiler and the runner.
+  WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock, std::unique_ptr<Compiler> compiler,
+              std::unique_ptr<SandboxRunner> runner);
+  ~WorkerAgent();
+  WorkerAgent(const WorkerAgent&) = delete;
+  WorkerAgent& operator=(const WorkerAgent&) = delete;
+
+  // Serves until `stop` becomes true (checked at least every poll_ms), then stops taking work,
+  // waits for the compile and the sandbox run in progress (a run is bounded by its job's
+  // timeout_ms), sends their results and DISCONNECT, and returns OK. Returns an error without
+  // serving if the endpoint is invalid or the outbox file cannot be opened. Call once.
+  Status run(std::atomic<bool>& stop);
+
+  const WorkerOptions& options() const { return options_; }
+  const Capabilities& capabilities() const { return caps_; }
+
+ private:
+  struct Compiled {
+    protocol::Job job;
+    CompiledArtifact artifact;
+  };
+  using Key = std::pair<std::string, int>;
+  struct Session;  // main-thread state of one run(): socket, outbox, held jobs, timers
+
+  void compile_loop();
+  void execute_loop();
+  void push_result(ResultRecord r);  // worker threads -> main thread
+  void wake_main();
+  ResultRecord base_result(const protocol::Job& job) const;
+  // Main thread only.
+  void send(Session& s, const protocol::Message& m);
+  void send_ready(Session& s);
+  void send_heartbeat(Session& s);
+  void handle(Session& s, const protocol::Message& m);
+  void drain_results(Session& s);
+
+  WorkerOptions options_;
+  Capabilities caps_;
+  Clock& clock_;
+  std::unique_ptr<Compiler> compiler_;
+  std::unique_ptr<SandboxRunner> runner_;
+
+  // Shared with the worker threads, guarded by mu_.
+  std::mutex mu_;
+  std::condition_variable compile_cv_;
+  std::condition_variable run_cv_;
+  std::deque<protocol::Job> compile_queue_;
+  std::deque<Compiled> run_queue_;
+  std::deque<ResultRecord> results_;
+  bool shutdown_ = false;
+  int threads_alive_ = 0;
+  int wake_fd_ = -1;  // eventfd; worker threads write, the main thread polls
+
+  std::vector<std::thread> threads_;
+};
+
+// Assembles an agent from options alone: capabilities from the device (detect_gpus() for cuda,
+// cpu_capabilities() for cpu), the real compiler, and a SandboxSupervisor whose first sandbox is
+// started here so that a broken sandbox is reported before the worker registers. Fills in
+// worker_id ("<hostname>-<backend><device>") when it is empty.
+Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Clock& clock);
+
+// "<hostname>-cuda0", "<hostname>-cpu0".
+std::string default_worker_id(const Capabilities& caps, Backend backend, int device_index);
+
+}  // namespace ak
