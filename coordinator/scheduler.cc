@@ -165,12 +165,14 @@ std::vector<Action> Scheduler::on_result(const protocol::ResultMsg& m, int64_t n
     // first result again rather than acknowledging something that may not be stored.
     return {PersistResult{p->second, finished_record(job, JobState::kDone)}, ack};
   }
-  if (r.attempt < 1 || r.attempt > job.attempt) {
+  // An attempt above job.attempt is accepted: the record of a dispatch may not have reached the
+  // store before a restart, so the worker can know of a delivery that this coordinator does not.
+  if (r.attempt < 1) {
     return {SendError{m.worker_id,
                       {protocol::ErrorCode::kBadRequest,
                        "worker " + m.worker_id + " sent a result for job " + r.job_id +
-                           " attempt " + std::to_string(r.attempt) + ", but attempts 1.." +
-                           std::to_string(job.attempt) + " were delivered"}}};
+                           " attempt " + std::to_string(r.attempt) +
+                           "; attempts are numbered from 1"}}};
   }
   // First result wins, even from a superseded attempt: the job has one result row.
   pending_results_[r.job_id] = r;
@@ -302,7 +304,14 @@ void Scheduler::expire(JobRecord& job, const std::string& reason, int64_t now_ms
   job.worker_id.clear();
   job.lease_expires_ms = 0;
   const std::string& id = job.spec.job_id;
-  if (job.attempt < options_.max_attempts || pending_results_.count(id)) {
+  if (pending_results_.count(id)) {
+    // Parked until commit_result. No job write: the pending result write carries the final
+    // record, and a PersistJob after it in the same batch would overwrite that record.
+    job.state = JobState::kQueued;
+    queue_.push_back(id);
+    return;
+  }
+  if (job.attempt < options_.max_attempts) {
     job.state = JobState::kQueued;
     queue_.push_back(id);
     out->push_back(PersistJob{job});
