@@ -23,7 +23,9 @@ TEST(DetectGpusOnDevice, ReportsEveryLocalGpuWithRealArchitecture) {
     EXPECT_GT(c.sm_count, 0);
     EXPECT_GT(c.memory_bytes, 0);
     EXPECT_FALSE(c.pci_id.empty());
-    if (c.compute_capability == "9.0") EXPECT_EQ(c.arch, "sm_90a");
+    if (c.compute_capability == "9.0") {
+      EXPECT_EQ(c.arch, "sm_90a");
+    }
   }
 }
 
