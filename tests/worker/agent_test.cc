@@ -55,7 +55,8 @@ class FakeCompiler final : public Compiler {
     if (job.source == "throw") throw std::runtime_error("compiler exploded");
     CompiledArtifact a;
     a.path = "/cache/" + job.job_id + ".so";
-    a.entry = "softmax_" + caps.arch;
+    // "mode:<m>" sources tell the fake sandbox (tests/worker/fake_sandbox.cc) how to behave.
+    a.entry = job.source.rfind("mode:", 0) == 0 ? job.source.substr(5) : "softmax_" + caps.arch;
     a.source_hash = "src-" + job.job_id;
     a.options_hash = "opt-" + job.job_id;
     a.compile_ms = 12.5;
@@ -134,12 +135,18 @@ class AgentTest : public ::testing::Test {
     stop_agent();
   }
 
-  void start_agent() {
+  // With `sandbox`, jobs run through that runner instead of the FakeRunner.
+  void start_agent(std::unique_ptr<SandboxRunner> sandbox = nullptr) {
     auto compiler = std::make_unique<FakeCompiler>(events_);
     auto runner = std::make_unique<FakeRunner>(events_);
     runner_ = runner.get();
     for (const auto& id : blocked_) runner->block(id);
-    agent_ = std::make_unique<WorkerAgent>(options_, caps_, clock_, std::move(compiler), std::move(runner));
+    if (sandbox) {
+      spare_runner_ = std::move(runner);
+      agent_ = std::make_unique<WorkerAgent>(options_, caps_, clock_, std::move(compiler), std::move(sandbox));
+    } else {
+      agent_ = std::make_unique<WorkerAgent>(options_, caps_, clock_, std::move(compiler), std::move(runner));
+    }
     stop_ = false;
     thread_ = std::thread([this] { run_status_ = agent_->run(stop_); });
   }
@@ -185,12 +192,13 @@ class AgentTest : public ::testing::Test {
     router_.send(zmq::buffer(options_.worker_id), zmq::send_flags::sndmore);
     router_.send(zmq::buffer(protocol::encode(m)));
   }
-  void send_job(const std::string& id, const std::string& source = "ok", int attempt = 1) {
+  void send_job(const std::string& id, const std::string& source = "ok", int attempt = 1,
+                int64_t timeout_ms = 30'000) {
     protocol::Job j;
     j.spec.job_id = id;
     j.spec.kernel_type = "softmax";
     j.spec.source = source;
-    j.spec.timeout_ms = 30'000;
+    j.spec.timeout_ms = timeout_ms;
     j.attempt = attempt;
     j.lease_ms = 10'000;
     send(j);
@@ -216,6 +224,7 @@ class AgentTest : public ::testing::Test {
   Events events_;
   std::set<std::string> blocked_;
   FakeRunner* runner_ = nullptr;
+  std::unique_ptr<FakeRunner> spare_runner_;  // unused when a real supervisor runs the jobs
   std::unique_ptr<WorkerAgent> agent_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -419,12 +428,60 @@ TEST_F(AgentTest, RestartedAgentResendsUnacknowledgedResultsFromItsStateDirector
   std::filesystem::remove_all(options_.state_dir);
 }
 
+TEST_F(AgentTest, HangingOrCrashingCandidateInARealSandboxIsReportedAndTheWorkerKeepsServing) {
+  SandboxOptions so;
+  so.executable = AK_FAKE_SANDBOX;
+  so.start_timeout = kPatience;
+  so.exit_grace = milliseconds(200);
+  start_agent(std::make_unique<SandboxSupervisor>(so));
+  next<protocol::Ready>();
+  send_job("hang", "mode:hang", 1, 200);
+  auto hung = next_result_for("hang").result;
+  EXPECT_EQ(hung.status, ResultStatus::kTimeout);
+  EXPECT_EQ(hung.reason, "no reply within 200 ms; sandbox killed");
+  send_job("segv", "mode:segv");
+  auto crashed = next_result_for("segv").result;
+  EXPECT_EQ(crashed.status, ResultStatus::kCrash);
+  EXPECT_EQ(crashed.reason, "sandbox died with signal 11 (Segmentation fault)");
+  send_job("fine", "mode:pass");
+  auto fine = next_result_for("fine").result;
+  EXPECT_EQ(fine.status, ResultStatus::kPass) << fine.reason;
+  EXPECT_DOUBLE_EQ(fine.m.latency_us, 1.5);
+  EXPECT_DOUBLE_EQ(fine.m.compile_ms, 12.5);
+}
+
 TEST_F(AgentTest, InvalidEndpointIsReportedWithoutServing) {
   options_.coordinator_endpoint = "not-an-endpoint";
   start_agent();
   thread_.join();
   EXPECT_FALSE(run_status_.ok());
   EXPECT_NE(run_status_.message().find("not-an-endpoint"), std::string::npos) << run_status_.message();
+}
+
+TEST(MakeWorkerAgent, CpuWorkerGetsHostCapabilitiesADefaultIdAndAStartedSandbox) {
+  SystemClock clock;
+  WorkerOptions o;
+  o.coordinator_endpoint = "tcp://127.0.0.1:1";
+  o.backend = Backend::kCpu;
+  o.sandbox_path = AK_FAKE_SANDBOX;
+  o.cache_dir = (std::filesystem::temp_directory_path() / "ak-agent-cache").string();
+  auto agent = make_worker_agent(o, clock);
+  ASSERT_TRUE(agent.ok()) << agent.status().to_string();
+  EXPECT_EQ((*agent)->capabilities().gpu_name, "cpu");
+  EXPECT_EQ((*agent)->options().worker_id, (*agent)->capabilities().hostname + "-cpu0");
+  agent->reset();
+  std::filesystem::remove_all(o.cache_dir);
+}
+
+TEST(MakeWorkerAgent, BrokenSandboxIsReportedBeforeTheWorkerRegisters) {
+  SystemClock clock;
+  WorkerOptions o;
+  o.coordinator_endpoint = "tcp://127.0.0.1:1";
+  o.sandbox_path = "/nonexistent/autokernel-sandbox";
+  auto agent = make_worker_agent(o, clock);
+  ASSERT_FALSE(agent.ok());
+  EXPECT_NE(agent.status().message().find("/nonexistent/autokernel-sandbox"), std::string::npos)
+      << agent.status().message();
 }
 
 }  // namespace

@@ -12,3 +12,5 @@ ak_test(supervisor_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/supervisor_test.cc LIB
 add_dependencies(supervisor_test ak_fake_sandbox)
 target_compile_definitions(supervisor_test PRIVATE AK_FAKE_SANDBOX="$<TARGET_FILE:ak_fake_sandbox>")
 ak_test(agent_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc LIBS ak_worker LABELS worker)
+add_dependencies(agent_test ak_fake_sandbox)
+target_compile_definitions(agent_test PRIVATE AK_FAKE_SANDBOX="$<TARGET_FILE:ak_fake_sandbox>")
