@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "common/clock.h"
 #include "common/store.h"

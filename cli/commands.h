@@ -1,0 +1,63 @@
+// The autokernel subcommands. Each takes its parsed options, assembles the objects it needs and
+// runs them; main.cc only parses the command line. Each returns the process exit code
+// (0 success, 1 failure, 2 bad usage) after printing a clear message on failure.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace ak::cli {
+
+// Set by SIGINT/SIGTERM; long-running commands stop cleanly when it becomes true.
+std::atomic<bool>& stop_flag();
+void install_signal_handlers();
+
+struct CoordinatorArgs {
+  std::string redis_url;   // empty: start a private redis-server in data_dir/redis
+  std::string data_dir = ".ak";
+  std::string workers_bind = "tcp://0.0.0.0:5555";
+  std::string clients_bind = "tcp://0.0.0.0:5556";
+  std::string metrics_bind = "0.0.0.0:9464";  // empty: do not serve /metrics
+  int64_t lease_ms = 10'000;
+  int64_t worker_timeout_ms = 15'000;
+  int max_attempts = 3;
+};
+int coordinator(const CoordinatorArgs& a);
+
+struct WorkerArgs {
+  std::string coordinator = "tcp://127.0.0.1:5555";
+  std::string backend = "auto";  // auto: cuda on every GPU if any, else cpu
+  std::string gpus = "all";      // "all" or a comma list of CUDA ordinals
+  std::string id;                // default: <hostname>-<gpu|cpu>-<pid>
+  int slots = 2;
+  std::string cache_dir = ".ak/cache";
+  std::string state_dir = ".ak/worker";
+  std::string sandbox;           // default: autokernel-sandbox next to this executable
+  int64_t heartbeat_ms = 500;
+};
+int worker(const WorkerArgs& a);
+
+struct ClientArgs {
+  std::string endpoint = "tcp://127.0.0.1:5556";
+  int64_t timeout_ms = 30'000;
+};
+int submit(const ClientArgs& c, const std::string& campaign_file, bool wait);
+int status(const ClientArgs& c, bool json);
+int results(const ClientArgs& c, const std::string& campaign, const std::string& status, bool json, int limit);
+int export_results(const ClientArgs& c, const std::string& campaign, const std::string& tsv_path,
+                   const std::string& json_path);
+
+struct RunArgs {
+  std::string campaign_file;  // empty: the default softmax campaign for the local backend
+  std::string redis_url;
+  std::string data_dir = ".ak";
+  std::string out_dir = ".";
+  std::string backend = "auto";
+  int cpu_workers = 1;
+  std::string metrics_bind = "127.0.0.1:0";
+};
+int run(const RunArgs& a);
+
+
+}  // namespace ak::cli

@@ -1,0 +1,84 @@
+// autokernel coordinator: Redis (given or private), the broker, /metrics.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "common/clock.h"
+#include "common/redis_server.h"
+#include "common/redis_store.h"
+#include "coordinator/broker.h"
+#include "coordinator/metrics.h"
+
+namespace ak::cli {
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+}  // namespace
+
+std::atomic<bool>& stop_flag() { return g_stop; }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+int coordinator(const CoordinatorArgs& a) {
+  std::unique_ptr<RedisServer> private_redis;
+  std::string url = a.redis_url;
+  if (url.empty()) {
+    RedisServerOptions ro;
+    ro.data_dir = a.data_dir + "/redis";
+    auto srv = RedisServer::start(ro);
+    if (!srv.ok()) {
+      std::cerr << "autokernel coordinator: no --redis given and a private redis-server did not start: "
+                << srv.status().message() << "\n";
+      return 1;
+    }
+    private_redis = std::move(*srv);
+    url = private_redis->url();
+    spdlog::info("private redis-server (AOF on) at {}", url);
+  }
+  auto store = RedisStore::connect(url, std::chrono::seconds(5));
+  if (!store.ok()) {
+    std::cerr << "autokernel coordinator: " << store.status().message() << "\n";
+    return 1;
+  }
+  SystemClock clock;
+  CoordinatorMetrics metrics;
+  if (Status s = metrics.serve(a.metrics_bind); !s.ok()) {
+    std::cerr << "autokernel coordinator: " << s.message() << "\n";
+    return 1;
+  }
+  CoordinatorOptions o;
+  o.worker_endpoint = a.workers_bind;
+  o.client_endpoint = a.clients_bind;
+  o.scheduler.lease_ms = a.lease_ms;
+  o.scheduler.worker_timeout_ms = a.worker_timeout_ms;
+  o.scheduler.max_attempts = a.max_attempts;
+  Coordinator coord(o, **store, clock, metrics);
+  if (Status s = coord.start(); !s.ok()) {
+    std::cerr << "autokernel coordinator: " << s.message() << "\n";
+    return 1;
+  }
+  // Readiness handshake for whoever started us (autokernel run, tests): one line on stdout.
+  nlohmann::json ready = {{"workers", coord.worker_endpoint()}, {"clients", coord.client_endpoint()},
+                          {"metrics_port", metrics.port()}, {"redis", url}, {"pid", getpid()}};
+  std::cout << "READY " << ready.dump() << std::endl;
+  spdlog::info("coordinator serving workers on {}, clients on {}, /metrics on port {}", coord.worker_endpoint(),
+               coord.client_endpoint(), metrics.port());
+  Status s = coord.run(g_stop);
+  if (!s.ok()) {
+    std::cerr << "autokernel coordinator: " << s.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ak::cli

@@ -1,0 +1,167 @@
+#include "cli/format.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "common/result_fields.h"
+
+namespace ak::cli {
+
+using nlohmann::json;
+
+namespace {
+std::string fmt_double(const json& v, const char* f = "%.2f") {
+  if (!v.is_number()) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v.get<double>());
+  return buf;
+}
+std::string fmt_duration(double s) {
+  char buf[64];
+  if (s < 0 || s > 1e7) return "?";
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
+  return buf;
+}
+}  // namespace
+
+std::string format_status(const json& st) {
+  std::ostringstream os;
+  const auto& j = st["jobs"];
+  os << "jobs: " << j["queued"] << " queued, " << j["leased"] << " leased, " << j["done"] << " done, " << j["lost"]
+     << " lost";
+  os << "   results/hour: " << fmt_double(st["results_per_hour"], "%.0f") << "\n";
+  if (!st["results"].empty()) {
+    os << "results:";
+    for (const auto& [k, v] : st["results"].items()) os << " " << k << "=" << v;
+    os << "\n";
+  }
+  os << "workers (" << st["workers"].size() << "):\n";
+  for (const auto& w : st["workers"]) {
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-32s %-20s %-8s slots=%d leased=%zu seen %lldms ago\n",
+                  w["worker_id"].get<std::string>().c_str(), w["gpu"].get<std::string>().c_str(),
+                  w["arch"].get<std::string>().c_str(), w["slots"].get<int>(), w["leased"].size(),
+                  static_cast<long long>(w["last_seen_ms_ago"].get<int64_t>()));
+    os << line;
+  }
+  os << "campaigns (" << st["campaigns"].size() << "):\n";
+  for (const auto& c : st["campaigns"]) {
+    os << "  " << c["campaign_id"].get<std::string>() << " " << c["name"].get<std::string>() << ": "
+       << c["finished"] << "/" << c["total"] << " finished, " << c["pass"] << " pass, " << c["failed"] << " not pass";
+    if (!c["best"].is_null())
+      os << ", best " << fmt_double(c["best"]["speedup"]) << "x (" << c["best"]["shape"].get<std::string>() << " "
+         << c["best"]["dtype"].get<std::string>() << " " << c["best"]["config"].get<std::string>() << ")";
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string format_results(const json& rows_in, int limit) {
+  std::vector<json> rows(rows_in.begin(), rows_in.end());
+  std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
+    auto key = [](const json& r) { return r["campaign_id"].get<std::string>() + " " + r["shape"].get<std::string>() + " " + r["dtype"].get<std::string>(); };
+    if (key(a) != key(b)) return key(a) < key(b);
+    double sa = a["speedup_vs_pytorch"].is_number() ? a["speedup_vs_pytorch"].get<double>() : -1;
+    double sb = b["speedup_vs_pytorch"].is_number() ? b["speedup_vs_pytorch"].get<double>() : -1;
+    return sa > sb;
+  });
+  std::ostringstream os;
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-13s %-5s %-11s %-6s %-28s %-13s %11s %11s %8s %8s %7s  %s\n", "correctness",
+                "att", "shape", "dtype", "config", "gpu", "latency_us", "torch_us", "speedup", "GB/s", "%peak", "job");
+  os << line;
+  int n = 0;
+  for (const auto& r : rows) {
+    if (limit > 0 && n++ >= limit) break;
+    std::snprintf(line, sizeof line, "%-13s %-5d %-11s %-6s %-28s %-13s %11s %11s %8s %8s %7s  %s\n",
+                  r["correctness"].get<std::string>().c_str(), r["attempt"].get<int>(),
+                  r["shape"].get<std::string>().c_str(), r["dtype"].get<std::string>().c_str(),
+                  r["config"].get<std::string>().substr(0, 28).c_str(), r["gpu"].get<std::string>().substr(0, 13).c_str(),
+                  fmt_double(r["latency_us"]).c_str(), fmt_double(r["baseline_us"]).c_str(),
+                  fmt_double(r["speedup_vs_pytorch"], "%.3f").c_str(), fmt_double(r["bandwidth_gbps"], "%.1f").c_str(),
+                  fmt_double(r["pct_peak"], "%.1f").c_str(), r["job_id"].get<std::string>().c_str());
+    os << line;
+    if (r["correctness"] != "PASS" && !r["reason"].get<std::string>().empty())
+      os << "    " << r["stage"].get<std::string>() << ": " << r["reason"].get<std::string>().substr(0, 200) << "\n";
+  }
+  return os.str();
+}
+
+Status write_exports(const json& rows, const std::string& tsv_path, const std::string& json_path) {
+  auto write = [](const std::string& path, const std::string& text) -> Status {
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out) return Status::unavailable("cannot write " + tmp);
+      out << text;
+      if (!out.good()) return Status::unavailable("write to " + tmp + " failed");
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::unavailable("cannot rename " + tmp + " to " + path);
+    return {};
+  };
+  std::string tsv = tsv_header() + "\n";
+  for (const auto& r : rows) tsv += tsv_line(r) + "\n";
+  if (Status s = write(tsv_path, tsv); !s.ok()) return s;
+  if (!json_path.empty()) {
+    if (Status s = write(json_path, rows.dump(1) + "\n"); !s.ok()) return s;
+  }
+  return {};
+}
+
+bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop) {
+  const bool tty = isatty(STDOUT_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t last_printed = -1;
+  int failures = 0;
+  while (!stop.load()) {
+    auto st = client.status();
+    if (!st.ok()) {
+      if (++failures > 10) {
+        std::cerr << "\nlost the coordinator: " << st.status().message() << "\n";
+        return false;
+      }
+      continue;  // the client already waited out its timeout
+    }
+    failures = 0;
+    for (const auto& c : (*st)["campaigns"]) {
+      if (c["campaign_id"] != campaign_id) continue;
+      const int64_t total = c["total"], fin = c["finished"], pass = c["pass"], failed = c["failed"];
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double rate = fin / std::max(el, 1e-3);
+      const double eta = rate > 0 ? (total - fin) / rate : -1;
+      std::string best = c["best"].is_null() ? "-" : fmt_double(c["best"]["speedup"], "%.3f") + "x " +
+                                                           c["best"]["shape"].get<std::string>() + " " +
+                                                           c["best"]["dtype"].get<std::string>() + " " +
+                                                           c["best"]["config"].get<std::string>();
+      char line[512];
+      std::snprintf(line, sizeof line, "[%lld/%lld] pass %lld  not-pass %lld  best %s  %.1f jobs/s  ETA %s",
+                    (long long)fin, (long long)total, (long long)pass, (long long)failed, best.c_str(), rate,
+                    fmt_duration(eta).c_str());
+      if (tty) {
+        std::cout << "\r" << line << "\x1b[K" << std::flush;
+      } else if (fin != last_printed && (fin == total || el >= 0)) {
+        // Without a terminal, print a line when progress moved (at most every call).
+        std::cout << line << "\n" << std::flush;
+      }
+      last_printed = fin;
+      if (fin >= total) {
+        if (tty) std::cout << "\n";
+        return true;
+      }
+    }
+    // Redraw at 2 Hz; this is a display refresh, not synchronisation.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return false;
+}
+
+}  // namespace ak::cli

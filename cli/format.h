@@ -1,0 +1,24 @@
+// Human-readable output of the CLI: status tables, result tables, the progress line, exports.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "coordinator/client.h"
+
+namespace ak::cli {
+
+std::string format_status(const nlohmann::json& status);
+// Rows sorted by campaign, then shape/dtype, best speedup first; at most `limit` rows (0 = all).
+std::string format_results(const nlohmann::json& rows, int limit);
+// Writes results.tsv (header + one line per row) and, if json_path is not empty, a JSON array.
+// Written to a temporary file and renamed, so a reader never sees half a file.
+Status write_exports(const nlohmann::json& rows, const std::string& tsv_path, const std::string& json_path);
+// Polls STATUS and redraws a progress line (done/total, pass/fail, best, rate, ETA) until the
+// campaign has no queued or leased job. Returns false if stopped or the coordinator is gone.
+bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop);
+
+}  // namespace ak::cli

@@ -1,0 +1,93 @@
+// autokernel: the farm's one command line. main only parses and dispatches.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace ak::cli;
+  CLI::App app{"autokernel: a farm of GPU workers that search for faster kernels and verify and time every candidate"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+
+  RunArgs run_args;
+  auto* run = app.add_subcommand("run", "All in one on this machine: Redis, a coordinator, a worker per GPU (or CPU workers), a campaign, results.tsv");
+  run->add_option("--campaign", run_args.campaign_file, "campaign file (.json or .toml); default: the softmax campaign for the local backend");
+  run->add_option("--redis", run_args.redis_url, "redis://host:port or unix:///path; default: a private redis-server with AOF under --data-dir");
+  run->add_option("--data-dir", run_args.data_dir, "state: Redis data, compile cache, worker outboxes")->capture_default_str();
+  run->add_option("--out", run_args.out_dir, "where results.tsv and results.json go")->capture_default_str();
+  run->add_option("--backend", run_args.backend, "auto, cpu or cuda")->capture_default_str();
+  run->add_option("--cpu-workers", run_args.cpu_workers, "CPU worker processes when there is no GPU")->capture_default_str();
+  run->add_option("--metrics", run_args.metrics_bind, "address for /metrics")->capture_default_str();
+
+  CoordinatorArgs co;
+  auto* coord = app.add_subcommand("coordinator", "Serve workers and clients; write everything through to Redis; /metrics");
+  coord->add_option("--redis", co.redis_url, "redis://host:port[/db] or unix:///path; default: a private redis-server");
+  coord->add_option("--data-dir", co.data_dir, "where a private Redis keeps its AOF")->capture_default_str();
+  coord->add_option("--workers-bind", co.workers_bind, "ZeroMQ endpoint for workers")->capture_default_str();
+  coord->add_option("--clients-bind", co.clients_bind, "ZeroMQ endpoint for the CLI")->capture_default_str();
+  coord->add_option("--metrics", co.metrics_bind, "host:port for Prometheus /metrics; empty to disable")->capture_default_str();
+  coord->add_option("--lease-ms", co.lease_ms, "job lease, renewed by heartbeats")->capture_default_str();
+  coord->add_option("--worker-timeout-ms", co.worker_timeout_ms, "silence after which a worker is forgotten")->capture_default_str();
+  coord->add_option("--max-attempts", co.max_attempts, "deliveries before a job ends LOST")->capture_default_str()->check(CLI::Range(1, 100));
+
+  WorkerArgs wo;
+  auto* work = app.add_subcommand("worker", "Pull jobs from a coordinator; compile, verify and time them in a sandbox");
+  work->add_option("--coordinator", wo.coordinator, "coordinator's worker endpoint")->capture_default_str();
+  work->add_option("--backend", wo.backend, "auto, cpu or cuda")->capture_default_str();
+  work->add_option("--gpus", wo.gpus, "'all' or comma-separated CUDA ordinals; one agent per GPU")->capture_default_str();
+  work->add_option("--id", wo.id, "worker id (default: host, device and pid)");
+  work->add_option("--slots", wo.slots, "jobs held at once (one measuring, the rest compiling ahead)")->capture_default_str()->check(CLI::Range(1, 64));
+  work->add_option("--cache-dir", wo.cache_dir, "compiled artefact cache")->capture_default_str();
+  work->add_option("--state-dir", wo.state_dir, "outbox of unacknowledged results")->capture_default_str();
+  work->add_option("--sandbox", wo.sandbox, "sandbox executable (default: next to autokernel)");
+  work->add_option("--heartbeat-ms", wo.heartbeat_ms, "heartbeat interval")->capture_default_str();
+
+  ClientArgs cl;
+  auto add_client = [&](CLI::App* sub) {
+    sub->add_option("--client", cl.endpoint, "coordinator's client endpoint")->capture_default_str();
+    sub->add_option("--timeout-ms", cl.timeout_ms, "reply timeout")->capture_default_str();
+  };
+  std::string campaign_file;
+  bool wait = false;
+  auto* sub = app.add_subcommand("submit", "Submit a campaign file (.json or .toml)");
+  sub->add_option("campaign", campaign_file, "campaign file")->required();
+  sub->add_flag("--wait", wait, "follow progress until the campaign finishes");
+  add_client(sub);
+
+  bool as_json = false;
+  auto* stat = app.add_subcommand("status", "Jobs by state, workers, campaigns and throughput");
+  stat->add_flag("--json", as_json, "print the raw status document");
+  add_client(stat);
+
+  std::string campaign, status_filter;
+  int limit = 0;
+  auto* res = app.add_subcommand("results", "Result rows, best first per shape and dtype");
+  res->add_option("--campaign", campaign, "only this campaign");
+  res->add_option("--status", status_filter, "only this status (PASS, FAIL, COMPILE_ERROR, TIMEOUT, CRASH, REJECTED, LOST)");
+  res->add_option("--limit", limit, "at most this many rows");
+  res->add_flag("--json", as_json, "rows as JSON");
+  add_client(res);
+
+  std::string tsv = "results.tsv", json_out = "results.json";
+  auto* exp = app.add_subcommand("export", "Write results.tsv (AutoKernel's columns first) and results.json");
+  exp->add_option("--campaign", campaign, "only this campaign");
+  exp->add_option("--tsv", tsv, "TSV path")->capture_default_str();
+  exp->add_option("--json", json_out, "JSON path; empty for none")->capture_default_str();
+  add_client(exp);
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%P] %v");
+  install_signal_handlers();
+
+  if (*run) return ak::cli::run(run_args);
+  if (*coord) return ak::cli::coordinator(co);
+  if (*work) return ak::cli::worker(wo);
+  if (*sub) return ak::cli::submit(cl, campaign_file, wait);
+  if (*stat) return ak::cli::status(cl, as_json);
+  if (*res) return ak::cli::results(cl, campaign, status_filter, as_json, limit);
+  if (*exp) return ak::cli::export_results(cl, campaign, tsv, json_out);
+  return 2;
+}

@@ -1,0 +1,152 @@
+// autokernel run: the whole farm on this machine. A private Redis (unless --redis), one
+// coordinator process, one worker process per local GPU (or CPU workers where there is none),
+// the campaign submitted, progress shown, results.tsv and results.json written, everything
+// stopped again.
+#include <spdlog/spdlog.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cli/campaign_file.h"
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "common/process.h"
+#include "common/redis_server.h"
+#include "coordinator/campaign.h"
+#include "coordinator/client.h"
+#include "worker/device.h"
+
+namespace ak::cli {
+
+using nlohmann::json;
+
+int run(const RunArgs& a) {
+  std::filesystem::create_directories(a.data_dir);
+  std::filesystem::create_directories(a.out_dir);
+  // 1. Which backend: every local GPU, or the CPU.
+  Backend backend = Backend::kCpu;
+  std::vector<Capabilities> gpus;
+  if (a.backend == "auto" || a.backend == "cuda") {
+    auto g = detect_gpus();
+    if (g.ok() && !g->empty()) {
+      gpus = *g;
+      backend = Backend::kCuda;
+    } else if (a.backend == "cuda") {
+      std::cerr << "autokernel run: --backend cuda but no GPU: "
+                << (g.ok() ? std::string("the driver reports 0 devices") : g.status().message()) << "\n";
+      return 1;
+    } else {
+      std::cout << "no GPU (" << (g.ok() ? std::string("0 devices") : g.status().message())
+                << "); running on the CPU backend\n";
+    }
+  } else if (a.backend != "cpu") {
+    std::cerr << "autokernel run: unknown --backend " << a.backend << "; expected auto, cpu or cuda\n";
+    return 2;
+  }
+  json campaign = default_campaign(backend);
+  if (!a.campaign_file.empty()) {
+    auto doc = load_campaign_file(a.campaign_file);
+    if (!doc.ok()) {
+      std::cerr << "autokernel run: " << doc.status().message() << "\n";
+      return 2;
+    }
+    campaign = *doc;
+  }
+
+  // 2. Redis.
+  std::unique_ptr<RedisServer> redis;
+  std::string url = a.redis_url;
+  if (url.empty()) {
+    RedisServerOptions ro;
+    ro.data_dir = a.data_dir + "/redis";
+    auto srv = RedisServer::start(ro);
+    if (!srv.ok()) {
+      std::cerr << "autokernel run: could not start redis-server: " << srv.status().message() << "\n";
+      return 1;
+    }
+    redis = std::move(*srv);
+    url = redis->url();
+  }
+
+  // 3. Coordinator process, on free loopback ports.
+  const std::string self = self_exe_path();
+  ChildProcess::Options capture;
+  capture.capture_stdout = true;
+  auto coord = ChildProcess::spawn({self, "coordinator", "--redis", url, "--workers-bind", "tcp://127.0.0.1:*",
+                                    "--clients-bind", "tcp://127.0.0.1:*", "--metrics", a.metrics_bind},
+                                   capture);
+  if (!coord.ok()) {
+    std::cerr << "autokernel run: " << coord.status().message() << "\n";
+    return 1;
+  }
+  auto ready_line = coord->wait_for_line("READY ", std::chrono::seconds(30));
+  if (!ready_line.ok()) {
+    std::cerr << "autokernel run: coordinator did not come up: " << ready_line.status().message() << "\n";
+    return 1;
+  }
+  json ready = json::parse(*ready_line);
+  const std::string workers_ep = ready["workers"], clients_ep = ready["clients"];
+  std::cout << "coordinator up: workers " << workers_ep << ", clients " << clients_ep << ", /metrics on port "
+            << ready["metrics_port"] << "\n";
+
+  // 4. Workers: one process per GPU, or cpu_workers CPU workers.
+  std::vector<ChildProcess> workers;
+  auto start_worker = [&](std::vector<std::string> extra) -> bool {
+    std::vector<std::string> argv = {self, "worker", "--coordinator", workers_ep, "--cache-dir", a.data_dir + "/cache",
+                                     "--state-dir", a.data_dir + "/worker"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto w = ChildProcess::spawn(argv, {});
+    if (!w.ok()) {
+      std::cerr << "autokernel run: " << w.status().message() << "\n";
+      return false;
+    }
+    workers.push_back(std::move(*w));
+    return true;
+  };
+  if (backend == Backend::kCuda) {
+    for (const auto& g : gpus)
+      if (!start_worker({"--backend", "cuda", "--gpus", std::to_string(g.device_index)})) return 1;
+    std::cout << "workers: " << gpus.size() << " (one per GPU: " << gpus.front().gpu_name << ")\n";
+  } else {
+    for (int i = 0; i < std::max(1, a.cpu_workers); ++i)
+      if (!start_worker({"--backend", "cpu", "--id", local_hostname() + "-cpu" + std::to_string(i)})) return 1;
+    std::cout << "workers: " << std::max(1, a.cpu_workers) << " (cpu)\n";
+  }
+
+  // 5. Submit, follow, export.
+  CoordinatorClient client(clients_ep, std::chrono::seconds(30));
+  auto sub = client.submit(campaign);
+  if (!sub.ok()) {
+    std::cerr << "autokernel run: campaign rejected: " << sub.status().message() << "\n";
+    return 1;
+  }
+  const std::string cid = (*sub)["campaign_id"];
+  std::cout << "campaign " << cid << " (" << (*sub)["name"].get<std::string>() << "): " << (*sub)["jobs"]
+            << " jobs\n";
+  const bool done = wait_for_campaign(client, cid, stop_flag());
+  int rc = done ? 0 : 1;
+  auto rows = client.results(cid, "");
+  if (rows.ok()) {
+    const std::string tsv = a.out_dir + "/results.tsv", js = a.out_dir + "/results.json";
+    Status s = write_exports((*rows)["rows"], tsv, js);
+    if (!s.ok()) {
+      std::cerr << "autokernel run: " << s.message() << "\n";
+      rc = 1;
+    } else {
+      std::cout << format_results((*rows)["rows"], 40);
+      std::cout << "wrote " << (*rows)["rows"].size() << " rows to " << tsv << " and " << js << "\n";
+    }
+  } else {
+    std::cerr << "autokernel run: could not fetch results: " << rows.status().message() << "\n";
+    rc = 1;
+  }
+  for (auto& w : workers) w.signal(SIGTERM);
+  for (auto& w : workers) w.stop(std::chrono::seconds(10));
+  coord->stop(std::chrono::seconds(10));
+  if (redis) (void)redis->stop();
+  return rc;
+}
+
+}  // namespace ak::cli

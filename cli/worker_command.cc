@@ -1,0 +1,90 @@
+// autokernel worker: one WorkerAgent per GPU (each with its own sandbox), or one CPU agent.
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "common/clock.h"
+#include "common/process.h"
+#include "worker/agent.h"
+#include "worker/device.h"
+
+namespace ak::cli {
+
+int worker(const WorkerArgs& a) {
+  Backend backend = Backend::kCpu;
+  std::vector<int> devices;
+  if (a.backend == "auto" || a.backend == "cuda") {
+    auto gpus = detect_gpus();
+    if (gpus.ok() && !gpus->empty()) {
+      backend = Backend::kCuda;
+      if (a.gpus == "all") {
+        for (const auto& g : *gpus) devices.push_back(g.device_index);
+      } else {
+        std::stringstream ss(a.gpus);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+          try {
+            int d = std::stoi(item);
+            if (d < 0 || d >= static_cast<int>(gpus->size())) throw std::out_of_range("ordinal");
+            devices.push_back(d);
+          } catch (const std::exception&) {
+            std::cerr << "autokernel worker: --gpus " << a.gpus << ": '" << item << "' is not a GPU ordinal 0.."
+                      << gpus->size() - 1 << "\n";
+            return 2;
+          }
+        }
+      }
+    } else if (a.backend == "cuda") {
+      std::cerr << "autokernel worker: --backend cuda but no GPU: "
+                << (gpus.ok() ? std::string("the driver reports 0 devices") : gpus.status().message()) << "\n";
+      return 1;
+    } else {
+      spdlog::info("no GPU ({}); offering the cpu backend", gpus.ok() ? "0 devices" : gpus.status().message());
+    }
+  } else if (a.backend != "cpu") {
+    std::cerr << "autokernel worker: unknown --backend " << a.backend << "; expected auto, cpu or cuda\n";
+    return 2;
+  }
+  if (backend == Backend::kCpu) devices = {-1};
+
+  SystemClock clock;
+  std::vector<std::unique_ptr<WorkerAgent>> agents;
+  for (int d : devices) {
+    WorkerOptions o;
+    o.coordinator_endpoint = a.coordinator;
+    o.backend = backend;
+    o.device_index = d < 0 ? 0 : d;
+    o.slots = a.slots;
+    o.sandbox_path = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
+    o.cache_dir = a.cache_dir;
+    o.heartbeat_ms = a.heartbeat_ms;
+    if (!a.id.empty()) o.worker_id = devices.size() == 1 ? a.id : a.id + "-gpu" + std::to_string(d);
+    auto agent = make_worker_agent(o, clock);
+    if (!agent.ok()) {
+      std::cerr << "autokernel worker: " << agent.status().message() << "\n";
+      return 1;
+    }
+    agents.push_back(std::move(*agent));
+  }
+  // The outbox file is per worker id, so several agents share the state dir safely.
+  for (auto& ag : agents) {
+    (void)ag;
+  }
+  std::vector<std::thread> threads;
+  std::vector<Status> statuses(agents.size());
+  for (size_t i = 0; i < agents.size(); ++i)
+    threads.emplace_back([&, i] { statuses[i] = agents[i]->run(stop_flag()); });
+  for (auto& t : threads) t.join();
+  int rc = 0;
+  for (const auto& s : statuses)
+    if (!s.ok()) {
+      std::cerr << "autokernel worker: " << s.message() << "\n";
+      rc = 1;
+    }
+  return rc;
+}
+
+}  // namespace ak::cli
