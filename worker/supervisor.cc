@@ -100,7 +100,7 @@ void SandboxSupervisor::close_fds() {
   buffer_.clear();
 }
 
-std::string SandboxSupervisor::reap(bool kill_first) {
+std::string SandboxSupervisor::reap(bool kill_first, int* wait_status) {
   if (pid_ <= 0) return "was not running";
   int status = 0;
   bool reaped = false;
@@ -114,6 +114,7 @@ std::string SandboxSupervisor::reap(bool kill_first) {
   }
   pid_ = -1;
   close_fds();
+  if (wait_status) *wait_status = status;
   return describe_wait_status(status);
 }
 
@@ -295,9 +296,17 @@ Status SandboxSupervisor::write_all(const std::string& data, steady::time_point 
   return result;
 }
 
+bool SandboxSupervisor::exited_while_idle() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  spdlog::warn("sandbox pid {} {} between jobs; starting a fresh one", pid_, describe_wait_status(status));
+  pid_ = -1;
+  close_fds();
+  return true;
+}
+
 SandboxReply SandboxSupervisor::run(const SandboxRequest& request, std::chrono::milliseconds timeout) {
-  if (Status s = start(); !s.ok())
-    return failure(ResultStatus::kCrash, "sandbox could not be started: " + s.message());
   std::string line;
   try {
     line = nlohmann::json(request).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -306,16 +315,35 @@ SandboxReply SandboxSupervisor::run(const SandboxRequest& request, std::chrono::
   }
   line += '\n';
   const auto deadline = steady::now() + timeout;
-  const std::string timeout_reason =
-      "no reply within " + std::to_string(timeout.count()) + " ms; sandbox killed";
+  const std::string timeout_reason = "no reply within " + std::to_string(timeout.count()) + " ms; sandbox killed";
+  // A sandbox that died between jobs is not this job's fault: it is replaced once, and the
+  // request goes to the fresh one.
+  bool gone = false;
+  SandboxReply reply = run_once(request, line, deadline, timeout_reason, &gone);
+  if (gone) reply = run_once(request, line, deadline, timeout_reason, &gone);
+  return reply;
+}
+
+SandboxReply SandboxSupervisor::run_once(const SandboxRequest& request, const std::string& request_line,
+                                         steady::time_point deadline, const std::string& timeout_reason,
+                                         bool* gone) {
+  const bool first = !*gone;
+  *gone = false;
+  exited_while_idle();
+  if (Status s = start(); !s.ok())
+    return failure(ResultStatus::kCrash, "sandbox could not be started: " + s.message());
   const pid_t pid = pid_;
-  if (Status s = write_all(line, deadline); !s.ok()) {
-    if (s.code() == StatusCode::kTimedOut) {
+  if (Status written = write_all(request_line, deadline); !written.ok()) {
+    if (written.code() == StatusCode::kTimedOut) {
       reap(true);
       return failure(ResultStatus::kTimeout, timeout_reason);
     }
-    return failure(ResultStatus::kCrash, "sandbox " + reap(false) + " before reading its request");
+    std::string how = reap(false);
+    spdlog::warn("sandbox pid {} {} before reading the request of job {}", pid, how, request.job.job_id);
+    *gone = first;
+    return failure(ResultStatus::kCrash, "sandbox " + how + " before reading its request");
   }
+  std::string line;
   for (;;) {
     LineOutcome got = read_line(deadline, &line);
     switch (got) {
@@ -326,14 +354,17 @@ SandboxReply SandboxSupervisor::run(const SandboxRequest& request, std::chrono::
         reap(true);
         return failure(ResultStatus::kTimeout, timeout_reason);
       case LineOutcome::kEof: {
-        std::string how = reap(false);
+        int status = 0;
+        std::string how = reap(false, &status);
         spdlog::warn("sandbox pid {} {} while running job {}", pid, how, request.job.job_id);
+        // Exit code 0 is the sandbox's answer to EOF on stdin, never to a request: it was on its
+        // way out before this request reached it.
+        *gone = first && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         return failure(ResultStatus::kCrash, "sandbox " + how);
       }
       case LineOutcome::kTooLong:
         reap(true);
-        return failure(ResultStatus::kCrash, "sandbox reply exceeds " +
-                                                 std::to_string(options_.max_line_bytes) +
+        return failure(ResultStatus::kCrash, "sandbox reply exceeds " + std::to_string(options_.max_line_bytes) +
                                                  " bytes (protocol violation); sandbox killed");
       case LineOutcome::kError: {
         int err = errno;
@@ -345,7 +376,14 @@ SandboxReply SandboxSupervisor::run(const SandboxRequest& request, std::chrono::
     if (!line.empty()) break;
   }
   try {
-    return nlohmann::json::parse(line).get<SandboxReply>();
+    SandboxReply reply = nlohmann::json::parse(line).get<SandboxReply>();
+    // A CRASH reply (sticky CUDA error) is the sandbox's last: it exits right after it. Reap it
+    // now so that the next job starts a fresh sandbox instead of finding this one dead.
+    if (reply.status == ResultStatus::kCrash) {
+      std::string how = reap(false);
+      spdlog::info("sandbox pid {} reported CRASH for job {} and {}", pid, request.job.job_id, how);
+    }
+    return reply;
   } catch (const std::exception& e) {
     reap(true);
     spdlog::warn("sandbox pid {} broke the protocol: {}", pid, shorten(line));

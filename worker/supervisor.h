@@ -54,6 +54,11 @@ struct SandboxOptions {
 //   - EOF, child death          -> kCrash, reason "sandbox died with signal 11 (Segmentation
 //                                  fault)" or "sandbox exited with code N"
 //   - unparsable reply          -> kCrash (protocol violation), sandbox killed
+//   - a kCrash reply            -> returned as is; the sandbox exits after it (sticky CUDA error,
+//                                  worker/sandbox_protocol.h) and is reaped (killed after exit_grace)
+// A sandbox found gone before it could have read the request (it died between jobs: the write
+// fails, or it exits with code 0, its answer to EOF, without replying) is replaced once and the
+// request sent to the fresh one; that is not the job's fault.
 // After any of these the next run() starts a fresh sandbox. No zombie is left behind: every child
 // is reaped, and the destructor closes its stdin, waits exit_grace, kills it if needed and reaps it.
 //
@@ -83,8 +88,15 @@ class SandboxSupervisor final : public SandboxRunner {
   LineOutcome read_line(std::chrono::steady_clock::time_point deadline, std::string* line);
   Status write_all(const std::string& data, std::chrono::steady_clock::time_point deadline);
   // Kills (if `kill_first`) or waits up to exit_grace, then reaps; returns how the child ended.
-  std::string reap(bool kill_first);
+  std::string reap(bool kill_first, int* wait_status = nullptr);
+  // One try of run(); sets *gone when the sandbox was found gone before it could have read the
+  // request (only on the first try: *gone is true on entry for the second).
+  SandboxReply run_once(const SandboxRequest& request, const std::string& request_line,
+                        std::chrono::steady_clock::time_point deadline, const std::string& timeout_reason,
+                        bool* gone);
   void close_fds();
+  // Reaps the child if it has already exited; true if it had.
+  bool exited_while_idle();
 
   SandboxOptions options_;
   pid_t pid_ = -1;

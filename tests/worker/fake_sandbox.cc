@@ -6,6 +6,8 @@
 //   garbage  reply a line that is not JSON
 //   exit3    exit with code 3
 //   close    close stdout and keep running (an EOF from a live process)
+//   crash    reply CRASH (a sticky CUDA error) and exit with code 3, as the real sandbox does
+//   quit     reply PASS, then exit 0 (the sandbox dies between jobs)
 // Start-up behaviour from `--hello ok|never|not-ready|garbage` (default ok). It writes one line
 // to stderr at start so tests can check where the sandbox log goes.
 #include <signal.h>
@@ -59,6 +61,13 @@ int main(int argc, char** argv) {
       std::fclose(stdout);
       close(STDOUT_FILENO);
       for (;;) pause();
+    } else if (req.entry == "crash") {
+      ak::SandboxReply r;
+      r.status = ak::ResultStatus::kCrash;
+      r.stage = "verify";
+      r.reason = "CUDA_ERROR_ILLEGAL_ADDRESS (fake)";
+      std::cout << nlohmann::json(r).dump() << std::endl;
+      _exit(3);
     } else {
       ak::SandboxReply r;
       r.status = ak::ResultStatus::kPass;
@@ -68,6 +77,7 @@ int main(int argc, char** argv) {
       r.m.latency_us = 1.5;
       r.m.compile_ms = req.compile_ms;
       std::cout << nlohmann::json(r).dump() << std::endl;
+      if (req.entry == "quit") _exit(0);
     }
   }
   return 0;

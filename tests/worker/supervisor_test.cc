@@ -124,6 +124,25 @@ TEST(SandboxSupervisor, SandboxThatClosesStdoutButLivesIsKilledAfterTheGrace) {
   expect_fresh_sandbox_works(sup, 1);
 }
 
+TEST(SandboxSupervisor, CrashReplyIsReturnedAndTheExitingSandboxIsReplaced) {
+  SandboxSupervisor sup(fake_options());
+  ASSERT_TRUE(sup.start().ok());
+  pid_t old = sup.pid();
+  SandboxReply r = sup.run(request("crash"), kPatience);
+  EXPECT_EQ(r.status, ResultStatus::kCrash);
+  EXPECT_EQ(r.stage, "verify");
+  EXPECT_EQ(r.reason, "CUDA_ERROR_ILLEGAL_ADDRESS (fake)");
+  EXPECT_TRUE(reaped(old));
+  expect_fresh_sandbox_works(sup, 1);
+}
+
+TEST(SandboxSupervisor, SandboxThatDiedBetweenJobsDoesNotFailTheNextJob) {
+  SandboxSupervisor sup(fake_options());
+  EXPECT_EQ(sup.run(request("quit"), kPatience).status, ResultStatus::kPass);
+  // The child exits after its reply; whether or not it is gone yet, the next job must pass.
+  expect_fresh_sandbox_works(sup, 1);
+}
+
 TEST(SandboxSupervisor, MissingExecutableFailsToStartWithItsPath) {
   SandboxOptions o = fake_options();
   o.executable = "/nonexistent/autokernel-sandbox";
