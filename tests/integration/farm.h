@@ -1,0 +1,234 @@
+// Farm: a real farm on loopback for integration tests — a real redis-server (AOF on), a real
+// coordinator process and real worker processes (the autokernel binary), all on ephemeral
+// endpoints. Readiness is the coordinator's READY line and the workers' registrations as seen
+// through STATUS; nothing sleeps for a fixed time.
+#pragma once
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/process.h"
+#include "common/redis_server.h"
+#include "common/redis_store.h"
+#include "coordinator/client.h"
+
+namespace ak::testing {
+
+inline std::string bin(const std::string& name) { return std::string(AK_BIN_DIR) + "/" + name; }
+
+class Farm {
+ public:
+  struct Options {
+    int64_t lease_ms = 2000;
+    int64_t worker_timeout_ms = 3000;
+    int max_attempts = 3;
+  };
+
+  explicit Farm(Options o) : options_(o) {
+    char tmpl[] = "/tmp/ak-farm-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    RedisServerOptions ro;
+    ro.data_dir = dir_ + "/redis";
+    auto r = RedisServer::start(ro);
+    if (!r.ok()) throw std::runtime_error("redis: " + r.status().message());
+    redis_ = std::move(*r);
+  }
+  Farm() : Farm(Options{}) {}
+
+  ~Farm() {
+    for (auto& [id, w] : workers_) w.signal(SIGKILL);
+    workers_.clear();
+    coordinator_.reset();
+    redis_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Starts (or restarts) the coordinator. On restart it binds the same worker and client ports,
+  // as an operator restarting a crashed coordinator would.
+  void start_coordinator() {
+    std::string wb = workers_ep_.empty() ? "tcp://127.0.0.1:*" : workers_ep_;
+    std::string cb = clients_ep_.empty() ? "tcp://127.0.0.1:*" : clients_ep_;
+    ChildProcess::Options o;
+    o.capture_stdout = true;
+    auto c = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "coordinator", "--redis", redis_->url(),
+                                  "--workers-bind", wb, "--clients-bind", cb, "--metrics", "127.0.0.1:0",
+                                  "--lease-ms", std::to_string(options_.lease_ms), "--worker-timeout-ms",
+                                  std::to_string(options_.worker_timeout_ms), "--max-attempts",
+                                  std::to_string(options_.max_attempts)},
+                                 o);
+    if (!c.ok()) throw std::runtime_error(c.status().message());
+    auto line = c->wait_for_line("READY ", std::chrono::seconds(30));
+    if (!line.ok()) throw std::runtime_error("coordinator: " + line.status().message());
+    auto j = nlohmann::json::parse(*line);
+    workers_ep_ = j["workers"];
+    clients_ep_ = j["clients"];
+    metrics_port_ = j["metrics_port"];
+    coordinator_ = std::make_unique<ChildProcess>(std::move(*c));
+    client_ = std::make_unique<CoordinatorClient>(clients_ep_, std::chrono::seconds(10));
+  }
+
+  void kill_coordinator() {
+    coordinator_->signal(SIGKILL);
+    coordinator_->wait();
+    coordinator_.reset();
+  }
+
+  void start_worker(const std::string& id, int slots = 2) {
+    auto w = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "worker", "--backend", "cpu", "--id", id,
+                                  "--coordinator", workers_ep_, "--slots", std::to_string(slots), "--heartbeat-ms",
+                                  "200", "--cache-dir", dir_ + "/cache", "--state-dir", dir_ + "/state-" + id},
+                                 {});
+    if (!w.ok()) throw std::runtime_error(w.status().message());
+    workers_.emplace(id, std::move(*w));
+  }
+
+  void kill_worker(const std::string& id) {
+    auto it = workers_.find(id);
+    it->second.signal(SIGKILL);
+    it->second.wait();
+    workers_.erase(it);
+  }
+
+  CoordinatorClient& client() { return *client_; }
+
+  // Polls STATUS until pred(status) holds or the deadline passes (each poll is a round trip to
+  // the coordinator; the pause between polls only bounds the load).
+  nlohmann::json wait_status(const std::function<bool(const nlohmann::json&)>& pred,
+                             std::chrono::seconds timeout, const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    nlohmann::json last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto st = client_->status();
+      if (st.ok()) {
+        last = *st;
+        if (pred(last)) return last;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "timed out waiting for " << what << "; last status: " << last.dump();
+    return last;
+  }
+
+  void wait_workers(size_t n) {
+    wait_status([&](const nlohmann::json& s) { return s["workers"].size() >= n; }, std::chrono::seconds(60),
+                std::to_string(n) + " workers");
+  }
+
+  nlohmann::json wait_campaign(const std::string& cid, std::chrono::seconds timeout) {
+    return wait_status(
+        [&](const nlohmann::json& s) {
+          for (const auto& c : s["campaigns"])
+            if (c["campaign_id"] == cid) return c["finished"] == c["total"];
+          return false;
+        },
+        timeout, "campaign " + cid);
+  }
+
+  std::string submit(const nlohmann::json& campaign) {
+    auto r = client_->submit(campaign);
+    if (!r.ok()) throw std::runtime_error("submit: " + r.status().message());
+    return (*r)["campaign_id"];
+  }
+
+  StoreSnapshot snapshot() {
+    auto store = RedisStore::connect(redis_->url(), std::chrono::seconds(5));
+    if (!store.ok()) throw std::runtime_error(store.status().message());
+    auto snap = (*store)->load();
+    if (!snap.ok()) throw std::runtime_error(snap.status().message());
+    return *snap;
+  }
+
+  // GET /metrics over a plain socket.
+  std::string scrape() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(metrics_port_));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      close(fd);
+      return "";
+    }
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    std::string resp;
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
+    close(fd);
+    auto body = resp.find("\r\n\r\n");
+    return body == std::string::npos ? "" : resp.substr(body + 4);
+  }
+
+  const std::string& dir() const { return dir_; }
+  const std::string& workers_endpoint() const { return workers_ep_; }
+  int metrics_port() const { return metrics_port_; }
+  pid_t coordinator_pid() const { return coordinator_ ? coordinator_->pid() : -1; }
+
+ private:
+  Options options_;
+  std::string dir_;
+  std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<ChildProcess> coordinator_;
+  std::map<std::string, ChildProcess> workers_;
+  std::unique_ptr<CoordinatorClient> client_;
+  std::string workers_ep_, clients_ep_;
+  int metrics_port_ = 0;
+};
+
+// Sum of a Prometheus series over all label sets whose text contains `labels` ("" for all).
+inline double metric_value(const std::string& text, const std::string& name, const std::string& labels = "") {
+  std::istringstream in(text);
+  std::string line;
+  double total = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.rfind(name, 0) != 0) continue;
+    const char next = line.size() > name.size() ? line[name.size()] : ' ';
+    if (next != ' ' && next != '{') continue;
+    if (!labels.empty() && line.find(labels) == std::string::npos) continue;
+    total += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return total;
+}
+
+// A campaign of quick CPU softmax jobs: `n_jobs` jobs (rounded up to whole repeats).
+inline nlohmann::json quick_campaign(int n_jobs, const std::string& name) {
+  // 24 CPU configurations x 1 shape x 1 dtype per repeat.
+  const int per_repeat = 24;
+  return {{"name", name},
+          {"kernel_type", "softmax"},
+          {"backend", "cpu"},
+          {"shapes", {{8, 64}}},
+          {"dtypes", {"fp32"}},
+          {"configs", "all"},
+          {"repeat", (n_jobs + per_repeat - 1) / per_repeat},
+          {"measure", {{"warmup", 1}, {"min_samples", 3}, {"max_samples", 5}, {"max_time_ms", 5}}}};
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace ak::testing

@@ -1,0 +1,249 @@
+// The delivery guarantees of ARCHITECTURE.md, proven with real processes: a real redis-server,
+// a real coordinator and real CPU workers on loopback, killed with SIGKILL where the guarantee is
+// about crashes.
+#include <cstdio>
+#include <set>
+
+#include <zmq.hpp>
+
+#include "common/protocol.h"
+#include "tests/integration/farm.h"
+
+namespace ak::testing {
+namespace {
+
+using nlohmann::json;
+
+void expect_one_pass_row_per_job(const StoreSnapshot& snap, const std::string& cid, size_t n_jobs) {
+  std::set<std::string> jobs, rows;
+  for (const auto& j : snap.jobs)
+    if (j.spec.campaign_id == cid) jobs.insert(j.spec.job_id);
+  std::map<std::string, int> row_count;
+  for (const auto& r : snap.results) {
+    if (!jobs.count(r.job_id)) continue;
+    ++row_count[r.job_id];
+    EXPECT_EQ(r.status, ResultStatus::kPass) << r.job_id << " " << r.stage << ": " << r.reason;
+  }
+  EXPECT_EQ(jobs.size(), n_jobs);
+  EXPECT_EQ(row_count.size(), n_jobs);
+  for (const auto& [id, n] : row_count) EXPECT_EQ(n, 1) << id;
+  for (const auto& j : snap.jobs)
+    if (j.spec.campaign_id == cid) EXPECT_EQ(j.state, JobState::kDone) << j.spec.job_id;
+}
+
+TEST(FarmTest, FiveHundredJobsOnFourWorkersEndWithExactlyOneResultRowPerJob) {
+  Farm farm;
+  farm.start_coordinator();
+  for (int i = 0; i < 4; ++i) farm.start_worker("w" + std::to_string(i));
+  farm.wait_workers(4);
+  const std::string before = farm.scrape();
+  ASSERT_FALSE(before.empty()) << "no /metrics on port " << farm.metrics_port();
+  const std::string cid = farm.submit(quick_campaign(500, "five-hundred"));
+
+  // /metrics moves while the campaign runs.
+  farm.wait_status(
+      [&](const json& s) {
+        for (const auto& c : s["campaigns"])
+          if (c["campaign_id"] == cid) return c["finished"].get<int>() >= 100;
+        return false;
+      },
+      std::chrono::seconds(300), "100 results");
+  const std::string mid = farm.scrape();
+  const double completed_mid = metric_value(mid, "autokernel_jobs_completed_total");
+  EXPECT_GE(completed_mid, 100);
+  EXPECT_GT(metric_value(mid, "autokernel_jobs_dispatched_total"), metric_value(before, "autokernel_jobs_dispatched_total"));
+  EXPECT_EQ(metric_value(mid, "autokernel_workers_connected"), 4);
+
+  json final_status = farm.wait_campaign(cid, std::chrono::seconds(600));
+  const std::string after = farm.scrape();
+  EXPECT_EQ(metric_value(after, "autokernel_jobs_completed_total", "status=\"PASS\""), 504);
+  EXPECT_GT(metric_value(after, "autokernel_jobs_completed_total"), completed_mid);
+  EXPECT_EQ(metric_value(after, "autokernel_queue_depth"), 0);
+  EXPECT_GE(metric_value(after, "autokernel_job_duration_seconds_count"), 504);
+
+  // Every worker took part.
+  auto snap = farm.snapshot();
+  expect_one_pass_row_per_job(snap, cid, 504);
+  std::set<std::string> workers_used;
+  for (const auto& r : snap.results) workers_used.insert(r.worker_id);
+  EXPECT_EQ(workers_used.size(), 4u);
+
+  // The live scrape passes promtool's linter.
+  const std::string path = farm.dir() + "/metrics.txt";
+  {
+    std::ofstream out(path);
+    out << after;
+  }
+  if (system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  EXPECT_EQ(system(("promtool check metrics < " + path).c_str()), 0) << after;
+}
+
+// A candidate that blocks 2 s in its first call, so a job is reliably in flight when its worker
+// is killed.
+json slow_campaign(int n, const std::string& name) {
+  std::string src = read_text(std::string(AK_SOURCE_DIR) + "/kernels/softmax/softmax_cpu.cc");
+  const std::string entry = "extern \"C\" int ak_softmax_cpu(";
+  auto pos = src.find(entry);
+  if (pos == std::string::npos) throw std::runtime_error("starter entry not found");
+  src.replace(pos, entry.size(), "static int starter_softmax(");
+  src += R"(
+#include <unistd.h>
+extern "C" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int dtype) {
+  static bool slept = false;
+  if (!slept) { slept = true; usleep(2000 * 1000); }
+  return starter_softmax(in, out, rows, cols, dtype);
+}
+)";
+  return {{"name", name},     {"kernel_type", "softmax"}, {"backend", "cpu"},  {"shapes", {{8, 64}}},
+          {"dtypes", {"fp32"}}, {"configs", "default"},    {"repeat", n},      {"source", src},
+          {"measure", {{"warmup", 1}, {"min_samples", 3}, {"max_samples", 3}, {"max_time_ms", 5}}}};
+}
+
+TEST(FarmTest, JobOfAWorkerKilledMidJobIsRerunElsewhereAndStillHasOneRow) {
+  Farm farm;
+  farm.start_coordinator();
+  for (int i = 0; i < 4; ++i) farm.start_worker("k" + std::to_string(i), /*slots=*/1);
+  farm.wait_workers(4);
+  const std::string cid = farm.submit(slow_campaign(8, "kill-a-worker"));
+  // Wait until k0 holds a job, then kill it.
+  json st = farm.wait_status(
+      [](const json& s) {
+        for (const auto& w : s["workers"])
+          if (w["worker_id"] == "k0" && !w["leased"].empty()) return true;
+        return false;
+      },
+      std::chrono::seconds(60), "k0 to hold a job");
+  std::string victim_job;
+  for (const auto& w : st["workers"])
+    if (w["worker_id"] == "k0") victim_job = w["leased"][0];
+  ASSERT_FALSE(victim_job.empty());
+  farm.kill_worker("k0");
+
+  farm.wait_campaign(cid, std::chrono::seconds(120));
+  auto snap = farm.snapshot();
+  expect_one_pass_row_per_job(snap, cid, 8);
+  bool found = false;
+  for (const auto& r : snap.results) {
+    if (r.job_id != victim_job) continue;
+    found = true;
+    EXPECT_GE(r.attempt, 2) << "the killed worker's job must have been delivered again";
+    EXPECT_NE(r.worker_id, "k0");
+  }
+  EXPECT_TRUE(found);
+  const std::string m = farm.scrape();
+  EXPECT_GE(metric_value(m, "autokernel_jobs_requeued_total"), 1);
+  EXPECT_GE(metric_value(m, "autokernel_heartbeats_missed_total"), 1);
+}
+
+TEST(FarmTest, CoordinatorKilledAndRestartedMidCampaignLosesNoAcknowledgedResult) {
+  Farm farm;
+  farm.start_coordinator();
+  for (int i = 0; i < 4; ++i) farm.start_worker("r" + std::to_string(i));
+  farm.wait_workers(4);
+  const std::string cid = farm.submit(quick_campaign(240, "restart"));
+  farm.wait_status(
+      [&](const json& s) {
+        for (const auto& c : s["campaigns"])
+          if (c["campaign_id"] == cid) return c["finished"].get<int>() >= 40;
+        return false;
+      },
+      std::chrono::seconds(300), "40 results");
+  farm.kill_coordinator();
+  // Everything stored (and so possibly acknowledged) before the crash.
+  auto before = farm.snapshot();
+  ASSERT_GE(before.results.size(), 40u);
+  ASSERT_LT(before.results.size(), 240u) << "campaign finished before the crash; the test proves nothing";
+
+  farm.start_coordinator();
+  farm.wait_campaign(cid, std::chrono::seconds(600));
+  auto after = farm.snapshot();
+  expect_one_pass_row_per_job(after, cid, 240);
+  std::map<std::string, ResultRecord> rows;
+  for (const auto& r : after.results) rows[r.job_id] = r;
+  for (const auto& r : before.results) {
+    ASSERT_TRUE(rows.count(r.job_id)) << r.job_id << " was stored before the crash and is gone";
+    EXPECT_EQ(rows[r.job_id].attempt, r.attempt);
+    EXPECT_EQ(rows[r.job_id].worker_id, r.worker_id);
+  }
+}
+
+// A raw DEALER acting as a hostile or broken worker.
+class RawPeer {
+ public:
+  RawPeer(const std::string& endpoint, const std::string& identity) : ctx_(1), sock_(ctx_, zmq::socket_type::dealer) {
+    sock_.set(zmq::sockopt::routing_id, identity);
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.connect(endpoint);
+  }
+  void send(const std::string& frame) { sock_.send(zmq::buffer(frame), zmq::send_flags::none); }
+  void send_parts(const std::vector<std::string>& parts) {
+    for (size_t i = 0; i < parts.size(); ++i)
+      sock_.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  // The next ERROR's code name, or "" if nothing arrived within the timeout.
+  std::string next_error() {
+    zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::seconds(10));
+    if (!(item.revents & ZMQ_POLLIN)) return "";
+    zmq::message_t m;
+    (void)sock_.recv(m);
+    auto d = protocol::decode(m.to_string_view());
+    if (!d.ok()) return "UNDECODABLE";
+    auto* e = std::get_if<protocol::Error>(&*d.message);
+    return e ? protocol::error_code_name(e->code) : std::string("NOT_AN_ERROR:") + protocol::type_name(*d.message);
+  }
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+};
+
+TEST(FarmTest, EveryKindOfBadInputGetsAnErrorReplyAndTheCoordinatorKeepsServing) {
+  Farm farm;
+  farm.start_coordinator();
+  RawPeer peer(farm.workers_endpoint(), "intruder");
+  auto env = [](const std::string& type, const json& body, int v = protocol::kProtocolVersion) {
+    return json{{"v", v}, {"type", type}, {"body", body}}.dump();
+  };
+  peer.send("\x01\x02garbage\xff");
+  EXPECT_EQ(peer.next_error(), "MALFORMED");
+  peer.send("[1,2,3]");
+  EXPECT_EQ(peer.next_error(), "MALFORMED");
+  peer.send(R"({"type":"READY"})");
+  EXPECT_EQ(peer.next_error(), "MALFORMED");
+  peer.send(env("READY", json::object(), 99));
+  EXPECT_EQ(peer.next_error(), "BAD_VERSION");
+  peer.send(env("TELEPORT", json::object()));
+  EXPECT_EQ(peer.next_error(), "UNKNOWN_TYPE");
+  peer.send(env("READY", {{"worker_id", 42}}));
+  EXPECT_EQ(peer.next_error(), "BAD_BODY");
+  peer.send(std::string(protocol::kMaxFrameBytes + 1024, 'x'));
+  EXPECT_EQ(peer.next_error(), "OVERSIZED");
+  peer.send(env("HEARTBEAT", {{"worker_id", "intruder"}, {"in_flight", json::array()}}));
+  EXPECT_EQ(peer.next_error(), "UNKNOWN_WORKER");
+  peer.send(env("HEARTBEAT", {{"worker_id", "someone-else"}, {"in_flight", json::array()}}));
+  EXPECT_EQ(peer.next_error(), "IDENTITY_MISMATCH");
+  peer.send(env("ACK", {{"job_id", "x"}, {"attempt", 1}}));
+  EXPECT_EQ(peer.next_error(), "UNKNOWN_TYPE");
+  peer.send_parts({"one", "two"});
+  EXPECT_EQ(peer.next_error(), "MALFORMED");
+
+  // A bad client request is refused with a reason, not a crash.
+  auto bad = farm.client().submit(json{{"kernel_type", "softmax"}, {"backend", "cpu"}, {"shapez", 1}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("shapez"), std::string::npos) << bad.status().message();
+
+  // Still serving: a real worker completes a campaign.
+  farm.start_worker("good");
+  farm.wait_workers(1);
+  const std::string cid = farm.submit(quick_campaign(24, "after-abuse"));
+  farm.wait_campaign(cid, std::chrono::seconds(300));
+  expect_one_pass_row_per_job(farm.snapshot(), cid, 24);
+  const std::string m = farm.scrape();
+  for (const char* kind : {"MALFORMED", "BAD_VERSION", "UNKNOWN_TYPE", "BAD_BODY", "OVERSIZED", "UNKNOWN_WORKER",
+                           "IDENTITY_MISMATCH", "BAD_REQUEST"})
+    EXPECT_GE(metric_value(m, "autokernel_protocol_errors_total", std::string("kind=\"") + kind + "\""), 1) << kind;
+}
+
+}  // namespace
+}  // namespace ak::testing
