@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what the farm needs on Debian 12 and builds it. Idempotent: a second run skips what is
+# there. Used by scripts/run.sh and scripts/test.sh; safe to run by hand.
+#   AK_BUILD_DIR  build folder (default: build)
+#   AK_VENV       Python environment with torch==2.11.0 (default: .venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${AK_BUILD_DIR:-build}
+VENV=${AK_VENV:-.venv}
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+PKGS="build-essential cmake ninja-build pkg-config python3-venv python3-dev
+      libzmq3-dev cppzmq-dev nlohmann-json3-dev libhiredis-dev prometheus-cpp-dev redis-server prometheus
+      googletest libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev libspdlog-dev
+      libfmt-dev libxxhash-dev"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
+  echo "setup: the CUDA 13 toolkit (nvcc, NVRTC) is required; install it from NVIDIA's Debian 12 repository" >&2
+  exit 1
+}
+export PATH=$PATH:/usr/local/cuda/bin
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.11.0") else 1)' 2>/dev/null; then
+  echo "setup: installing torch==2.11.0 into $VENV (libtorch for the sandbox)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check torch==2.11.0 numpy
+fi
+TORCH_PREFIX=$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON \
+        -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >/dev/null
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"
