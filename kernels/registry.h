@@ -36,6 +36,17 @@ struct Tolerance {
   double rtol;
 };
 
+// How the sandbox launches a cuda candidate: grid and block dimensions and dynamic shared memory,
+// computed from the candidate's config and the job's shape. A kernel type's cuda sources are
+// compiled with -DAK_DTYPE=<DType value> (0 fp32, 1 fp16, 2 bf16) besides the config defines, so
+// one entry name serves every dtype. The kernel parameters of each type are listed next to its
+// spec (kernels/<type>/spec.cc) and built by its libtorch harness (kernels/<type>/reference.cc).
+struct LaunchGeometry {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_bytes = 0;  // dynamic shared memory per block [bytes]
+};
+
 struct KernelSpec {
   std::string name;                      // "softmax"
   std::vector<DType> dtypes;
@@ -46,6 +57,11 @@ struct KernelSpec {
   double (*bytes)(const std::vector<int64_t>& shape, DType dtype);
   // Validates a shape for this type ("softmax needs [rows, cols] with both >= 1").
   std::string (*check_shape)(const std::vector<int64_t>& shape);
+  // cuda backend: the launch geometry of the starter source (and of any candidate that keeps its
+  // contract). nullptr for a type without a cuda backend. config holds the candidate's tunables;
+  // a tunable it lacks takes the space's default.
+  LaunchGeometry (*cuda_geometry)(const std::map<std::string, int64_t>& config,
+                                  const std::vector<int64_t>& shape, DType dtype) = nullptr;
 };
 
 // nullptr if unknown.
@@ -55,5 +71,9 @@ std::vector<const KernelSpec*> all();
 // Every point of the space (cartesian product), in a stable order.
 std::vector<std::map<std::string, int64_t>> enumerate_space(const std::vector<Tunable>& space);
 std::map<std::string, int64_t> default_config(const std::vector<Tunable>& space);
+// The value of tunable `name`: config's entry if present, else the space's default, else
+// `fallback`.
+int64_t config_value(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
+                     const std::string& name, int64_t fallback);
 
 }  // namespace ak::kernels

@@ -1,0 +1,68 @@
+#include "kernels/registry.h"
+
+#include <algorithm>
+
+namespace ak::kernels {
+
+// One line per kernel type: its folder defines make_spec().
+namespace softmax { KernelSpec make_spec(); }
+
+namespace {
+
+const std::vector<KernelSpec>& table() {
+  static const std::vector<KernelSpec> specs = {
+      softmax::make_spec(),
+  };
+  return specs;
+}
+
+}  // namespace
+
+const KernelSpec* find(std::string_view name) {
+  for (const KernelSpec& k : table())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::vector<const KernelSpec*> all() {
+  std::vector<const KernelSpec*> out;
+  for (const KernelSpec& k : table()) out.push_back(&k);
+  return out;
+}
+
+std::vector<std::map<std::string, int64_t>> enumerate_space(const std::vector<Tunable>& space) {
+  std::vector<std::map<std::string, int64_t>> out;
+  for (const Tunable& t : space)
+    if (t.values.empty()) return out;
+  // odometer over the value lists; the last tunable varies fastest
+  std::vector<size_t> idx(space.size(), 0);
+  while (true) {
+    std::map<std::string, int64_t> c;
+    for (size_t i = 0; i < space.size(); ++i) c[space[i].name] = space[i].values[idx[i]];
+    out.push_back(std::move(c));
+    size_t i = space.size();
+    while (i > 0) {
+      --i;
+      if (++idx[i] < space[i].values.size()) break;
+      idx[i] = 0;
+      if (i == 0) return out;
+    }
+    if (space.empty()) return out;
+  }
+}
+
+std::map<std::string, int64_t> default_config(const std::vector<Tunable>& space) {
+  std::map<std::string, int64_t> c;
+  for (const Tunable& t : space) c[t.name] = t.default_value;
+  return c;
+}
+
+int64_t config_value(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
+                     const std::string& name, int64_t fallback) {
+  if (auto it = config.find(name); it != config.end()) return it->second;
+  for (const Tunable& t : space)
+    if (t.name == name) return t.default_value;
+  return fallback;
+}
+
+}  // namespace ak::kernels

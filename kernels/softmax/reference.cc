@@ -1,0 +1,59 @@
+// libtorch side of softmax: inputs, the fp32 reference (at::_softmax), the baseline in the job's
+// dtype, and the calling conventions of kernels/softmax/spec.cc.
+#include <ATen/ATen.h>
+
+#include "kernels/reference.h"
+
+namespace ak::kernels::softmax {
+namespace {
+
+at::ScalarType scalar_type(DType d) {
+  switch (d) {
+    case DType::kF32: return at::kFloat;
+    case DType::kF16: return at::kHalf;
+    case DType::kBF16: return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                    uint64_t seed) {
+  at::manual_seed(seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  // Logits of spread ~3 within a row plus a per-row offset of spread ~8: rows whose exp would
+  // overflow fp16 without max subtraction, and a realistic tail of tiny probabilities.
+  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) * 3.0 + at::randn({shape.at(0), 1}, opts) * 8.0;
+  return {x.to(scalar_type(dtype)).contiguous()};
+}
+
+at::Tensor make_output(const std::vector<at::Tensor>& inputs) { return at::empty_like(inputs.at(0)); }
+
+at::Tensor reference(const std::vector<at::Tensor>& inputs) {
+  return at::_softmax(inputs.at(0).to(at::kFloat), /*dim=*/1, /*half_to_float=*/false);
+}
+
+void baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) {
+  at::_softmax_out(out, inputs.at(0), /*dim=*/1, /*half_to_float=*/false);
+}
+
+using CpuEntry = int (*)(const void*, void*, int64_t, int64_t, int);
+
+int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
+  const at::Tensor& x = inputs.at(0);
+  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), out.mutable_data_ptr(), x.size(0), x.size(1),
+                                           static_cast<int>(dtype));
+}
+
+void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
+  const at::Tensor& x = inputs.at(0);
+  params.add_pointer(x.const_data_ptr());
+  params.add_pointer(out.mutable_data_ptr());
+  params.add_i64(x.size(0));
+  params.add_i64(x.size(1));
+}
+
+}  // namespace
+
+extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline, call_cpu, cuda_params};
+
+}  // namespace ak::kernels::softmax

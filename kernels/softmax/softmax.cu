@@ -1,0 +1,208 @@
+// Row-wise softmax over the last dimension, CUDA starter candidate (compiled by NVRTC: device
+// code only, no includes; fp16/bf16 conversions by PTX cvt instructions).
+//
+// Contract (kernels/softmax/spec.cc):
+//   extern "C" __global__ void ak_softmax(const void* in, void* out, long long rows, long long cols)
+//   compiled with -DAK_DTYPE=0|1|2 (fp32, fp16, bf16); launched with grid/block from
+//   softmax_cuda_geometry(): block = AK_THREADS threads, no dynamic shared memory, and
+//   grid = rows (AK_WARP_PER_ROW=0) or ceil(rows / (AK_THREADS / 32)) (AK_WARP_PER_ROW=1).
+//   Any grid size is correct: rows are visited with a grid-stride loop.
+//
+// Tunables:
+//   AK_THREADS       threads per block (128, 256, 512, 1024)
+//   AK_VEC           elements per load/store (1, 2, 4): 16-byte (fp32) or 8-byte (fp16/bf16) vector
+//                    accesses on the aligned part of each row, scalar head and tail
+//   AK_WARP_PER_ROW  0: one block per row, block-wide reduction (wide rows); 1: one warp per row,
+//                    AK_THREADS/32 rows per block, warp-shuffle reduction only (narrow rows)
+//
+// Algorithm: one read pass keeps a running (max, sum of exp) per thread, updated once per vector
+// (online softmax, Milakov & Gimelshein 2018), reduced across the group with warp shuffles; a
+// second read pass writes exp(x - max) / sum. All arithmetic in fp32.
+
+#ifndef AK_DTYPE
+#define AK_DTYPE 0
+#endif
+#ifndef AK_THREADS
+#define AK_THREADS 256
+#endif
+#ifndef AK_VEC
+#define AK_VEC 4
+#endif
+#ifndef AK_WARP_PER_ROW
+#define AK_WARP_PER_ROW 0
+#endif
+
+#if AK_THREADS % 32 != 0 || AK_THREADS < 32 || AK_THREADS > 1024
+#error "AK_THREADS must be a multiple of 32 in [32, 1024]"
+#endif
+#if AK_VEC != 1 && AK_VEC != 2 && AK_VEC != 4
+#error "AK_VEC must be 1, 2 or 4"
+#endif
+
+#if AK_DTYPE == 0
+typedef float elem_t;
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float from_f32(float v) { return v; }
+#elif AK_DTYPE == 1
+typedef unsigned short elem_t;
+__device__ __forceinline__ float to_f32(unsigned short v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
+  return f;
+}
+__device__ __forceinline__ unsigned short from_f32(float v) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return h;
+}
+#elif AK_DTYPE == 2
+typedef unsigned short elem_t;
+__device__ __forceinline__ float to_f32(unsigned short v) { return __uint_as_float(((unsigned)v) << 16); }
+__device__ __forceinline__ unsigned short from_f32(float v) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return h;
+}
+#else
+#error "AK_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
+#endif
+
+#define AK_LOG2E 1.4426950408889634f
+
+struct __align__(sizeof(elem_t) * AK_VEC) pack_t {
+  elem_t v[AK_VEC];
+};
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// Running softmax statistics: max m and sum s of exp(x - m).
+struct stats_t {
+  float m;
+  float s;
+};
+
+__device__ __forceinline__ stats_t combine(stats_t a, stats_t b) {
+  float m = fmaxf(a.m, b.m);
+  if (m == neg_inf()) return a;  // both empty
+  float sa = a.m == neg_inf() ? 0.0f : a.s * exp2f((a.m - m) * AK_LOG2E);
+  float sb = b.m == neg_inf() ? 0.0f : b.s * exp2f((b.m - m) * AK_LOG2E);
+  stats_t r;
+  r.m = m;
+  r.s = sa + sb;
+  return r;
+}
+
+// Folds n values (already converted) into the running statistics, one rescale per call.
+__device__ __forceinline__ void accumulate(stats_t& st, const float* v, int n) {
+  float cm = v[0];
+#pragma unroll
+  for (int i = 1; i < n; ++i) cm = fmaxf(cm, v[i]);
+  float m = fmaxf(st.m, cm);
+  float ml = m * AK_LOG2E;
+  float s = st.m == neg_inf() ? 0.0f : st.s * exp2f(st.m * AK_LOG2E - ml);
+#pragma unroll
+  for (int i = 0; i < n; ++i) s += exp2f(fmaf(v[i], AK_LOG2E, -ml));
+  st.m = m;
+  st.s = s;
+}
+
+__device__ __forceinline__ stats_t warp_reduce(stats_t st) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    stats_t o;
+    o.m = __shfl_xor_sync(0xffffffffu, st.m, off);
+    o.s = __shfl_xor_sync(0xffffffffu, st.s, off);
+    st = combine(st, o);
+  }
+  return st;
+}
+
+// Softmax of one row by a group of `nthreads` threads (a block or a warp); `t` is the thread's
+// index in the group. For a block group, smem holds one stats_t per warp plus the result.
+template <bool kBlock>
+__device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y,
+                                            long long cols, int t, int nthreads, stats_t* smem) {
+  // Split the row into a scalar head (until x is aligned to a whole pack), packs, and a tail.
+  const unsigned long long xaddr = (unsigned long long)x;
+  long long head = (long long)((sizeof(pack_t) - xaddr % sizeof(pack_t)) % sizeof(pack_t) / sizeof(elem_t));
+  if (head > cols) head = cols;
+  const long long npacks = (cols - head) / AK_VEC;
+  const long long tail_start = head + npacks * AK_VEC;
+  const pack_t* xp = (const pack_t*)(x + head);
+
+  stats_t st;
+  st.m = neg_inf();
+  st.s = 0.0f;
+  for (long long i = t; i < head; i += nthreads) {
+    float v = to_f32(x[i]);
+    accumulate(st, &v, 1);
+  }
+  for (long long i = t; i < npacks; i += nthreads) {
+    pack_t p = xp[i];
+    float v[AK_VEC];
+#pragma unroll
+    for (int k = 0; k < AK_VEC; ++k) v[k] = to_f32(p.v[k]);
+    accumulate(st, v, AK_VEC);
+  }
+  for (long long i = tail_start + t; i < cols; i += nthreads) {
+    float v = to_f32(x[i]);
+    accumulate(st, &v, 1);
+  }
+
+  st = warp_reduce(st);
+  if (kBlock) {
+    const int warp = t >> 5;
+    const int lane = t & 31;
+    const int nwarps = nthreads >> 5;
+    __syncthreads();  // smem may still be read by the previous row's broadcast
+    if (lane == 0) smem[warp] = st;
+    __syncthreads();
+    if (warp == 0) {
+      stats_t w;
+      w.m = neg_inf();
+      w.s = 0.0f;
+      if (lane < nwarps) w = smem[lane];
+      w = warp_reduce(w);
+      if (lane == 0) smem[32] = w;
+    }
+    __syncthreads();
+    st = smem[32];
+  }
+
+  const float ml = st.m * AK_LOG2E;
+  const float inv = 1.0f / st.s;
+  // y may be misaligned relative to x; then the pack region is written element by element.
+  const bool ypacked = ((unsigned long long)(y + head)) % sizeof(pack_t) == 0;
+  for (long long i = t; i < head; i += nthreads) y[i] = from_f32(exp2f(fmaf(to_f32(x[i]), AK_LOG2E, -ml)) * inv);
+  for (long long i = t; i < npacks; i += nthreads) {
+    pack_t p = xp[i];
+    pack_t q;
+#pragma unroll
+    for (int k = 0; k < AK_VEC; ++k) q.v[k] = from_f32(exp2f(fmaf(to_f32(p.v[k]), AK_LOG2E, -ml)) * inv);
+    if (ypacked) {
+      ((pack_t*)(y + head))[i] = q;
+    } else {
+#pragma unroll
+      for (int k = 0; k < AK_VEC; ++k) y[head + i * AK_VEC + k] = q.v[k];
+    }
+  }
+  for (long long i = tail_start + t; i < cols; i += nthreads)
+    y[i] = from_f32(exp2f(fmaf(to_f32(x[i]), AK_LOG2E, -ml)) * inv);
+}
+
+extern "C" __global__ void __launch_bounds__(AK_THREADS)
+ak_softmax(const void* in, void* out, long long rows, long long cols) {
+  const elem_t* x = (const elem_t*)in;
+  elem_t* y = (elem_t*)out;
+#if AK_WARP_PER_ROW
+  const int warps = AK_THREADS / 32;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  for (long long row = (long long)blockIdx.x * warps + warp; row < rows; row += (long long)gridDim.x * warps)
+    row_softmax<false>(x + row * cols, y + row * cols, cols, lane, 32, nullptr);
+#else
+  __shared__ stats_t smem[33];
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x)
+    row_softmax<true>(x + row * cols, y + row * cols, cols, threadIdx.x, AK_THREADS, smem);
+#endif
+}

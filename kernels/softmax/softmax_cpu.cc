@@ -1,0 +1,224 @@
+// Row-wise softmax over the last dimension, CPU starter candidate.
+//
+// Contract (kernels/softmax/spec.cc): extern "C" int ak_softmax_cpu(const void* in, void* out,
+// int64_t rows, int64_t cols, int dtype), dtype 0 fp32, 1 fp16 (IEEE half bits), 2 bf16 bits;
+// returns 0 on success. Single-threaded; fp32 accumulation; max-subtracted for stability.
+//
+// Tunables (passed as -D<NAME>=<value>):
+//   AK_VEC            independent lanes per row (1, 4, 8, 16): the inner loops run over fixed-size
+//                     lane arrays so the compiler can keep them in vector registers.
+//   AK_ONLINE         0: three passes (max, sum of exp, write); 1: one online pass keeping a running
+//                     max and a rescaled sum per lane (Milakov & Gimelshein 2018), then write.
+//   AK_ROWS_PER_TILE  rows processed together (1, 2, 4): their lane loops interleave, giving more
+//                     independent work per element position.
+#include <cstdint>
+#include <cstring>
+
+#ifndef AK_VEC
+#define AK_VEC 8
+#endif
+#ifndef AK_ONLINE
+#define AK_ONLINE 0
+#endif
+#ifndef AK_ROWS_PER_TILE
+#define AK_ROWS_PER_TILE 1
+#endif
+
+namespace {
+
+inline float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t float_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// IEEE half -> float, exact (normals, subnormals, inf, NaN).
+inline float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  if (exp == 0x1f) return bits_to_float(sign | 0x7f800000u | (man << 13));
+  if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
+  // zero or subnormal: man * 2^-24
+  float f = float(man) * (1.0f / 16777216.0f);
+  return (h & 0x8000u) ? -f : f;
+}
+
+// float -> IEEE half, round to nearest even.
+inline uint16_t float_to_half(float f) {
+  uint32_t u = float_to_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {                                  // below 2^-14: subnormal half
+    // add 0.5 so that float rounding (to nearest even) performs the half rounding
+    float r = bits_to_float(a) + 0.5f;
+    return uint16_t(sign | (float_to_bits(r) - 0x3f000000u));
+  }
+  uint32_t odd = (a >> 13) & 1u;
+  a += 0xc8000fffu + odd;  // rebias exponent (-112 << 23) and round
+  return uint16_t(sign | (a >> 13));
+}
+
+inline float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u = float_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+struct F32 {
+  using T = float;
+  static float load(const T* p) { return *p; }
+  static void store(T* p, float v) { *p = v; }
+};
+struct F16 {
+  using T = uint16_t;
+  static float load(const T* p) { return half_to_float(*p); }
+  static void store(T* p, float v) { *p = float_to_half(v); }
+};
+struct BF16 {
+  using T = uint16_t;
+  static float load(const T* p) { return bf16_to_float(*p); }
+  static void store(T* p, float v) { *p = float_to_bf16(v); }
+};
+
+// exp(x) for x <= 0 (arguments are max-subtracted), branch-free so that lane loops vectorise.
+// Cephes expf: x = n ln2 + r with |r| <= ln2/2, degree-6 polynomial; about 1 ulp.
+inline float fast_exp(float x) {
+  const float lo = -87.0f;
+  float xc = x < lo ? lo : x;
+  float t = xc * 1.44269504088896341f;
+  // round to nearest via the 1.5 * 2^23 trick (valid for |t| < 2^22)
+  float n = (t + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float z = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * z + r + 1.0f;
+  int32_t e = int32_t(n) + 127;
+  float scale = bits_to_float(uint32_t(e) << 23);
+  float y = p * scale;
+  return x < lo ? 0.0f : y;
+}
+
+constexpr int V = AK_VEC;
+constexpr int R = AK_ROWS_PER_TILE;
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// Softmax of `nr` (<= R) rows starting at x (row stride = cols). Per-row statistics are kept
+// per lane and combined after the sweep.
+template <class IO, int NR>
+void rows_softmax(const typename IO::T* x, typename IO::T* y, int64_t cols) {
+  float m[NR][V];
+  float s[NR][V];
+  for (int r = 0; r < NR; ++r)
+    for (int l = 0; l < V; ++l) {
+      m[r][l] = kNegInf;
+      s[r][l] = 0.0f;
+    }
+  const int64_t body = cols - cols % V;
+
+#if AK_ONLINE
+  for (int64_t j = 0; j < body; j += V)
+    for (int r = 0; r < NR; ++r) {
+      const typename IO::T* xr = x + r * cols + j;
+      for (int l = 0; l < V; ++l) {
+        float v = IO::load(xr + l);
+        float nm = v > m[r][l] ? v : m[r][l];
+        s[r][l] = s[r][l] * fast_exp(m[r][l] - nm) + fast_exp(v - nm);
+        m[r][l] = nm;
+      }
+    }
+  for (int r = 0; r < NR; ++r)
+    for (int64_t j = body; j < cols; ++j) {
+      float v = IO::load(x + r * cols + j);
+      float nm = v > m[r][0] ? v : m[r][0];
+      s[r][0] = s[r][0] * fast_exp(m[r][0] - nm) + fast_exp(v - nm);
+      m[r][0] = nm;
+    }
+  float row_max[NR], row_inv[NR];
+  for (int r = 0; r < NR; ++r) {
+    float mx = m[r][0];
+    for (int l = 1; l < V; ++l) mx = m[r][l] > mx ? m[r][l] : mx;
+    float sum = 0.0f;
+    for (int l = 0; l < V; ++l) sum += s[r][l] * fast_exp(m[r][l] - mx);
+    row_max[r] = mx;
+    row_inv[r] = 1.0f / sum;
+  }
+#else
+  for (int64_t j = 0; j < body; j += V)
+    for (int r = 0; r < NR; ++r) {
+      const typename IO::T* xr = x + r * cols + j;
+      for (int l = 0; l < V; ++l) {
+        float v = IO::load(xr + l);
+        m[r][l] = v > m[r][l] ? v : m[r][l];
+      }
+    }
+  float row_max[NR], row_inv[NR];
+  for (int r = 0; r < NR; ++r) {
+    float mx = m[r][0];
+    for (int l = 1; l < V; ++l) mx = m[r][l] > mx ? m[r][l] : mx;
+    for (int64_t j = body; j < cols; ++j) {
+      float v = IO::load(x + r * cols + j);
+      mx = v > mx ? v : mx;
+    }
+    row_max[r] = mx;
+  }
+  for (int64_t j = 0; j < body; j += V)
+    for (int r = 0; r < NR; ++r) {
+      const typename IO::T* xr = x + r * cols + j;
+      for (int l = 0; l < V; ++l) s[r][l] += fast_exp(IO::load(xr + l) - row_max[r]);
+    }
+  for (int r = 0; r < NR; ++r) {
+    float sum = 0.0f;
+    for (int l = 0; l < V; ++l) sum += s[r][l];
+    for (int64_t j = body; j < cols; ++j) sum += fast_exp(IO::load(x + r * cols + j) - row_max[r]);
+    row_inv[r] = 1.0f / sum;
+  }
+#endif
+
+  for (int64_t j = 0; j < body; j += V)
+    for (int r = 0; r < NR; ++r) {
+      const typename IO::T* xr = x + r * cols + j;
+      typename IO::T* yr = y + r * cols + j;
+      for (int l = 0; l < V; ++l) IO::store(yr + l, fast_exp(IO::load(xr + l) - row_max[r]) * row_inv[r]);
+    }
+  for (int r = 0; r < NR; ++r)
+    for (int64_t j = body; j < cols; ++j)
+      IO::store(y + r * cols + j, fast_exp(IO::load(x + r * cols + j) - row_max[r]) * row_inv[r]);
+}
+
+template <class IO>
+void softmax(const void* in, void* out, int64_t rows, int64_t cols) {
+  const auto* x = static_cast<const typename IO::T*>(in);
+  auto* y = static_cast<typename IO::T*>(out);
+  int64_t row = 0;
+  for (; row + R <= rows; row += R) rows_softmax<IO, R>(x + row * cols, y + row * cols, cols);
+  for (; row < rows; ++row) rows_softmax<IO, 1>(x + row * cols, y + row * cols, cols);
+}
+
+}  // namespace
+
+extern "C" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int dtype) {
+  if (!in || !out || rows < 1 || cols < 1) return 1;
+  switch (dtype) {
+    case 0: softmax<F32>(in, out, rows, cols); return 0;
+    case 1: softmax<F16>(in, out, rows, cols); return 0;
+    case 2: softmax<BF16>(in, out, rows, cols); return 0;
+    default: return 2;
+  }
+}

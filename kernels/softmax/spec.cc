@@ -1,0 +1,98 @@
+// The softmax kernel type: y[r, :] = softmax(x[r, :]) over the last dim of a [rows, cols] tensor.
+//
+// cpu entry:  extern "C" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols,
+//                                           int dtype)   // dtype: DType value; 0 = success
+// cuda entry: extern "C" __global__ void ak_softmax(const void* in, void* out, long long rows,
+//                                                   long long cols)   // dtype via -DAK_DTYPE
+// Both read `in` and write `out`, contiguous row-major, same dtype; see softmax_cpu.cc and
+// softmax.cu for the tunables.
+#include <algorithm>
+#include <string>
+
+#include "kernels/registry.h"
+#include "kernels/softmax/sources.h"
+
+namespace ak::kernels::softmax {
+namespace {
+
+double flops(const std::vector<int64_t>& shape) {
+  // per element: max, subtract, exp, sum, divide
+  return 5.0 * double(shape.at(0)) * double(shape.at(1));
+}
+
+double bytes(const std::vector<int64_t>& shape, DType dtype) {
+  // read the input once, write the output once
+  return 2.0 * double(shape.at(0)) * double(shape.at(1)) * dtype_bytes(dtype);
+}
+
+std::string check_shape(const std::vector<int64_t>& shape) {
+  if (shape.size() != 2)
+    return "softmax needs a [rows, cols] shape; got " + std::to_string(shape.size()) + " dims";
+  if (shape[0] < 1 || shape[1] < 1)
+    return "softmax needs rows >= 1 and cols >= 1; got " + std::to_string(shape[0]) + "x" +
+           std::to_string(shape[1]);
+  if (shape[1] > (int64_t{1} << 31)) return "softmax supports cols <= 2^31";
+  return "";
+}
+
+std::vector<Tunable> cuda_space() {
+  return {
+      {"AK_THREADS", {128, 256, 512, 1024}, 256},
+      {"AK_VEC", {1, 2, 4}, 4},
+      {"AK_WARP_PER_ROW", {0, 1}, 0},
+  };
+}
+
+LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config,
+                             const std::vector<int64_t>& shape, DType) {
+  static const std::vector<Tunable> space = cuda_space();
+  const int64_t threads = config_value(config, space, "AK_THREADS", 256);
+  const bool warp_per_row = config_value(config, space, "AK_WARP_PER_ROW", 0) != 0;
+  const int64_t rows = shape.at(0);
+  const int64_t rows_per_block = warp_per_row ? std::max<int64_t>(1, threads / 32) : 1;
+  // grid-stride over rows inside the kernel, so a capped grid stays correct
+  const int64_t blocks = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, 0x7fffffff);
+  LaunchGeometry g;
+  g.grid[0] = unsigned(blocks);
+  g.block[0] = unsigned(threads);
+  g.shared_bytes = 0;  // the kernel's reduction buffer is static shared memory
+  return g;
+}
+
+}  // namespace
+
+KernelSpec make_spec() {
+  KernelSpec k;
+  k.name = "softmax";
+  k.dtypes = {DType::kF32, DType::kF16, DType::kBF16};
+  k.backends[Backend::kCpu] = BackendSource{
+      std::string(kCpuSource),
+      "ak_softmax_cpu",
+      {
+          {"AK_VEC", {1, 4, 8, 16}, 8},
+          {"AK_ONLINE", {0, 1}, 0},
+          {"AK_ROWS_PER_TILE", {1, 2, 4}, 1},
+      },
+      {{64, 1024}, {256, 4096}, {1024, 1000}},
+  };
+  k.backends[Backend::kCuda] = BackendSource{
+      std::string(kCudaSource),
+      "ak_softmax",
+      cuda_space(),
+      {{4096, 4096}, {4096, 50257}, {8192, 32000}, {1000, 1023}},
+  };
+  // Outputs are in (0, 1]. fp32: a few ulp of accumulation error. fp16/bf16: one rounding of the
+  // output (2^-11 resp. 2^-8 relative) on top of the fp32 computation, plus the subnormal floor.
+  k.tolerance = {
+      {DType::kF32, {1e-6, 1e-5}},
+      {DType::kF16, {1e-5, 2e-3}},
+      {DType::kBF16, {1e-5, 1.6e-2}},
+  };
+  k.flops = flops;
+  k.bytes = bytes;
+  k.check_shape = check_shape;
+  k.cuda_geometry = cuda_geometry;
+  return k;
+}
+
+}  // namespace ak::kernels::softmax

@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "kernels/registry.h"
+
+namespace ak::kernels {
+namespace {
+
+TEST(KernelsRegistry, FindsSoftmaxAndNothingUnknown) {
+  ASSERT_NE(find("softmax"), nullptr);
+  EXPECT_EQ(find("softmax")->name, "softmax");
+  EXPECT_EQ(find("no-such-kernel"), nullptr);
+  ASSERT_EQ(all().size(), 1u);
+  EXPECT_EQ(all()[0], find("softmax"));
+}
+
+TEST(KernelsRegistry, EnumerateSpaceIsTheCartesianProductInStableOrder) {
+  std::vector<Tunable> space = {{"A", {1, 2}, 1}, {"B", {10, 20, 30}, 20}};
+  auto points = enumerate_space(space);
+  ASSERT_EQ(points.size(), 6u);
+  EXPECT_EQ(points[0], (std::map<std::string, int64_t>{{"A", 1}, {"B", 10}}));
+  EXPECT_EQ(points[1], (std::map<std::string, int64_t>{{"A", 1}, {"B", 20}}));
+  EXPECT_EQ(points[5], (std::map<std::string, int64_t>{{"A", 2}, {"B", 30}}));
+  std::set<std::map<std::string, int64_t>> unique(points.begin(), points.end());
+  EXPECT_EQ(unique.size(), 6u);
+  EXPECT_EQ(enumerate_space(space), points);
+}
+
+TEST(KernelsRegistry, EmptySpaceHasOnePointAndAnEmptyValueListHasNone) {
+  EXPECT_EQ(enumerate_space({}).size(), 1u);
+  EXPECT_TRUE(enumerate_space({{"A", {}, 0}}).empty());
+}
+
+TEST(KernelsRegistry, DefaultConfigTakesEachDefault) {
+  std::vector<Tunable> space = {{"A", {1, 2}, 2}, {"B", {10, 20}, 10}};
+  EXPECT_EQ(default_config(space), (std::map<std::string, int64_t>{{"A", 2}, {"B", 10}}));
+  EXPECT_EQ(config_value({{"A", 1}}, space, "A", 0), 1);
+  EXPECT_EQ(config_value({}, space, "B", 0), 10);
+  EXPECT_EQ(config_value({}, space, "C", 7), 7);
+}
+
+TEST(KernelsRegistry, SoftmaxSpecHasBothBackendsWithRealSpaces) {
+  const KernelSpec* k = find("softmax");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->dtypes, (std::vector<DType>{DType::kF32, DType::kF16, DType::kBF16}));
+  for (Backend b : {Backend::kCpu, Backend::kCuda}) {
+    const BackendSource& s = k->backends.at(b);
+    EXPECT_FALSE(s.entry.empty());
+    EXPECT_NE(s.source.find(s.entry), std::string::npos) << "the embedded source defines " << s.entry;
+    EXPECT_GE(s.space.size(), 2u);
+    EXPECT_GE(enumerate_space(s.space).size(), 8u);
+    EXPECT_FALSE(s.default_shapes.empty());
+    for (const Tunable& t : s.space) {
+      EXPECT_NE(std::find(t.values.begin(), t.values.end(), t.default_value), t.values.end()) << t.name;
+      EXPECT_NE(s.source.find(t.name), std::string::npos) << t.name << " is used by the source";
+    }
+    for (const auto& shape : s.default_shapes) EXPECT_EQ(k->check_shape(shape), "");
+  }
+  for (DType d : k->dtypes) EXPECT_TRUE(k->tolerance.count(d));
+  EXPECT_LT(k->tolerance.at(DType::kF32).rtol, k->tolerance.at(DType::kF16).rtol);
+}
+
+TEST(KernelsRegistry, SoftmaxFormulasAndShapeCheck) {
+  const KernelSpec* k = find("softmax");
+  EXPECT_DOUBLE_EQ(k->flops({4, 8}), 5.0 * 32);
+  EXPECT_DOUBLE_EQ(k->bytes({4, 8}, DType::kF32), 2.0 * 32 * 4);
+  EXPECT_DOUBLE_EQ(k->bytes({4, 8}, DType::kBF16), 2.0 * 32 * 2);
+  EXPECT_NE(k->check_shape({4}), "");
+  EXPECT_NE(k->check_shape({0, 4}), "");
+  EXPECT_NE(k->check_shape({4, 8, 2}), "");
+}
+
+TEST(KernelsRegistry, SoftmaxCudaGeometryFollowsTheConfig) {
+  const KernelSpec* k = find("softmax");
+  ASSERT_NE(k->cuda_geometry, nullptr);
+  LaunchGeometry g = k->cuda_geometry({{"AK_THREADS", 512}, {"AK_WARP_PER_ROW", 0}}, {1000, 1023}, DType::kF32);
+  EXPECT_EQ(g.grid[0], 1000u);
+  EXPECT_EQ(g.block[0], 512u);
+  EXPECT_EQ(g.grid[1] * g.grid[2] * g.block[1] * g.block[2], 1u);
+  g = k->cuda_geometry({{"AK_THREADS", 256}, {"AK_WARP_PER_ROW", 1}}, {1000, 1023}, DType::kF16);
+  EXPECT_EQ(g.block[0], 256u);
+  EXPECT_EQ(g.grid[0], 125u);  // 8 rows per block
+  g = k->cuda_geometry({}, {3, 7}, DType::kBF16);  // defaults
+  EXPECT_EQ(g.block[0], 256u);
+  EXPECT_EQ(g.grid[0], 3u);
+}
+
+}  // namespace
+}  // namespace ak::kernels
