@@ -8,6 +8,11 @@
 // several threads or processes are safe (write to a temp file, rename).
 // compile() is thread-safe. A compile error is returned as a non-ok Status of code
 // kInvalidArgument whose message holds the compiler log (truncated to 8 KiB).
+//
+// Details of make_compiler()'s compiler: an empty JobSpec::source means the registry's starter
+// source for the backend; the entry name always comes from the registry (kernels/registry.h).
+// cuda sources also get -DAK_DTYPE=<DType value>, so a config may not set AK_DTYPE. Hopper's
+// "sm_90" is compiled as "sm_90a"; Capabilities::compute_capability is used when arch is empty.
 #pragma once
 
 #include <memory>

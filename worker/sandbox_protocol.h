@@ -8,6 +8,9 @@
 //   3. EOF on stdin: the sandbox exits 0.
 // If the sandbox does not reply within the job's timeout_ms the worker kills it (SIGKILL) and
 // reports TIMEOUT; if it dies, CRASH. A fresh sandbox is started for the next job.
+// A reply of status CRASH (a sticky CUDA error: the context is unusable) is the sandbox's last;
+// it exits (code 3) right after writing it. A cuda sandbox without a usable GPU writes a hello
+// with ready=false and the reason in `error`, then exits 1.
 #pragma once
 
 #include <string>

@@ -37,33 +37,28 @@ inline uint32_t float_to_bits(float f) {
   return u;
 }
 
-// IEEE half -> float, exact (normals, subnormals, inf, NaN).
+// IEEE half -> float, exact (normals, subnormals, inf, NaN). Branch-free so that lane loops
+// vectorise (F. Giesen, "half_to_float_fast5").
 inline float half_to_float(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return bits_to_float(sign | 0x7f800000u | (man << 13));
-  if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
-  // zero or subnormal: man * 2^-24
-  float f = float(man) * (1.0f / 16777216.0f);
-  return (h & 0x8000u) ? -f : f;
+  uint32_t em = uint32_t(h & 0x7fffu) << 13;
+  float f = bits_to_float(em) * bits_to_float(uint32_t(254 - 15) << 23);  // rebias; subnormals exact
+  uint32_t u = float_to_bits(f);
+  u = f >= bits_to_float(uint32_t(127 + 16) << 23) ? (u | 0x7f800000u) : u;  // inf/NaN survive
+  return bits_to_float(u | (uint32_t(h & 0x8000u) << 16));
 }
 
-// float -> IEEE half, round to nearest even.
+// float -> IEEE half, round to nearest even; both paths computed and selected (branch-free).
 inline uint16_t float_to_half(float f) {
   uint32_t u = float_to_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (a < 0x38800000u) {                                  // below 2^-14: subnormal half
-    // add 0.5 so that float rounding (to nearest even) performs the half rounding
-    float r = bits_to_float(a) + 0.5f;
-    return uint16_t(sign | (float_to_bits(r) - 0x3f000000u));
-  }
-  uint32_t odd = (a >> 13) & 1u;
-  a += 0xc8000fffu + odd;  // rebias exponent (-112 << 23) and round
-  return uint16_t(sign | (a >> 13));
+  // subnormal half (|f| < 2^-14): add 0.5 so that float rounding performs the half rounding
+  uint32_t sub = float_to_bits(bits_to_float(a) + 0.5f) - 0x3f000000u;
+  // normal: rebias the exponent (-112 << 23) and round to nearest even
+  uint32_t norm = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+  uint32_t big = a > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN -> quiet NaN; inf and overflow -> inf
+  uint32_t r = a >= 0x47800000u ? big : (a < 0x38800000u ? sub : norm);
+  return uint16_t(sign | r);
 }
 
 inline float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }

@@ -1,0 +1,201 @@
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/registry.h"
+#include "worker/compiler.h"
+
+namespace ak {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CompilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ak-compiler-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    compiler_ = make_compiler(CompilerOptions{(dir_ / "cache").string()});
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static JobSpec job(Backend b, DType d = DType::kF32) {
+    JobSpec j;
+    j.job_id = "j1";
+    j.kernel_type = "softmax";
+    j.requires_.backend = b;
+    j.dtype = d;
+    j.shape = {64, 1024};
+    const kernels::BackendSource& s = kernels::find("softmax")->backends.at(b);
+    j.source = s.source;
+    j.config = kernels::default_config(s.space);
+    return j;
+  }
+  static Capabilities cpu_caps() {
+    Capabilities c;
+    c.arch = "x86_64";
+    return c;
+  }
+  static Capabilities gpu_caps(const std::string& arch) {
+    Capabilities c;
+    c.arch = arch;
+    return c;
+  }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Compiler> compiler_;
+};
+
+TEST_F(CompilerTest, CpuSourceBuildsASharedObjectWithTheEntryPoint) {
+  auto art = compiler_->compile(job(Backend::kCpu), cpu_caps());
+  ASSERT_TRUE(art.ok()) << art.status().to_string();
+  EXPECT_FALSE(art->cache_hit);
+  EXPECT_GT(art->compile_ms, 0);
+  EXPECT_EQ(art->entry, "ak_softmax_cpu");
+  EXPECT_EQ(art->source_hash.size(), 16u);
+  EXPECT_EQ(art->options_hash.size(), 16u);
+  void* h = dlopen(art->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using Fn = int (*)(const void*, void*, int64_t, int64_t, int);
+  auto fn = reinterpret_cast<Fn>(dlsym(h, "ak_softmax_cpu"));
+  ASSERT_NE(fn, nullptr);
+  float in[5] = {1, 2, 3, 4, 5}, out[5] = {};
+  ASSERT_EQ(fn(in, out, 1, 5, 0), 0);
+  float sum = 0;
+  for (float v : out) sum += v;
+  EXPECT_NEAR(sum, 1.0f, 1e-6);
+  EXPECT_NEAR(out[4], 0.63640865f, 1e-6);
+  dlclose(h);
+}
+
+TEST_F(CompilerTest, SecondCompileOfTheSameJobIsACacheHit) {
+  auto a = compiler_->compile(job(Backend::kCpu), cpu_caps());
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  auto b = compiler_->compile(job(Backend::kCpu), cpu_caps());
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_TRUE(b->cache_hit);
+  EXPECT_EQ(b->compile_ms, 0);
+  EXPECT_EQ(a->path, b->path);
+  EXPECT_EQ(a->options_hash, b->options_hash);
+
+  JobSpec other = job(Backend::kCpu);
+  other.config["AK_ONLINE"] = 1;
+  auto c = compiler_->compile(other, cpu_caps());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->cache_hit);
+  EXPECT_NE(c->path, a->path);
+  EXPECT_NE(c->options_hash, a->options_hash);
+  EXPECT_EQ(c->source_hash, a->source_hash);
+  // no temp files left behind
+  for (const auto& e : fs::directory_iterator(dir_ / "cache"))
+    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u) << e.path();
+}
+
+TEST_F(CompilerTest, EmptySourceMeansTheStarterSource) {
+  JobSpec j = job(Backend::kCpu);
+  auto a = compiler_->compile(j, cpu_caps());
+  j.source.clear();
+  auto b = compiler_->compile(j, cpu_caps());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->path, b->path);
+}
+
+TEST_F(CompilerTest, CpuCompileErrorIsInvalidArgumentWithTheLog) {
+  JobSpec j = job(Backend::kCpu);
+  j.source = "extern \"C\" int ak_softmax_cpu() { return undeclared_thing; }\n";
+  auto art = compiler_->compile(j, cpu_caps());
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(art.status().message().find("undeclared_thing"), std::string::npos) << art.status().message();
+}
+
+TEST_F(CompilerTest, RejectsUnknownKernelTypeAndBadConfigNames) {
+  JobSpec j = job(Backend::kCpu);
+  j.kernel_type = "nope";
+  EXPECT_EQ(compiler_->compile(j, cpu_caps()).status().code(), StatusCode::kInvalidArgument);
+  j = job(Backend::kCpu);
+  j.config["A -o /tmp/x"] = 1;
+  EXPECT_EQ(compiler_->compile(j, cpu_caps()).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(CompilerTest, NvrtcBuildsSm90aCubinsForEveryDtypeAndSeveralConfigs) {
+  const kernels::BackendSource& s = kernels::find("softmax")->backends.at(Backend::kCuda);
+  auto points = kernels::enumerate_space(s.space);
+  ASSERT_GE(points.size(), 8u);
+  std::set<std::string> paths;
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16}) {
+    // every fourth point: all values of every tunable still appear
+    for (size_t i = d == DType::kF32 ? 0 : 1; i < points.size(); i += 3) {
+      JobSpec j = job(Backend::kCuda, d);
+      j.config = points[i];
+      auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+      ASSERT_TRUE(art.ok()) << dtype_name(d) << " " << config_string(j.config) << ": " << art.status().to_string();
+      EXPECT_EQ(art->entry, "ak_softmax");
+      std::string bin = read(art->path);
+      ASSERT_GE(bin.size(), 4u);
+      EXPECT_EQ(bin.substr(0, 4), std::string("\x7f" "ELF")) << "a cubin, not PTX";
+      EXPECT_EQ(bin.find(".version"), std::string::npos) << "no PTX text";
+      paths.insert(art->path);
+    }
+  }
+  EXPECT_GE(paths.size(), 9u);
+}
+
+TEST_F(CompilerTest, HopperSm90IsCompiledAsSm90aAndOtherArchsAsGiven) {
+  auto a = compiler_->compile(job(Backend::kCuda), gpu_caps("sm_90"));
+  auto b = compiler_->compile(job(Backend::kCuda), gpu_caps("sm_90a"));
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  EXPECT_EQ(a->path, b->path);
+  EXPECT_TRUE(b->cache_hit);
+  auto c = compiler_->compile(job(Backend::kCuda, DType::kBF16), gpu_caps("sm_80"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_NE(c->options_hash, b->options_hash);
+  Capabilities cc;
+  cc.compute_capability = "8.9";
+  auto d = compiler_->compile(job(Backend::kCuda, DType::kF16), cc);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+}
+
+TEST_F(CompilerTest, NvrtcErrorIsInvalidArgumentWithTheLog) {
+  JobSpec j = job(Backend::kCuda);
+  j.source = "extern \"C\" __global__ void ak_softmax(float* y) { y[0] = not_declared_here; }\n";
+  auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(art.status().message().find("not_declared_here"), std::string::npos) << art.status().message();
+
+  j = job(Backend::kCuda);
+  j.config["AK_VEC"] = 3;  // the source's #error
+  art = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_FALSE(art.ok());
+  EXPECT_NE(art.status().message().find("AK_VEC must be"), std::string::npos) << art.status().message();
+}
+
+TEST_F(CompilerTest, CudaNeedsAnArchitectureAndReservesAkDtype) {
+  auto art = compiler_->compile(job(Backend::kCuda), gpu_caps(""));
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument);
+  art = compiler_->compile(job(Backend::kCuda), gpu_caps("x86_64"));
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument);
+  JobSpec j = job(Backend::kCuda);
+  j.config["AK_DTYPE"] = 1;
+  EXPECT_EQ(compiler_->compile(j, gpu_caps("sm_90a")).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(CompilerTest, CudaToolkitHeadersAreOnTheIncludePath) {
+  JobSpec j = job(Backend::kCuda, DType::kF16);
+  j.source = "#include <cuda_fp16.h>\n"
+             "extern \"C\" __global__ void ak_softmax(const __half* x, __half* y) { y[0] = __hadd(x[0], x[1]); }\n";
+  auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_TRUE(art.ok()) << art.status().to_string();
+}
+
+}  // namespace
+}  // namespace ak

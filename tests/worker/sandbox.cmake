@@ -1,0 +1,30 @@
+# Tests of the kernel registry, the compiler and the sandbox. The compiler is compiled into its
+# tests directly (not through ak_worker) so they need none of the daemon's dependencies.
+ak_test(kernels_registry_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernels_registry_test.cc
+  LIBS ak_kernels)
+
+ak_test(compiler_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/compiler_test.cc ${CMAKE_SOURCE_DIR}/worker/compiler.cc
+  LIBS ak_kernels CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS})
+
+if(AK_BUILD_SANDBOX)
+  # One source, two executables: the gpu one (label `gpu`) is built with AK_SANDBOX_GPU_TESTS and
+  # skips where libcuda.so.1 or a GPU is missing.
+  foreach(kind IN ITEMS cpu gpu)
+    set(name sandbox_test)
+    set(labels "")
+    if(kind STREQUAL "gpu")
+      set(name sandbox_gpu_test)
+      set(labels gpu)
+    endif()
+    ak_test(${name}
+      SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_test.cc ${CMAKE_SOURCE_DIR}/worker/compiler.cc
+      LIBS ak_kernels CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS}
+      LABELS ${labels})
+    if(kind STREQUAL "gpu")
+      target_compile_definitions(${name} PRIVATE AK_SANDBOX_GPU_TESTS=1)
+    endif()
+    add_dependencies(${name} autokernel-sandbox)
+  endforeach()
+endif()

@@ -1,0 +1,460 @@
+// End-to-end tests of the sandbox executable: the real autokernel-sandbox is spawned, its hello
+// read, and requests for real compiled candidates sent over its pipes (worker/sandbox_protocol.h).
+// Built twice: as sandbox_test (cpu backend) and, with AK_SANDBOX_GPU_TESTS, as sandbox_gpu_test
+// (label `gpu`; skips where libcuda.so.1 or a GPU is missing).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "kernels/registry.h"
+#include "worker/compiler.h"
+#include "worker/sandbox_protocol.h"
+
+extern char** environ;
+
+namespace ak {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A running sandbox child with pipes to its stdin and stdout; stderr is inherited (the test log).
+class SandboxProcess {
+ public:
+  SandboxProcess(const std::string& backend, int device) {
+    int in_pipe[2], out_pipe[2];
+    if (pipe(in_pipe) != 0 || pipe(out_pipe) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in_pipe[1]);
+    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
+    std::string bin = std::string(AK_BIN_DIR) + "/autokernel-sandbox";
+    std::string dev = std::to_string(device);
+    const char* argv[] = {bin.c_str(), "--backend", backend.c_str(), "--device", dev.c_str(), nullptr};
+    int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, const_cast<char* const*>(argv), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    if (rc != 0) {
+      pid_ = -1;
+      close(in_pipe[1]);
+      close(out_pipe[0]);
+      return;
+    }
+    to_child_ = in_pipe[1];
+    from_child_ = out_pipe[0];
+  }
+  ~SandboxProcess() {
+    close_stdin();
+    if (from_child_ >= 0) close(from_child_);
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+
+  void close_stdin() {
+    if (to_child_ >= 0) close(to_child_);
+    to_child_ = -1;
+  }
+
+  bool send(const nlohmann::json& j) {
+    std::string line = j.dump() + "\n";
+    size_t off = 0;
+    while (off < line.size()) {
+      ssize_t n = write(to_child_, line.data() + off, line.size() - off);
+      if (n <= 0) return false;
+      off += size_t(n);
+    }
+    return true;
+  }
+
+  // The next line; nullopt on EOF or when nothing arrives within `timeout_ms` (a hung sandbox
+  // must fail the test, not hang it).
+  std::optional<std::string> read_line(int timeout_ms = 300'000) {
+    while (true) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{from_child_, POLLIN, 0};
+      if (poll(&p, 1, timeout_ms) <= 0) return std::nullopt;
+      char tmp[65536];
+      ssize_t n = read(from_child_, tmp, sizeof tmp);
+      if (n <= 0) return std::nullopt;
+      buf_.append(tmp, size_t(n));
+    }
+  }
+
+  // Exit code, or -signal.
+  int wait_exit() {
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    reaped_ = true;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1;
+  int from_child_ = -1;
+  bool reaped_ = false;
+  std::string buf_;
+};
+
+class SandboxFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ak-sandbox-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    compiler_ = make_compiler(CompilerOptions{(dir_ / "cache").string()});
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Starts a sandbox and reads its hello.
+  std::unique_ptr<SandboxProcess> start(const std::string& backend, SandboxHello* hello) {
+    auto p = std::make_unique<SandboxProcess>(backend, 0);
+    EXPECT_TRUE(p->started());
+    auto line = p->read_line();
+    EXPECT_TRUE(line.has_value()) << "no hello from the sandbox";
+    if (line) *hello = nlohmann::json::parse(*line).get<SandboxHello>();
+    return p;
+  }
+
+  static JobSpec job(Backend b, DType d, std::vector<int64_t> shape, std::map<std::string, int64_t> config,
+                     std::string source = "") {
+    JobSpec j;
+    static int n = 0;
+    j.job_id = "test-" + std::to_string(++n);
+    j.kernel_type = "softmax";
+    j.requires_.backend = b;
+    j.dtype = d;
+    j.shape = std::move(shape);
+    j.config = std::move(config);
+    j.source = std::move(source);
+    j.measure.warmup = 1;
+    j.measure.min_samples = 3;
+    j.measure.max_samples = 20;
+    j.measure.max_time_ms = 50;
+    return j;
+  }
+
+  // Compiles the job and runs it in the sandbox; fails the test on a compile error.
+  SandboxReply run(SandboxProcess& p, const JobSpec& j, const Capabilities& caps) {
+    auto art = compiler_->compile(j, caps);
+    EXPECT_TRUE(art.ok()) << art.status().to_string();
+    if (!art.ok()) return {};
+    SandboxRequest req{j, art->path, art->entry, art->compile_ms};
+    EXPECT_TRUE(p.send(req));
+    auto line = p.read_line();
+    EXPECT_TRUE(line.has_value()) << "no reply from the sandbox for " << config_string(j.config);
+    if (!line) return {};
+    return nlohmann::json::parse(*line).get<SandboxReply>();
+  }
+
+  static void expect_sane_pass(const SandboxReply& r, const JobSpec& j) {
+    SCOPED_TRACE(std::string(dtype_name(j.dtype)) + " " + shape_string(j.shape) + " " + config_string(j.config));
+    ASSERT_EQ(r.status, ResultStatus::kPass) << r.stage << ": " << r.reason;
+    const Measurement& m = r.m;
+    EXPECT_GE(m.samples, j.measure.min_samples);
+    EXPECT_LE(m.samples, j.measure.max_samples);
+    EXPECT_GT(m.latency_us, 0);
+    EXPECT_LE(m.p10_us, m.latency_us);
+    EXPECT_LE(m.latency_us, m.p90_us);
+    EXPECT_GT(m.mean_us, 0);
+    EXPECT_GE(m.cv, 0);
+    EXPECT_GT(m.baseline_us, 0);
+    EXPECT_NEAR(m.speedup, m.baseline_us / m.latency_us, 1e-9 * m.speedup);
+    EXPECT_GT(m.bandwidth_gbps, 0);
+    EXPECT_GT(m.throughput_tflops, 0);
+    EXPECT_GT(m.peak_bandwidth_gbps, 0);
+    EXPECT_NEAR(m.pct_peak, 100.0 * m.bandwidth_gbps / m.peak_bandwidth_gbps, 1e-6 * m.pct_peak);
+    EXPECT_GE(m.max_abs_error, 0);
+    EXPECT_LT(m.max_abs_error, 1e-2);
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Compiler> compiler_;
+};
+
+#ifndef AK_SANDBOX_GPU_TESTS
+
+Capabilities cpu_caps() {
+  Capabilities c;
+  c.gpu_name = "cpu";
+  c.arch = "x86_64";
+  c.backends = {Backend::kCpu};
+  return c;
+}
+
+const std::string& cpu_source() { return kernels::find("softmax")->backends.at(Backend::kCpu).source; }
+
+// A softmax that forgets the last element of each row.
+std::string skips_last_element() {
+  std::string s = cpu_source();
+  const std::string call = "softmax<F32>(in, out, rows, cols);";
+  s.replace(s.find(call), call.size(), "softmax<F32>(in, out, rows, cols - 1);");
+  return s;
+}
+
+TEST_F(SandboxFixture, CpuHelloIsReadyWithAMeasuredBandwidth) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  EXPECT_TRUE(hello.ready) << hello.error;
+  EXPECT_EQ(hello.device, "cpu");
+  EXPECT_GT(hello.copy_bandwidth_gbps, 0.1);
+  EXPECT_EQ(hello.torch_version, "2.11.0");
+  p->close_stdin();
+  EXPECT_EQ(p->wait_exit(), 0) << "EOF on stdin ends the sandbox cleanly";
+}
+
+TEST_F(SandboxFixture, EveryDefaultCpuConfigPassesAtEveryDtype) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready) << hello.error;
+  const kernels::KernelSpec* k = kernels::find("softmax");
+  const auto configs = kernels::enumerate_space(k->backends.at(Backend::kCpu).space);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    // rows and cols that are multiples of no tile or vector width
+    for (DType d : k->dtypes) {
+      JobSpec j = job(Backend::kCpu, d, {19, 515}, configs[i], cpu_source());
+      expect_sane_pass(run(*p, j, cpu_caps()), j);
+    }
+  }
+}
+
+TEST_F(SandboxFixture, CpuDefaultShapesPassWithTheStarterConfig) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready) << hello.error;
+  const kernels::KernelSpec* k = kernels::find("softmax");
+  const kernels::BackendSource& s = k->backends.at(Backend::kCpu);
+  for (const auto& shape : s.default_shapes) {
+    JobSpec j = job(Backend::kCpu, DType::kBF16, shape, kernels::default_config(s.space));
+    expect_sane_pass(run(*p, j, cpu_caps()), j);
+  }
+}
+
+TEST_F(SandboxFixture, CandidateThatSkipsTheLastElementFailsVerification) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready);
+  JobSpec j = job(Backend::kCpu, DType::kF32, {8, 100}, {}, skips_last_element());
+  SandboxReply r = run(*p, j, cpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_EQ(r.stage, "verify");
+  EXPECT_NE(r.reason.find("NaN"), std::string::npos) << r.reason;  // the poisoned element
+  EXPECT_NE(r.reason.find("worst at"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.m.latency_us, 0) << "a failed candidate is never timed";
+  EXPECT_EQ(r.m.samples, 0);
+}
+
+TEST_F(SandboxFixture, CandidateThatWritesGarbageFailsWithTheWorstError) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready);
+  const std::string src =
+      "#include <cstdint>\n"
+      "extern \"C\" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int) {\n"
+      "  float* y = static_cast<float*>(out);\n"
+      "  for (int64_t i = 0; i < rows * cols; ++i) y[i] = 1.0f / float(cols);\n"
+      "  y[3 * cols + 7] = 0.5f;\n"
+      "  return 0;\n"
+      "}\n";
+  JobSpec j = job(Backend::kCpu, DType::kF32, {8, 64}, {}, src);
+  SandboxReply r = run(*p, j, cpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_EQ(r.stage, "verify");
+  EXPECT_NE(r.reason.find("outputs outside"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("expected"), std::string::npos) << r.reason;
+  // the sandbox keeps serving after a failure
+  JobSpec good = job(Backend::kCpu, DType::kF32, {8, 64}, {});
+  expect_sane_pass(run(*p, good, cpu_caps()), good);
+}
+
+TEST_F(SandboxFixture, CandidateThatModifiesItsInputFails) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready);
+  std::string src = cpu_source();
+  const std::string call = "case 0: softmax<F32>(in, out, rows, cols); return 0;";
+  src.replace(src.find(call), call.size(),
+              "case 0: softmax<F32>(in, out, rows, cols); const_cast<float*>(static_cast<const float*>(in))[0] = 0; "
+              "return 0;");
+  SandboxReply r = run(*p, job(Backend::kCpu, DType::kF32, {4, 32}, {}, src), cpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_NE(r.reason.find("modified input"), std::string::npos) << r.reason;
+}
+
+TEST_F(SandboxFixture, CandidateErrorCodeAndMissingSymbolFail) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready);
+  const std::string rc7 =
+      "#include <cstdint>\n"
+      "extern \"C\" int ak_softmax_cpu(const void*, void*, int64_t, int64_t, int) { return 7; }\n";
+  SandboxReply r = run(*p, job(Backend::kCpu, DType::kF32, {4, 32}, {}, rc7), cpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_NE(r.reason.find("error code 7"), std::string::npos) << r.reason;
+
+  const std::string wrong_name = "extern \"C\" int something_else() { return 0; }\n";
+  r = run(*p, job(Backend::kCpu, DType::kF32, {4, 32}, {}, wrong_name), cpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_EQ(r.stage, "load");
+  EXPECT_NE(r.reason.find("ak_softmax_cpu"), std::string::npos) << r.reason;
+}
+
+TEST_F(SandboxFixture, MalformedRequestsGetAReplyAndTheSandboxKeepsServing) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready);
+  ASSERT_TRUE(p->send(nlohmann::json{{"not", "a request"}}));
+  auto line = p->read_line();
+  ASSERT_TRUE(line);
+  SandboxReply r = nlohmann::json::parse(*line).get<SandboxReply>();
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_EQ(r.stage, "sandbox");
+
+  JobSpec bad_shape = job(Backend::kCpu, DType::kF32, {4, 0}, {});
+  SandboxRequest req{bad_shape, "/nonexistent.so", "ak_softmax_cpu", 0};
+  ASSERT_TRUE(p->send(req));
+  line = p->read_line();
+  ASSERT_TRUE(line);
+  r = nlohmann::json::parse(*line).get<SandboxReply>();
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_NE(r.reason.find("cols >= 1"), std::string::npos) << r.reason;
+
+  JobSpec good = job(Backend::kCpu, DType::kF16, {3, 33}, {});
+  expect_sane_pass(run(*p, good, cpu_caps()), good);
+}
+
+TEST_F(SandboxFixture, CudaWithoutADriverSaysSoInItsHello) {
+  if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(h);
+    GTEST_SKIP() << "libcuda.so.1 is present; this test covers machines without an NVIDIA driver";
+  }
+  SandboxHello hello;
+  auto p = start("cuda", &hello);
+  EXPECT_FALSE(hello.ready);
+  EXPECT_NE(hello.error.find("libcuda.so.1"), std::string::npos) << hello.error;
+  EXPECT_NE(p->wait_exit(), 0);
+}
+
+#else  // AK_SANDBOX_GPU_TESTS
+
+// Skips the test unless the driver loads and the sandbox reports a ready GPU.
+#define AK_REQUIRE_GPU(hello, p)                                                                   \
+  if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); !h) {                                \
+    GTEST_SKIP() << "libcuda.so.1 not found: no NVIDIA driver on this machine; GPU test skipped";  \
+  } else {                                                                                         \
+    dlclose(h);                                                                                    \
+  }                                                                                                \
+  SandboxHello hello;                                                                              \
+  auto p = start("cuda", &hello);                                                                  \
+  if (!hello.ready) GTEST_SKIP() << "no usable GPU: " << hello.error;
+
+Capabilities gpu_caps() {
+  // The sandbox runs device 0; the architecture comes from the driver.
+  Capabilities c;
+  c.backends = {Backend::kCuda};
+  using GetAttr = int (*)(int*, int, int);
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  auto init = reinterpret_cast<int (*)(unsigned)>(dlsym(h, "cuInit"));
+  auto attr = reinterpret_cast<GetAttr>(dlsym(h, "cuDeviceGetAttribute"));
+  int major = 0, minor = 0;
+  if (init && attr && init(0) == 0) {
+    attr(&major, 75, 0);  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    attr(&minor, 76, 0);  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+  }
+  c.arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  return c;
+}
+
+JobSpec gpu_job(DType d, std::vector<int64_t> shape, std::map<std::string, int64_t> config, std::string src = "") {
+  JobSpec j;
+  static int n = 0;
+  j.job_id = "gpu-test-" + std::to_string(++n);
+  j.kernel_type = "softmax";
+  j.requires_.backend = Backend::kCuda;
+  j.dtype = d;
+  j.shape = std::move(shape);
+  j.config = std::move(config);
+  j.source = std::move(src);
+  j.measure.warmup = 2;
+  j.measure.min_samples = 5;
+  j.measure.max_samples = 50;
+  j.measure.max_time_ms = 100;
+  return j;
+}
+
+TEST_F(SandboxFixture, GpuHelloMeasuresTheCopyBandwidth) {
+  AK_REQUIRE_GPU(hello, p);
+  EXPECT_GT(hello.copy_bandwidth_gbps, 100);  // any datacenter or desktop GPU of this decade
+  EXPECT_NE(hello.device.find("NVIDIA"), std::string::npos) << hello.device;
+}
+
+TEST_F(SandboxFixture, GpuEveryConfigPassesAtAnEdgeShapeAndEveryDtype) {
+  AK_REQUIRE_GPU(hello, p);
+  const kernels::KernelSpec* k = kernels::find("softmax");
+  for (const auto& config : kernels::enumerate_space(k->backends.at(Backend::kCuda).space))
+    for (DType d : k->dtypes) {
+      JobSpec j = gpu_job(d, {1000, 1023}, config);
+      SandboxReply r = run(*p, j, gpu_caps());
+      expect_sane_pass(r, j);
+      EXPECT_GT(r.m.peak_vram_mb, 0);
+    }
+}
+
+TEST_F(SandboxFixture, GpuDefaultShapesPassWithTheStarterConfig) {
+  AK_REQUIRE_GPU(hello, p);
+  const kernels::KernelSpec* k = kernels::find("softmax");
+  const kernels::BackendSource& s = k->backends.at(Backend::kCuda);
+  for (const auto& shape : s.default_shapes)
+    for (DType d : k->dtypes) {
+      JobSpec j = gpu_job(d, shape, kernels::default_config(s.space));
+      SandboxReply r = run(*p, j, gpu_caps());
+      expect_sane_pass(r, j);
+      std::cerr << dtype_name(d) << " " << shape_string(shape) << ": " << r.m.latency_us << " us, "
+                << r.m.bandwidth_gbps << " GB/s, speedup " << r.m.speedup << "\n";
+    }
+}
+
+TEST_F(SandboxFixture, GpuWrongCandidateFailsAndAFaultingOneCrashesTheSandbox) {
+  AK_REQUIRE_GPU(hello, p);
+  // writes only the first element of each row
+  const std::string partial =
+      "extern \"C\" __global__ void ak_softmax(const void* in, void* out, long long rows, long long cols) {\n"
+      "  if (threadIdx.x == 0) for (long long r = blockIdx.x; r < rows; r += gridDim.x) ((float*)out)[r * cols] = 1.0f;\n"
+      "}\n";
+  SandboxReply r = run(*p, gpu_job(DType::kF32, {64, 256}, {}, partial), gpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_EQ(r.stage, "verify");
+  EXPECT_NE(r.reason.find("NaN"), std::string::npos) << r.reason;
+
+  const std::string faults =
+      "extern \"C\" __global__ void ak_softmax(const void* in, void* out, long long rows, long long cols) {\n"
+      "  ((float*)out)[(1ll << 40) + threadIdx.x] = 1.0f;\n"
+      "}\n";
+  r = run(*p, gpu_job(DType::kF32, {64, 256}, {}, faults), gpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kCrash) << r.stage << ": " << r.reason;
+  EXPECT_EQ(p->wait_exit(), 3);
+}
+
+#endif  // AK_SANDBOX_GPU_TESTS
+
+}  // namespace
+}  // namespace ak

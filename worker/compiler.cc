@@ -1,0 +1,359 @@
+#include "worker/compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <nvrtc.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "kernels/registry.h"
+
+extern char** environ;
+
+namespace ak {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxLogBytes = 8 * 1024;
+
+#define AK_NVRTC_CHECK(call)                                                                \
+  do {                                                                                      \
+    nvrtcResult ak_nvrtc_r_ = (call);                                                       \
+    if (ak_nvrtc_r_ != NVRTC_SUCCESS)                                                       \
+      return ::ak::Status::internal(std::string(#call) + " failed at " __FILE__ ":" +       \
+                                    std::to_string(__LINE__) + ": " + nvrtcGetErrorString(ak_nvrtc_r_)); \
+  } while (0)
+
+std::string hex64(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string xxh64_hex(const std::string& s) { return hex64(XXH64(s.data(), s.size(), 0)); }
+
+std::string truncate_log(std::string log) {
+  if (log.size() > kMaxLogBytes) {
+    log.resize(kMaxLogBytes);
+    log += "\n[log truncated to 8 KiB]";
+  }
+  return log;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+Result<std::string> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return Status::not_found("cannot read " + p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status write_file(const fs::path& p, std::string_view data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::internal("cannot create " + p.string());
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.close();
+  if (!out) return Status::internal("cannot write " + p.string() + " (disk full?)");
+  return {};
+}
+
+// A name in `dir` unique across threads and processes, for write-then-rename.
+fs::path temp_path(const fs::path& dir, const std::string& stem, const std::string& ext) {
+  static std::atomic<uint64_t> counter{0};
+  return dir / (".tmp-" + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ext);
+}
+
+struct ProcessResult {
+  int exit_code = -1;  // -1: killed by a signal or could not start
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv[0] (searched in PATH) with stdout and stderr captured in `log_path`.
+Result<ProcessResult> run_process(const std::vector<std::string>& argv, const fs::path& log_path) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0)
+    return Status::unavailable("cannot start '" + argv[0] + "': " + std::strerror(rc) +
+                               "; install a C++ compiler or set CompilerOptions::host_cxx");
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0) {
+    if (errno != EINTR) return Status::internal(std::string("waitpid failed: ") + std::strerror(errno));
+  }
+  ProcessResult r;
+  r.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  auto log = read_file(log_path);
+  if (log.ok()) r.output = std::move(log.value());
+  std::error_code ec;
+  fs::remove(log_path, ec);
+  return r;
+}
+
+// "sm_90a" for Hopper (arch-specific features such as wgmma need it), other architectures as given.
+Result<std::string> nvrtc_arch(const Capabilities& caps) {
+  std::string arch = caps.arch;
+  if (arch.empty() && !caps.compute_capability.empty()) {
+    std::string cc = caps.compute_capability;
+    cc.erase(std::remove(cc.begin(), cc.end(), '.'), cc.end());
+    arch = "sm_" + cc;
+  }
+  if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0)
+    return Status::invalid("cuda compile needs the device architecture (e.g. \"sm_90a\") in capabilities; got arch '" +
+                           caps.arch + "', compute capability '" + caps.compute_capability + "'");
+  for (size_t i = 3; i < arch.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(arch[i])) && !(i + 1 == arch.size() && arch[i] == 'a'))
+      return Status::invalid("malformed architecture '" + arch + "'; expected sm_<digits> or sm_<digits>a");
+  if (arch == "sm_90") arch = "sm_90a";
+  return arch;
+}
+
+// The toolkit include directory (for cuda_fp16.h and friends), found next to the libnvrtc that
+// this process loaded: <toolkit>/lib64/libnvrtc.so -> <toolkit>/include.
+std::string toolkit_include_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
+    std::error_code ec;
+    fs::path lib = fs::canonical(info.dli_fname, ec);
+    if (!ec) {
+      for (fs::path dir = lib.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+        if (fs::exists(dir / "include" / "cuda_fp16.h", ec)) return (dir / "include").string();
+      }
+    }
+  }
+  if (fs::exists("/usr/local/cuda/include/cuda_fp16.h")) return "/usr/local/cuda/include";
+  return "";
+}
+
+class RealCompiler final : public Compiler {
+ public:
+  explicit RealCompiler(CompilerOptions options) : options_(std::move(options)) {}
+
+  Result<CompiledArtifact> compile(const JobSpec& job, const Capabilities& caps) override {
+    const kernels::KernelSpec* spec = kernels::find(job.kernel_type);
+    if (!spec) return Status::invalid("unknown kernel type '" + job.kernel_type + "'; the registry has no such entry");
+    const Backend backend = job.requires_.backend;
+    auto bs = spec->backends.find(backend);
+    if (bs == spec->backends.end())
+      return Status::invalid("kernel type '" + job.kernel_type + "' has no " + backend_name(backend) + " backend");
+    for (const auto& [name, value] : job.config)
+      if (!is_identifier(name)) return Status::invalid("config name '" + name + "' is not a C identifier");
+    const std::string& source = job.source.empty() ? bs->second.source : job.source;
+
+    std::error_code ec;
+    fs::create_directories(options_.cache_dir, ec);
+    if (ec) return Status::internal("cannot create cache dir " + options_.cache_dir + ": " + ec.message());
+
+    if (backend == Backend::kCpu) return compile_cpu(job, caps, source, bs->second.entry);
+    return compile_cuda(job, caps, source, bs->second.entry);
+  }
+
+ private:
+  // The options text, compiler identity and target that together with the source key the cache.
+  struct Key {
+    std::string options_blob;
+    std::string source_hash;
+    std::string options_hash;
+    std::string cache_key;
+  };
+  static Key make_key(const std::string& source, const std::vector<std::string>& options,
+                      const std::string& compiler_version, const std::string& arch) {
+    Key k;
+    for (const std::string& o : options) k.options_blob += o + '\n';
+    k.options_blob += '\0' + compiler_version + '\0' + arch;
+    k.source_hash = xxh64_hex(source);
+    k.options_hash = xxh64_hex(k.options_blob);
+    k.cache_key = xxh64_hex(source + '\0' + k.options_blob);
+    return k;
+  }
+
+  // `c++ --version` plus what -march=native resolves to on this host, computed once.
+  const std::string& host_compiler_identity() {
+    std::call_once(host_once_, [&] {
+      fs::path dir = options_.cache_dir;
+      auto v = run_process({options_.host_cxx, "--version"}, temp_path(dir, "version", ".log"));
+      auto t = run_process({options_.host_cxx, "-march=native", "-Q", "--help=target"}, temp_path(dir, "target", ".log"));
+      std::string id = v.ok() ? v->output.substr(0, v->output.find('\n')) : "unknown";
+      if (t.ok()) id += " target:" + xxh64_hex(t->output);
+      host_identity_ = id;
+    });
+    return host_identity_;
+  }
+
+  Result<CompiledArtifact> compile_cpu(const JobSpec& job, const Capabilities& caps, const std::string& source,
+                                       const std::string& entry) {
+    std::vector<std::string> options = {"-O3", "-march=native", "-shared", "-fPIC", "-std=c++17"};
+    for (const auto& [name, value] : job.config) options.push_back("-D" + name + "=" + std::to_string(value));
+    const std::string arch = caps.arch.empty() ? "host" : caps.arch;
+    Key key = make_key(source, options, host_compiler_identity(), arch);
+
+    CompiledArtifact art;
+    art.entry = entry;
+    art.source_hash = key.source_hash;
+    art.options_hash = key.options_hash;
+    const fs::path dir = options_.cache_dir;
+    const fs::path final_path = dir / ("cpu-" + key.cache_key + ".so");
+    art.path = final_path.string();
+    std::error_code ec;
+    if (fs::exists(final_path, ec)) {
+      art.cache_hit = true;
+      return art;
+    }
+
+    const auto t0 = std::chrono::steady_clock::now();
+    const fs::path src_path = temp_path(dir, key.cache_key, ".cc");
+    const fs::path out_path = temp_path(dir, key.cache_key, ".so");
+    if (Status s = write_file(src_path, source); !s.ok()) return s;
+    std::vector<std::string> argv = {options_.host_cxx};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"-o", out_path.string(), src_path.string()});
+    auto run = run_process(argv, temp_path(dir, key.cache_key, ".log"));
+    fs::remove(src_path, ec);
+    if (!run.ok()) return run.status();
+    if (run->exit_code != 0) {
+      fs::remove(out_path, ec);
+      return Status::invalid("host compiler failed (exit " + std::to_string(run->exit_code) + ") for " +
+                             job.kernel_type + " config " + config_string(job.config) + ":\n" +
+                             truncate_log(run->output));
+    }
+    fs::rename(out_path, final_path, ec);
+    if (ec) {
+      fs::remove(out_path, ec);
+      return Status::internal("cannot move the compiled artefact into " + final_path.string() + ": " + ec.message());
+    }
+    art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return art;
+  }
+
+  Result<CompiledArtifact> compile_cuda(const JobSpec& job, const Capabilities& caps, const std::string& source,
+                                        const std::string& entry) {
+    auto arch = nvrtc_arch(caps);
+    if (!arch.ok()) return arch.status();
+    if (job.config.count("AK_DTYPE"))
+      return Status::invalid("config must not set AK_DTYPE; the compiler defines it from the job's dtype");
+    std::call_once(nvrtc_once_, [&] {
+      int major = 0, minor = 0;
+      nvrtcVersion(&major, &minor);
+      nvrtc_version_ = "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
+      include_dir_ = toolkit_include_dir();
+    });
+
+    std::vector<std::string> options = {"--gpu-architecture=" + arch.value(), "-default-device", "--std=c++17"};
+    if (!include_dir_.empty()) options.push_back("-I" + include_dir_);
+    options.push_back("-DAK_DTYPE=" + std::to_string(static_cast<int>(job.dtype)));
+    for (const auto& [name, value] : job.config) options.push_back("-D" + name + "=" + std::to_string(value));
+    // The include directory's location does not change the code; keep it out of the key so
+    // that caches agree across hosts with the toolkit installed elsewhere.
+    std::vector<std::string> keyed;
+    for (const std::string& o : options)
+      if (o.compare(0, 2, "-I") != 0) keyed.push_back(o);
+    Key key = make_key(source, keyed, nvrtc_version_, arch.value());
+
+    CompiledArtifact art;
+    art.entry = entry;
+    art.source_hash = key.source_hash;
+    art.options_hash = key.options_hash;
+    const fs::path dir = options_.cache_dir;
+    const fs::path final_path = dir / ("cuda-" + key.cache_key + ".cubin");
+    art.path = final_path.string();
+    std::error_code ec;
+    if (fs::exists(final_path, ec)) {
+      art.cache_hit = true;
+      return art;
+    }
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto cubin = nvrtc_compile(job, source, options, arch.value());
+    if (!cubin.ok()) return cubin.status();
+    const fs::path tmp = temp_path(dir, key.cache_key, ".cubin");
+    if (Status s = write_file(tmp, cubin.value()); !s.ok()) {
+      fs::remove(tmp, ec);
+      return s;
+    }
+    fs::rename(tmp, final_path, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      return Status::internal("cannot move the compiled artefact into " + final_path.string() + ": " + ec.message());
+    }
+    art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return art;
+  }
+
+  static Result<std::string> nvrtc_compile(const JobSpec& job, const std::string& source,
+                                           const std::vector<std::string>& options, const std::string& arch) {
+    nvrtcProgram prog = nullptr;
+    const std::string name = job.kernel_type + ".cu";
+    AK_NVRTC_CHECK(nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr));
+    struct Destroy {
+      nvrtcProgram* p;
+      ~Destroy() { nvrtcDestroyProgram(p); }
+    } destroy{&prog};
+    std::vector<const char*> copts;
+    for (const std::string& o : options) copts.push_back(o.c_str());
+    nvrtcResult rc = nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());
+    if (rc != NVRTC_SUCCESS) {
+      size_t log_size = 0;
+      std::string log;
+      if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+        log.resize(log_size);
+        if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
+        while (!log.empty() && log.back() == '\0') log.pop_back();
+      }
+      return Status::invalid(std::string("nvrtc failed (") + nvrtcGetErrorString(rc) + ") for " + job.kernel_type +
+                             " " + dtype_name(job.dtype) + " config " + config_string(job.config) + " on " + arch +
+                             ":\n" + truncate_log(log));
+    }
+    size_t size = 0;
+    AK_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &size));
+    if (size == 0)
+      return Status::internal("nvrtc produced no cubin for " + arch + "; expected a real architecture, not PTX only");
+    std::string cubin(size, '\0');
+    AK_NVRTC_CHECK(nvrtcGetCUBIN(prog, cubin.data()));
+    return cubin;
+  }
+
+  const CompilerOptions options_;
+  std::once_flag host_once_;
+  std::string host_identity_;
+  std::once_flag nvrtc_once_;
+  std::string nvrtc_version_;
+  std::string include_dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compiler> make_compiler(const CompilerOptions& options) {
+  return std::make_unique<RealCompiler>(options);
+}
+
+}  // namespace ak
