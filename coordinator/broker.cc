@@ -162,7 +162,8 @@ void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq
 
 void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {
   try {
-    std::array<zmq::const_buffer, 2> parts = {zmq::buffer(worker_id), zmq::buffer(pr::encode(m))};
+    const std::string body = pr::encode(m);
+    std::array<zmq::const_buffer, 2> parts = {zmq::buffer(worker_id), zmq::buffer(body)};
     zmq::send_multipart(workers_, parts, zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     // EHOSTUNREACH: the peer is gone. Leases and the outbox make that harmless.
