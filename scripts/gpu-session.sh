@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build, test and run the farm on a GPU host that has CUDA, PyTorch, cmake and ninja but no
+# package access: the Debian packages the farm needs come unpacked from a folder of .debs
+# (fetched beforehand with shared/gpu/fetch-debs.sh plus googletest, spdlog, CLI11, toml++,
+# xxhash, nlohmann-json). Logs and results go to $OUT (default ./gpu-out).
+#   scripts/gpu-session.sh DEBS_DIR [autokernel run args...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DEBS=${1:?usage: gpu-session.sh DEBS_DIR [run args]}
+shift
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+SYS=/tmp/ak-sysroot
+mkdir -p "$SYS"
+for f in "$DEBS"/*.deb; do dpkg -x "$f" "$SYS"; done
+export LD_LIBRARY_PATH=$SYS/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PATH=$SYS/usr/bin:$PATH:/usr/local/cuda/bin
+export PKG_CONFIG_PATH=$SYS/usr/lib/x86_64-linux-gnu/pkgconfig:$SYS/usr/share/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR=$SYS
+TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+nvidia-smi --query-gpu=name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+{
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$SYS/usr;$SYS/usr/lib/x86_64-linux-gnu/cmake;$SYS/usr/share/cmake" \
+    -DCMAKE_CXX_FLAGS="-isystem $SYS/usr/include" && ninja -C build-gpu -j "$(nproc)"
+} > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+echo "build ok"
+(cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$OUT/ctest-gpu.log" 2>&1
+echo "ctest -L gpu rc=$?"; grep -E "tests passed|Failed|SKIPPED|\*\*\*" "$OUT/ctest-gpu.log" | head -30
+mkdir -p /tmp/ak-run && cd /tmp/ak-run
+"$OLDPWD/build-gpu/bin/autokernel" run --backend cuda --data-dir /tmp/ak-run/.ak --out "$OUT" "$@" > "$OUT/run.log" 2>&1
+echo "run rc=$?"
+grep -v "^\[" "$OUT/run.log" | tail -70
