@@ -42,8 +42,8 @@ struct TorchHarness {
                                          c10::Device device, uint64_t seed);
   // An output tensor for those inputs; its contents are undefined (the sandbox poisons it).
   at::Tensor (*make_output)(const std::vector<at::Tensor>& inputs);
-  // The strongest PyTorch op computed in fp32 from the same inputs; returns an fp32 tensor of
-  // the output's shape.
+  // The strongest PyTorch op computed in fp32 or wider (softmax: fp64) from the same inputs;
+  // returns an fp32 tensor of the output's shape.
   at::Tensor (*reference)(const std::vector<at::Tensor>& inputs);
   // The PyTorch op in the job's dtype, writing `out`: the timed baseline.
   void (*baseline)(const std::vector<at::Tensor>& inputs, at::Tensor& out);

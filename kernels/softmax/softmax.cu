@@ -17,7 +17,10 @@
 //
 // Algorithm: one read pass keeps a running (max, sum of exp) per thread, updated once per vector
 // (online softmax, Milakov & Gimelshein 2018), reduced across the group with warp shuffles; a
-// second read pass writes exp(x - max) / sum. All arithmetic in fp32.
+// second read pass writes exp(x - max) / sum. All arithmetic in fp32. Exponents are formed as
+// (x - max) * log2(e), never x * log2(e) - max * log2(e): the rounding of the two large products
+// biases terms by up to |max| * 2^-24 relative, which broke the fp32 tolerance on the H200 for
+// rows with a large offset.
 
 #ifndef AK_DTYPE
 #define AK_DTYPE 0
@@ -98,10 +101,9 @@ __device__ __forceinline__ void accumulate(stats_t& st, const float* v, int n) {
 #pragma unroll
   for (int i = 1; i < n; ++i) cm = fmaxf(cm, v[i]);
   float m = fmaxf(st.m, cm);
-  float ml = m * AK_LOG2E;
-  float s = st.m == neg_inf() ? 0.0f : st.s * exp2f(st.m * AK_LOG2E - ml);
+  float s = st.m == neg_inf() ? 0.0f : st.s * exp2f((st.m - m) * AK_LOG2E);
 #pragma unroll
-  for (int i = 0; i < n; ++i) s += exp2f(fmaf(v[i], AK_LOG2E, -ml));
+  for (int i = 0; i < n; ++i) s += exp2f((v[i] - m) * AK_LOG2E);
   st.m = m;
   st.s = s;
 }
@@ -169,16 +171,16 @@ __device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t
     st = smem[32];
   }
 
-  const float ml = st.m * AK_LOG2E;
+  const float m = st.m;
   const float inv = 1.0f / st.s;
   // y may be misaligned relative to x; then the pack region is written element by element.
   const bool ypacked = ((unsigned long long)(y + head)) % sizeof(pack_t) == 0;
-  for (long long i = t; i < head; i += nthreads) y[i] = from_f32(exp2f(fmaf(to_f32(x[i]), AK_LOG2E, -ml)) * inv);
+  for (long long i = t; i < head; i += nthreads) y[i] = from_f32(exp2f((to_f32(x[i]) - m) * AK_LOG2E) * inv);
   for (long long i = t; i < npacks; i += nthreads) {
     pack_t p = xp[i];
     pack_t q;
 #pragma unroll
-    for (int k = 0; k < AK_VEC; ++k) q.v[k] = from_f32(exp2f(fmaf(to_f32(p.v[k]), AK_LOG2E, -ml)) * inv);
+    for (int k = 0; k < AK_VEC; ++k) q.v[k] = from_f32(exp2f((to_f32(p.v[k]) - m) * AK_LOG2E) * inv);
     if (ypacked) {
       ((pack_t*)(y + head))[i] = q;
     } else {
@@ -187,7 +189,7 @@ __device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t
     }
   }
   for (long long i = tail_start + t; i < cols; i += nthreads)
-    y[i] = from_f32(exp2f(fmaf(to_f32(x[i]), AK_LOG2E, -ml)) * inv);
+    y[i] = from_f32(exp2f((to_f32(x[i]) - m) * AK_LOG2E) * inv);
 }
 
 extern "C" __global__ void __launch_bounds__(AK_THREADS)

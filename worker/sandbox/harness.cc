@@ -133,7 +133,7 @@ class HarnessBase : public Harness {
   virtual c10::Device device() const = 0;
   virtual std::unique_ptr<Candidate> load(const SandboxRequest& request, const kernels::KernelSpec& spec) = 0;
   virtual Timer timer() = 0;
-  virtual void synchronize() = 0;  // throws StageError (CRASH) on a device fault
+  virtual void synchronize(const std::string& stage) = 0;  // throws StageError (CRASH) on a device fault
   virtual void reset_peak_memory() {}
   virtual double peak_memory_mb() { return 0; }
   // Non-empty when the device can no longer be used (the reason).
@@ -167,14 +167,18 @@ class HarnessBase : public Harness {
     at::Tensor ref = th->reference(inputs);
 
     out.fill_(std::numeric_limits<double>::quiet_NaN());  // poison: an unwritten element fails
-    synchronize();
+    synchronize(stage);
     cand->launch(inputs, out);
-    synchronize();
+    synchronize(stage);
     for (size_t i = 0; i < inputs.size(); ++i)
       if (!at::equal(inputs[i], originals[i]))
         fail("verify", "the candidate modified input " + std::to_string(i) + "; inputs are read-only");
     originals.clear();
     const double max_abs_error = compare(out, ref, tol, job.shape);
+    // Peak memory counts what the timed calls need (inputs, output, the op's own workspace), not
+    // the verification's temporaries.
+    ref = at::Tensor();
+    reset_peak_memory();
 
     stage = "measure";
     const MeasureOptions& mo = job.measure;
@@ -185,7 +189,7 @@ class HarnessBase : public Harness {
       run_candidate();
       run_baseline();
     }
-    synchronize();
+    synchronize(stage);
     std::vector<double> cand_us, base_us;
     const int min_samples = std::max(1, mo.min_samples);
     const int max_samples = std::max(min_samples, mo.max_samples);
@@ -198,7 +202,7 @@ class HarnessBase : public Harness {
       cand_us.push_back(time_us(run_candidate));
       base_us.push_back(time_us(run_baseline));
     }
-    synchronize();
+    synchronize(stage);
 
     const Stats c = summarize(cand_us);
     const Stats b = summarize(base_us);
@@ -339,7 +343,7 @@ class CpuHarness final : public HarnessBase {
     };
   }
 
-  void synchronize() override {}
+  void synchronize(const std::string&) override {}
 
  private:
   // memcpy of a buffer much larger than the last-level cache, bytes read + written per second.
@@ -463,17 +467,17 @@ class CudaHarness final : public HarnessBase {
   // CUDA events on the default stream (the stream libtorch uses too) around one call.
   Timer timer() override {
     return [this](const std::function<void()>& fn) {
-      check(drv_->cuEventRecord(start_, nullptr), "cuEventRecord");
+      check(drv_->cuEventRecord(start_, nullptr), "cuEventRecord", "measure");
       fn();
-      check(drv_->cuEventRecord(stop_, nullptr), "cuEventRecord");
-      check(drv_->cuEventSynchronize(stop_), "cuEventSynchronize");
+      check(drv_->cuEventRecord(stop_, nullptr), "cuEventRecord", "measure");
+      check(drv_->cuEventSynchronize(stop_), "cuEventSynchronize", "measure");
       float ms = 0;
-      check(drv_->cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+      check(drv_->cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime", "measure");
       return double(ms) * 1000.0;
     };
   }
 
-  void synchronize() override { check(drv_->cuCtxSynchronize(), "cuCtxSynchronize"); }
+  void synchronize(const std::string& stage) override { check(drv_->cuCtxSynchronize(), "cuCtxSynchronize", stage); }
 
   void reset_peak_memory() override {
     c10::cuda::CUDACachingAllocator::emptyCache();
@@ -494,9 +498,9 @@ class CudaHarness final : public HarnessBase {
   }
 
  private:
-  void check(CUresult r, const char* what) {
+  void check(CUresult r, const char* what, const std::string& stage) {
     if (r != CUDA_SUCCESS)
-      fail("measure", std::string(what) + " failed: " + drv_->error_text(r) +
+      fail(stage, std::string(what) + " failed: " + drv_->error_text(r) +
                           " (a fault in the candidate or the device)", ResultStatus::kCrash);
   }
 
@@ -544,7 +548,7 @@ class CudaHarness final : public HarnessBase {
       at::Tensor a = at::ones({bytes}, opts);
       at::Tensor b = at::empty({bytes}, opts);
       b.copy_(a);  // warm-up
-      synchronize();
+      synchronize("sandbox");
       Timer t = timer();
       for (int i = 0; i < 5; ++i) best_ms = std::min(best_ms, t([&] { b.copy_(a); }) / 1000.0);
     }
