@@ -13,7 +13,6 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "common/process.h"
-#include "common/redis_server.h"
 #include "coordinator/campaign.h"
 #include "coordinator/client.h"
 #include "worker/device.h"
@@ -55,28 +54,17 @@ int run(const RunArgs& a) {
     campaign = *doc;
   }
 
-  // 2. Redis.
-  std::unique_ptr<RedisServer> redis;
-  std::string url = a.redis_url;
-  if (url.empty()) {
-    RedisServerOptions ro;
-    ro.data_dir = a.data_dir + "/redis";
-    auto srv = RedisServer::start(ro);
-    if (!srv.ok()) {
-      std::cerr << "autokernel run: could not start redis-server: " << srv.status().message() << "\n";
-      return 1;
-    }
-    redis = std::move(*srv);
-    url = redis->url();
-  }
-
   // 3. Coordinator process, on free loopback ports.
   const std::string self = self_exe_path();
   ChildProcess::Options capture;
   capture.capture_stdout = true;
-  auto coord = ChildProcess::spawn({self, "coordinator", "--redis", url, "--workers-bind", "tcp://127.0.0.1:*",
-                                    "--clients-bind", "tcp://127.0.0.1:*", "--metrics", a.metrics_bind},
-                                   capture);
+  // Without --redis the coordinator starts (and later stops) a private redis-server under the
+  // data dir.
+  std::vector<std::string> coord_argv = {self, "coordinator", "--data-dir", a.data_dir, "--workers-bind",
+                                         "tcp://127.0.0.1:*", "--clients-bind", "tcp://127.0.0.1:*", "--metrics",
+                                         a.metrics_bind};
+  if (!a.redis_url.empty()) coord_argv.insert(coord_argv.end(), {"--redis", a.redis_url});
+  auto coord = ChildProcess::spawn(coord_argv, capture);
   if (!coord.ok()) {
     std::cerr << "autokernel run: " << coord.status().message() << "\n";
     return 1;
@@ -89,7 +77,7 @@ int run(const RunArgs& a) {
   json ready = json::parse(*ready_line);
   const std::string workers_ep = ready["workers"], clients_ep = ready["clients"];
   std::cout << "coordinator up: workers " << workers_ep << ", clients " << clients_ep << ", /metrics on port "
-            << ready["metrics_port"] << "\n";
+            << ready["metrics_port"] << ", redis " << ready["redis"].get<std::string>() << "\n";
 
   // 4. Workers: one process per GPU, or cpu_workers CPU workers.
   std::vector<ChildProcess> workers;
@@ -145,7 +133,6 @@ int run(const RunArgs& a) {
   for (auto& w : workers) w.signal(SIGTERM);
   for (auto& w : workers) w.stop(std::chrono::seconds(10));
   coord->stop(std::chrono::seconds(10));
-  if (redis) (void)redis->stop();
   return rc;
 }
 

@@ -210,6 +210,18 @@ class RealCompiler final : public Compiler {
     return host_identity_;
   }
 
+  // The artefact record for `key`, a cache hit when its file exists already.
+  static CompiledArtifact lookup(const Key& key, const std::string& entry, const fs::path& final_path) {
+    CompiledArtifact art;
+    art.entry = entry;
+    art.source_hash = key.source_hash;
+    art.options_hash = key.options_hash;
+    art.path = final_path.string();
+    std::error_code ec;
+    art.cache_hit = fs::exists(final_path, ec);
+    return art;
+  }
+
   Result<CompiledArtifact> compile_cpu(const JobSpec& job, const Capabilities& caps, const std::string& source,
                                        const std::string& entry) {
     std::vector<std::string> options = {"-O3", "-march=native", "-shared", "-fPIC", "-std=c++17"};
@@ -217,18 +229,11 @@ class RealCompiler final : public Compiler {
     const std::string arch = caps.arch.empty() ? "host" : caps.arch;
     Key key = make_key(source, options, host_compiler_identity(), arch);
 
-    CompiledArtifact art;
-    art.entry = entry;
-    art.source_hash = key.source_hash;
-    art.options_hash = key.options_hash;
     const fs::path dir = options_.cache_dir;
     const fs::path final_path = dir / ("cpu-" + key.cache_key + ".so");
-    art.path = final_path.string();
+    CompiledArtifact art = lookup(key, entry, final_path);
+    if (art.cache_hit) return art;
     std::error_code ec;
-    if (fs::exists(final_path, ec)) {
-      art.cache_hit = true;
-      return art;
-    }
 
     const auto t0 = std::chrono::steady_clock::now();
     const fs::path src_path = temp_path(dir, key.cache_key, ".cc");
@@ -279,18 +284,11 @@ class RealCompiler final : public Compiler {
       if (o.compare(0, 2, "-I") != 0) keyed.push_back(o);
     Key key = make_key(source, keyed, nvrtc_version_, arch.value());
 
-    CompiledArtifact art;
-    art.entry = entry;
-    art.source_hash = key.source_hash;
-    art.options_hash = key.options_hash;
     const fs::path dir = options_.cache_dir;
     const fs::path final_path = dir / ("cuda-" + key.cache_key + ".cubin");
-    art.path = final_path.string();
+    CompiledArtifact art = lookup(key, entry, final_path);
+    if (art.cache_hit) return art;
     std::error_code ec;
-    if (fs::exists(final_path, ec)) {
-      art.cache_hit = true;
-      return art;
-    }
 
     const auto t0 = std::chrono::steady_clock::now();
     auto cubin = nvrtc_compile(job, source, options, arch.value());
