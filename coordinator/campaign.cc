@@ -1,5 +1,6 @@
 #include "coordinator/campaign.h"
 
+#include <algorithm>
 #include <set>
 
 #include "common/ids.h"
@@ -54,6 +55,7 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
         if (!dt) return Status::invalid("unknown dtype '" + d.get<std::string>() + "'; expected fp32, fp16 or bf16");
         dtypes.push_back(*dt);
       }
+      if (dtypes.empty()) return Status::invalid("'dtypes' is empty; name at least one of fp32, fp16, bf16");
     }
     std::vector<std::map<std::string, int64_t>> configs;
     const json cfg = doc.value("configs", json("all"));
@@ -65,10 +67,14 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
       for (const auto& c : cfg) {
         auto m = kernels::default_config(src.space);
         for (const auto& [k, v] : c.items()) {
-          bool known = false;
-          for (const auto& t : src.space) known |= t.name == k;
-          if (!known) return Status::invalid("config names unknown tunable '" + k + "' of " + type + "/" + backend_s);
-          m[k] = v.get<int64_t>();
+          const kernels::Tunable* tunable = nullptr;
+          for (const auto& t : src.space)
+            if (t.name == k) tunable = &t;
+          if (!tunable) return Status::invalid("config names unknown tunable '" + k + "' of " + type + "/" + backend_s);
+          const int64_t value = v.get<int64_t>();
+          if (std::find(tunable->values.begin(), tunable->values.end(), value) == tunable->values.end())
+            return Status::invalid("config sets " + k + "=" + std::to_string(value) + ", which is not in its search space");
+          m[k] = value;
         }
         configs.push_back(m);
       }
@@ -83,6 +89,13 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
     base.kernel_type = type;
     base.source = doc.value("source", src.source);
     base.requires_.backend = *backend;
+    for (const char* nested : {"requires", "measure"})
+      if (doc.contains(nested))
+        for (const auto& [k, v] : doc.at(nested).items())
+          if ((std::string(nested) == "requires" && k != "gpu_model" && k != "arch") ||
+              (std::string(nested) == "measure" && k != "warmup" && k != "min_samples" && k != "max_samples" &&
+               k != "max_time_ms"))
+            return Status::invalid(std::string("unknown key '") + k + "' in '" + nested + "'; see coordinator/CAMPAIGNS.md");
     if (doc.contains("requires")) {
       base.requires_.gpu_model = doc["requires"].value("gpu_model", "");
       base.requires_.arch = doc["requires"].value("arch", "");
