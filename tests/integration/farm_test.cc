@@ -16,8 +16,9 @@ using nlohmann::json;
 
 void expect_one_pass_row_per_job(const StoreSnapshot& snap, const std::string& cid, size_t n_jobs) {
   std::set<std::string> jobs, rows;
-  for (const auto& j : snap.jobs)
+  for (const auto& j : snap.jobs) {
     if (j.spec.campaign_id == cid) jobs.insert(j.spec.job_id);
+  }
   std::map<std::string, int> row_count;
   for (const auto& r : snap.results) {
     if (!jobs.count(r.job_id)) continue;
@@ -27,8 +28,11 @@ void expect_one_pass_row_per_job(const StoreSnapshot& snap, const std::string& c
   EXPECT_EQ(jobs.size(), n_jobs);
   EXPECT_EQ(row_count.size(), n_jobs);
   for (const auto& [id, n] : row_count) EXPECT_EQ(n, 1) << id;
-  for (const auto& j : snap.jobs)
-    if (j.spec.campaign_id == cid) EXPECT_EQ(j.state, JobState::kDone) << j.spec.job_id;
+  for (const auto& j : snap.jobs) {
+    if (j.spec.campaign_id == cid) {
+      EXPECT_EQ(j.state, JobState::kDone) << j.spec.job_id;
+    }
+  }
 }
 
 TEST(FarmTest, FiveHundredJobsOnFourWorkersEndWithExactlyOneResultRowPerJob) {
