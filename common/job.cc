@@ -50,7 +50,7 @@ void from_json(const nlohmann::json& j, Requirements& v) {
 
 void to_json(nlohmann::json& j, const MeasureOptions& v) {
   j = {{"warmup", v.warmup}, {"min_samples", v.min_samples}, {"max_samples", v.max_samples},
-       {"max_time_ms", v.max_time_ms}};
+       {"max_time_ms", v.max_time_ms}, {"noise_target", v.noise_target}, {"cold", v.cold}};
 }
 void from_json(const nlohmann::json& j, MeasureOptions& v) {
   MeasureOptions d;
@@ -58,6 +58,8 @@ void from_json(const nlohmann::json& j, MeasureOptions& v) {
   v.min_samples = j.value("min_samples", d.min_samples);
   v.max_samples = j.value("max_samples", d.max_samples);
   v.max_time_ms = j.value("max_time_ms", d.max_time_ms);
+  v.noise_target = j.value("noise_target", d.noise_target);
+  v.cold = j.value("cold", d.cold);
 }
 
 void to_json(nlohmann::json& j, const JobSpec& v) {
@@ -115,7 +117,7 @@ void from_json(const nlohmann::json& j, Capabilities& v) {
 #define AK_M_FIELDS(X)                                                                          \
   X(latency_us) X(mean_us) X(p10_us) X(p90_us) X(cv) X(samples) X(baseline_us) X(speedup)      \
   X(throughput_tflops) X(bandwidth_gbps) X(pct_peak) X(peak_bandwidth_gbps) X(max_abs_error)   \
-  X(peak_vram_mb) X(compile_ms)
+  X(peak_vram_mb) X(compile_ms) X(cold_l2) X(rel_se)
 
 void to_json(nlohmann::json& j, const Measurement& v) {
   j = nlohmann::json::object();

@@ -54,6 +54,12 @@ struct MeasureOptions {
   int min_samples = 10;
   int max_samples = 200;
   int64_t max_time_ms = 1000;  // stop sampling after this much measurement time
+  // Stop early once the relative standard error of the median of both candidate and baseline
+  // is at most this (1.2533 * stdev / sqrt(n) / median); 0 disables the rule.
+  double noise_target = 0.005;
+  // Flush the device's L2 (write a buffer of twice its size) before every timed sample, outside
+  // the timed region, so that inputs come from device memory. The CPU backend times hot.
+  bool cold = true;
 };
 
 struct JobSpec {
@@ -101,6 +107,8 @@ struct Measurement {
   double max_abs_error = 0;
   double peak_vram_mb = 0;
   double compile_ms = 0;       // kept apart from kernel time
+  bool cold_l2 = false;        // samples were taken with the L2 flushed before each
+  double rel_se = 0;           // relative standard error of the candidate median at the stop
 };
 
 struct ResultRecord {

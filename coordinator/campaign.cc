@@ -94,7 +94,7 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
         for (const auto& [k, v] : doc.at(nested).items())
           if ((std::string(nested) == "requires" && k != "gpu_model" && k != "arch") ||
               (std::string(nested) == "measure" && k != "warmup" && k != "min_samples" && k != "max_samples" &&
-               k != "max_time_ms"))
+               k != "max_time_ms" && k != "noise_target" && k != "cold"))
             return Status::invalid(std::string("unknown key '") + k + "' in '" + nested + "'; see coordinator/CAMPAIGNS.md");
     if (doc.contains("requires")) {
       base.requires_.gpu_model = doc["requires"].value("gpu_model", "");

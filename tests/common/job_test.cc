@@ -64,6 +64,8 @@ TEST(JobSpecJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.measure.min_samples, s.measure.min_samples);
   EXPECT_EQ(back.measure.max_samples, s.measure.max_samples);
   EXPECT_EQ(back.measure.max_time_ms, s.measure.max_time_ms);
+  EXPECT_EQ(back.measure.noise_target, s.measure.noise_target);
+  EXPECT_EQ(back.measure.cold, s.measure.cold);
   EXPECT_EQ(back.tag, s.tag);
   EXPECT_EQ(back.description, s.description);
 }
@@ -111,7 +113,7 @@ TEST(MeasurementJson, RoundTripKeepsEveryFieldExactly) {
   EXPECT_EQ(as_json(back), as_json(m));
   EXPECT_DOUBLE_EQ(back.max_abs_error, m.max_abs_error);
   EXPECT_EQ(back.samples, 117);
-  EXPECT_EQ(json(m).size(), 15u) << "a Measurement field was added; extend sample_measurement";
+  EXPECT_EQ(json(m).size(), 17u) << "a Measurement field was added; extend sample_measurement";
 }
 
 TEST(ResultRecordJson, RoundTripKeepsEveryField) {

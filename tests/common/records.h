@@ -21,7 +21,7 @@ inline JobSpec sample_spec(const std::string& job_id = "job-1") {
   s.dtype = DType::kBF16;
   s.requires_ = {Backend::kCuda, "NVIDIA H200", "sm_90a"};
   s.timeout_ms = 12'345;
-  s.measure = {5, 20, 300, 2500};
+  s.measure = {5, 20, 300, 2500, 0.01, false};
   s.tag = "softmax-bf16";
   s.description = "row softmax, 4-wide loads";
   return s;
@@ -59,6 +59,8 @@ inline Measurement sample_measurement() {
   m.max_abs_error = 0.0009765625;
   m.peak_vram_mb = 64.5;
   m.compile_ms = 812.25;
+  m.cold_l2 = true;
+  m.rel_se = 0.0049;
   return m;
 }
 

@@ -75,6 +75,23 @@ double percentile(const std::vector<double>& sorted, double q) {
   return sorted[lo] * (1 - frac) + sorted[hi] * frac;
 }
 
+// Relative standard error of the median of `v`: 1.2533 * stdev / sqrt(n) / median (the normal
+// approximation). Infinite for fewer than two samples.
+double rel_se_of_median(std::vector<double> v) {
+  const size_t n = v.size();
+  if (n < 2) return std::numeric_limits<double>::infinity();
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= double(n);
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  var /= double(n - 1);
+  std::nth_element(v.begin(), v.begin() + long(n / 2), v.end());
+  const double median = v[n / 2];
+  if (median <= 0) return std::numeric_limits<double>::infinity();
+  return 1.2533 * std::sqrt(var) / std::sqrt(double(n)) / median;
+}
+
 Stats summarize(std::vector<double> v) {
   Stats s;
   if (v.empty()) return s;
@@ -135,6 +152,9 @@ class HarnessBase : public Harness {
   virtual Timer timer() = 0;
   virtual void synchronize(const std::string& stage) = 0;  // throws StageError (CRASH) on a device fault
   virtual void reset_peak_memory() {}
+  // Evicts the device's last-level cache, queued before the next timed region; returns false
+  // where the backend times hot (CPU).
+  virtual bool flush_cache() { return false; }
   virtual double peak_memory_mb() { return 0; }
   // Non-empty when the device can no longer be used (the reason).
   virtual std::string device_broken() { return ""; }
@@ -194,12 +214,20 @@ class HarnessBase : public Harness {
     const int min_samples = std::max(1, mo.min_samples);
     const int max_samples = std::max(min_samples, mo.max_samples);
     const auto t0 = Clock::now();
+    bool cold = mo.cold;
     // Candidate and baseline alternate so that drift (clocks, temperature) hits both alike.
     while (true) {
       const int n = int(cand_us.size());
       const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (n >= min_samples && (n >= max_samples || elapsed_ms >= double(mo.max_time_ms))) break;
+      if (n >= min_samples) {
+        if (n >= max_samples || elapsed_ms >= double(mo.max_time_ms)) break;
+        if (mo.noise_target > 0 && rel_se_of_median(cand_us) <= mo.noise_target &&
+            rel_se_of_median(base_us) <= mo.noise_target)
+          break;
+      }
+      if (cold) cold = flush_cache();
       cand_us.push_back(time_us(run_candidate));
+      if (cold) flush_cache();
       base_us.push_back(time_us(run_baseline));
     }
     synchronize(stage);
@@ -227,6 +255,8 @@ class HarnessBase : public Harness {
     m.max_abs_error = max_abs_error;
     m.peak_vram_mb = peak_memory_mb();
     m.compile_ms = request.compile_ms;
+    m.cold_l2 = cold;
+    m.rel_se = rel_se_of_median(cand_us);
     return reply;
   }
 
@@ -479,6 +509,14 @@ class CudaHarness final : public HarnessBase {
 
   void synchronize(const std::string& stage) override { check(drv_->cuCtxSynchronize(), "cuCtxSynchronize", stage); }
 
+  // A write of twice the L2 size on the default stream, ahead of the next timed region (the
+  // events bracket only the call that follows).
+  bool flush_cache() override {
+    if (!flush_.defined()) return false;
+    flush_.fill_(static_cast<int64_t>(++flushes_ & 0x7f));
+    return true;
+  }
+
   void reset_peak_memory() override {
     c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(c10::DeviceIndex(device_));
@@ -530,6 +568,11 @@ class CudaHarness final : public HarnessBase {
     c10::cuda::set_device(c10::DeviceIndex(device_));
     // The first allocation creates the primary context, which the driver API calls then share.
     at::Tensor probe = at::empty({1}, at::TensorOptions().device(device()));
+    int l2_bytes = 0;
+    drv_->cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev);
+    // Twice the L2, at least 64 MiB, so that no input line survives a flush.
+    const int64_t flush_bytes = std::max<int64_t>(int64_t(2) * l2_bytes, int64_t(64) << 20);
+    flush_ = at::empty({flush_bytes}, at::TensorOptions().device(device()).dtype(at::kByte));
     CUcontext ctx = nullptr;
     drv_->cuCtxGetCurrent(&ctx);
     if (!ctx) fail("sandbox", "no CUDA context is current after libtorch initialised device " + std::to_string(device_));
@@ -563,6 +606,8 @@ class CudaHarness final : public HarnessBase {
   std::string error_;
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;
+  at::Tensor flush_;       // L2 flush buffer (issue "Trustworthy measurement": cold timing)
+  uint64_t flushes_ = 0;
 };
 
 }  // namespace
