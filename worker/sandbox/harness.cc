@@ -525,7 +525,9 @@ class CudaHarness final : public HarnessBase {
   double peak_memory_mb() override {
     auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::DeviceIndex(device_));
     const auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    return double(stats.allocated_bytes[agg].peak) / (1024.0 * 1024.0);
+    // The L2 flush buffer is the harness's, not the job's.
+    const double flush_bytes = flush_.defined() ? double(flush_.nbytes()) : 0.0;
+    return std::max(0.0, double(stats.allocated_bytes[agg].peak) - flush_bytes) / (1024.0 * 1024.0);
   }
 
   std::string device_broken() override {
