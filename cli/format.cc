@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "common/result_fields.h"
 
@@ -122,8 +121,10 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
   const auto start = std::chrono::steady_clock::now();
   int64_t last_printed = -1;
   int failures = 0;
+  int64_t version = -1;
   while (!stop.load()) {
-    auto st = client.status();
+    // A long poll: answered when something changed, or after 500 ms to redraw the rate and ETA.
+    auto st = version < 0 ? client.status() : client.status_after(version, std::chrono::milliseconds(500));
     if (!st.ok()) {
       if (++failures > 10) {
         std::cerr << "\nlost the coordinator: " << st.status().message() << "\n";
@@ -132,6 +133,7 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
       continue;  // the client already waited out its timeout
     }
     failures = 0;
+    version = st->value("version", int64_t{-1});
     for (const auto& c : (*st)["campaigns"]) {
       if (c["campaign_id"] != campaign_id) continue;
       const int64_t total = c["total"], fin = c["finished"], pass = c["pass"], failed = c["failed"];
@@ -148,8 +150,8 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
                     fmt_duration(eta).c_str());
       if (tty) {
         std::cout << "\r" << line << "\x1b[K" << std::flush;
-      } else if (fin != last_printed && (fin == total || el >= 0)) {
-        // Without a terminal, print a line when progress moved (at most every call).
+      } else if (fin != last_printed) {
+        // Without a terminal, a line each time progress moved.
         std::cout << line << "\n" << std::flush;
       }
       last_printed = fin;
@@ -158,8 +160,6 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
         return true;
       }
     }
-    // Redraw at 2 Hz; this is a display refresh, not synchronisation.
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   return false;
 }

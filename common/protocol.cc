@@ -38,7 +38,10 @@ struct Encoder {
   json operator()(const Ack& m) const { return {{"job_id", m.job_id}, {"attempt", m.attempt}}; }
   json operator()(const Error& m) const { return {{"code", error_code_name(m.code)}, {"message", m.message}}; }
   json operator()(const Submit& m) const { return {{"campaign", m.campaign}}; }
-  json operator()(const StatusQuery&) const { return json::object(); }
+  json operator()(const StatusQuery& m) const {
+    if (m.after_version < 0) return json::object();
+    return {{"after_version", m.after_version}, {"wait_ms", m.wait_ms}};
+  }
   json operator()(const ResultsQuery& m) const { return {{"campaign_id", m.campaign_id}, {"status", m.status}}; }
   json operator()(const Reply& m) const { return m.body; }
 };
@@ -83,7 +86,7 @@ Message decode_body(const std::string& type, const json& b, bool* known) {
   if (type == "ACK") return Ack{b.at("job_id").get<std::string>(), b.at("attempt").get<int>()};
   if (type == "ERROR") return Error{parse_error_code(b.at("code").get<std::string>()), b.value("message", "")};
   if (type == "SUBMIT") return Submit{b.at("campaign")};
-  if (type == "STATUS") return StatusQuery{};
+  if (type == "STATUS") return StatusQuery{b.value("after_version", int64_t{-1}), b.value("wait_ms", int64_t{0})};
   if (type == "RESULTS") return ResultsQuery{b.value("campaign_id", ""), b.value("status", "")};
   if (type == "REPLY") return Reply{b};
   *known = false;

@@ -84,7 +84,12 @@ struct Error {
 struct Submit {
   nlohmann::json campaign;  // a campaign document (coordinator/campaign.h)
 };
-struct StatusQuery {};
+// A long poll when after_version >= 0: the reply waits until the coordinator's state version
+// (the "version" field of every STATUS reply) exceeds after_version, or wait_ms has passed.
+struct StatusQuery {
+  int64_t after_version = -1;
+  int64_t wait_ms = 0;
+};
 struct ResultsQuery {
   std::string campaign_id;  // empty: all
   std::string status;       // empty: all; else a ResultStatus name

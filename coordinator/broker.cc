@@ -103,6 +103,7 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
       }
     }
     const int64_t now = clock_.now_ms();
+    answer_waiters(now);
     if (now >= next_tick) {
       execute(scheduler_.on_tick(now));
       next_tick = now + options_.tick_ms;
@@ -138,6 +139,7 @@ void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq
     return false;
   };
   auto& m = *d.message;
+  if (!std::holds_alternative<pr::Heartbeat>(m)) ++version_;
   if (auto* r = std::get_if<pr::Ready>(&m)) {
     if (!check_identity(r->worker_id)) return;
     spdlog::info("worker {} ready: {} {} slots={}", r->worker_id, r->caps.gpu_name, r->caps.arch, r->slots);
@@ -172,6 +174,7 @@ void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m
 }
 
 void Coordinator::execute(std::vector<Action> actions) {
+  if (!actions.empty()) ++version_;
   std::vector<JobRecord> batch;
   auto flush = [&]() {
     if (batch.empty()) return;
@@ -254,20 +257,43 @@ void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
       error = {pr::ErrorCode::kInternal, e.what()};
     }
   }
-  std::string reply;
+  if (d.ok() && error.message.empty()) {
+    if (auto* q = std::get_if<pr::StatusQuery>(&*d.message); q && q->after_version >= version_) {
+      waiters_.push_back({identity, q->after_version, clock_.now_ms() + std::clamp<int64_t>(q->wait_ms, 0, 60'000)});
+      return;
+    }
+  }
   if (error.code != pr::ErrorCode::kUnknown || !error.message.empty()) {
     metrics_.protocol_error(error.code);
-    reply = pr::encode(error);
+    reply_client(identity, pr::encode(error));
   } else {
-    reply = pr::encode(pr::Reply{body});
+    reply_client(identity, pr::encode(pr::Reply{body}));
   }
-  std::array<zmq::const_buffer, 3> parts = {zmq::buffer(identity), zmq::const_buffer(nullptr, 0), zmq::buffer(reply)};
+  refresh_gauges();
+}
+
+void Coordinator::reply_client(const std::string& identity, const std::string& frame) {
+  std::array<zmq::const_buffer, 3> parts = {zmq::buffer(identity), zmq::const_buffer(nullptr, 0), zmq::buffer(frame)};
   try {
     zmq::send_multipart(clients_, parts, zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     spdlog::warn("reply to client failed: {}", e.what());
   }
-  refresh_gauges();
+}
+
+void Coordinator::answer_waiters(int64_t now_ms) {
+  if (waiters_.empty()) return;
+  std::string frame;  // one status document serves every waiter answered now
+  std::vector<Waiter> still;
+  for (auto& w : waiters_) {
+    if (version_ <= w.after_version && now_ms < w.deadline_ms) {
+      still.push_back(std::move(w));
+      continue;
+    }
+    if (frame.empty()) frame = pr::encode(pr::Reply{status_body()});
+    reply_client(w.identity, frame);
+  }
+  waiters_ = std::move(still);
 }
 
 json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
@@ -354,6 +380,7 @@ json Coordinator::status_body() const {
           {"workers", workers},
           {"campaigns", campaigns},
           {"uptime_s", up_s},
+          {"version", version_},
           {"results_per_hour", results_since_start_ / up_s * 3600.0}};
 }
 

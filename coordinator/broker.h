@@ -54,6 +54,9 @@ class Coordinator {
   void send_worker(const std::string& worker_id, const protocol::Message& m);
   void protocol_error(const std::string& identity, protocol::ErrorCode code, const std::string& message);
   void refresh_gauges();
+  void reply_client(const std::string& identity, const std::string& frame);
+  // Answers the STATUS long polls whose version has passed or whose deadline has come.
+  void answer_waiters(int64_t now_ms);
 
   CoordinatorOptions options_;
   Store& store_;
@@ -71,6 +74,14 @@ class Coordinator {
   std::map<std::string, int64_t> first_dispatch_ms_;
   int64_t started_ms_ = 0;
   int64_t results_since_start_ = 0;
+  // Bumped on every event that changes what STATUS shows; STATUS long polls wait on it.
+  int64_t version_ = 0;
+  struct Waiter {
+    std::string identity;
+    int64_t after_version;
+    int64_t deadline_ms;
+  };
+  std::vector<Waiter> waiters_;
 };
 
 }  // namespace ak

@@ -13,12 +13,12 @@ void CoordinatorClient::reconnect() {
   sock_->connect(endpoint_);
 }
 
-Result<nlohmann::json> CoordinatorClient::request(const protocol::Message& m) {
+Result<nlohmann::json> CoordinatorClient::request(const protocol::Message& m, std::chrono::milliseconds extra_wait) {
   try {
     const std::string frame = protocol::encode(m);
     sock_->send(zmq::buffer(frame), zmq::send_flags::none);
     zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, timeout_);
+    zmq::poll(&item, 1, timeout_ + extra_wait);
     if (!(item.revents & ZMQ_POLLIN)) {
       reconnect();
       return Status::timed_out("no reply from the coordinator at " + endpoint_ + " within " +
@@ -42,6 +42,9 @@ Result<nlohmann::json> CoordinatorClient::submit(const nlohmann::json& campaign)
   return request(protocol::Submit{campaign});
 }
 Result<nlohmann::json> CoordinatorClient::status() { return request(protocol::StatusQuery{}); }
+Result<nlohmann::json> CoordinatorClient::status_after(int64_t after_version, std::chrono::milliseconds wait) {
+  return request(protocol::StatusQuery{after_version, wait.count()}, wait);
+}
 Result<nlohmann::json> CoordinatorClient::results(const std::string& campaign_id, const std::string& status) {
   return request(protocol::ResultsQuery{campaign_id, status});
 }

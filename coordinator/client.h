@@ -22,10 +22,12 @@ class CoordinatorClient {
   // Returns the campaign id and job count: {"campaign_id": ..., "jobs": N}.
   Result<nlohmann::json> submit(const nlohmann::json& campaign);
   Result<nlohmann::json> status();
+  // Waits (at most wait, on the coordinator) until the state version exceeds after_version.
+  Result<nlohmann::json> status_after(int64_t after_version, std::chrono::milliseconds wait);
   // {"rows": [...]} in the column order of common/result_fields.h.
   Result<nlohmann::json> results(const std::string& campaign_id = "", const std::string& status = "");
   // Sends any message and returns the reply body (tests use it for bad requests).
-  Result<nlohmann::json> request(const protocol::Message& m);
+  Result<nlohmann::json> request(const protocol::Message& m, std::chrono::milliseconds extra_wait = {});
 
  private:
   void reconnect();

@@ -97,6 +97,14 @@ TEST(ProtocolRoundTrip, SubmitKeepsTheCampaignDocument) {
   EXPECT_EQ(round_trip(Submit{campaign}).campaign, campaign);
 }
 
+TEST(ProtocolRoundTrip, StatusLongPollKeepsItsVersionAndWait) {
+  auto d = decode(encode(StatusQuery{41, 2000}));
+  ASSERT_TRUE(d.ok());
+  const auto& q = std::get<StatusQuery>(*d.message);
+  EXPECT_EQ(q.after_version, 41);
+  EXPECT_EQ(q.wait_ms, 2000);
+}
+
 TEST(ProtocolRoundTrip, StatusQueryHasAnEmptyBody) {
   round_trip(StatusQuery{});
   EXPECT_EQ(json::parse(encode(StatusQuery{}))["body"], json::object());

@@ -18,7 +18,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -109,19 +108,19 @@ class Farm {
 
   CoordinatorClient& client() { return *client_; }
 
-  // Polls STATUS until pred(status) holds or the deadline passes (each poll is a round trip to
-  // the coordinator; the pause between polls only bounds the load).
+  // Waits until pred(status) holds or the deadline passes. Each STATUS after the first is a long
+  // poll that the coordinator answers when its state version moves, so nothing sleeps here.
   nlohmann::json wait_status(const std::function<bool(const nlohmann::json&)>& pred,
                              std::chrono::seconds timeout, const std::string& what) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     nlohmann::json last;
+    int64_t version = -1;
     while (std::chrono::steady_clock::now() < deadline) {
-      auto st = client_->status();
-      if (st.ok()) {
-        last = *st;
-        if (pred(last)) return last;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto st = version < 0 ? client_->status() : client_->status_after(version, std::chrono::seconds(2));
+      if (!st.ok()) continue;  // the client already waited out its timeout (coordinator restarting)
+      last = *st;
+      version = last.value("version", int64_t{-1});
+      if (pred(last)) return last;
     }
     ADD_FAILURE() << "timed out waiting for " << what << "; last status: " << last.dump();
     return last;
