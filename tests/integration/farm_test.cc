@@ -1,6 +1,10 @@
 // The delivery guarantees of ARCHITECTURE.md, proven with real processes: a real redis-server,
 // a real coordinator and real CPU workers on loopback, killed with SIGKILL where the guarantee is
 // about crashes.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <set>
 
@@ -82,46 +86,66 @@ TEST(FarmTest, FiveHundredJobsOnFourWorkersEndWithExactlyOneResultRowPerJob) {
   EXPECT_EQ(system(("promtool check metrics < " + path).c_str()), 0) << after;
 }
 
-// A candidate that blocks 2 s in its first call, so a job is reliably in flight when its worker
-// is killed.
-json slow_campaign(int n, const std::string& name) {
+// A candidate whose first call in the whole campaign (whoever claims `token`) tells the test
+// through the `started` FIFO that it is running and then blocks until the test opens `release`;
+// every other call runs straight through. So the test knows a job is in flight without guessing
+// how long anything takes.
+json handshake_campaign(int n, const std::string& name, const std::string& dir) {
   std::string src = read_text(std::string(AK_SOURCE_DIR) + "/kernels/softmax/softmax_cpu.cc");
   const std::string entry = "extern \"C\" int ak_softmax_cpu(";
   auto pos = src.rfind(entry);  // the last one: the header comment names it too
   if (pos == std::string::npos) throw std::runtime_error("starter entry not found");
   src.replace(pos, entry.size(), "static int starter_softmax(");
   src += R"(
+#include <cstdio>
+#include <fcntl.h>
 #include <unistd.h>
 extern "C" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int dtype) {
-  static bool slept = false;
-  if (!slept) { slept = true; usleep(2000 * 1000); }
+  if (std::rename("DIR/token", "DIR/token.claimed") == 0) {
+    int s = open("DIR/started", O_WRONLY);
+    if (s >= 0) { char c = 1; (void)!write(s, &c, 1); close(s); }
+    int r = open("DIR/release", O_RDONLY);
+    if (r >= 0) { char c; while (read(r, &c, 1) > 0) {} close(r); }
+  }
   return starter_softmax(in, out, rows, cols, dtype);
 }
 )";
+  for (size_t p = src.find("DIR/"); p != std::string::npos; p = src.find("DIR/", p + dir.size()))
+    src.replace(p, 3, dir);
   return {{"name", name},     {"kernel_type", "softmax"}, {"backend", "cpu"},  {"shapes", {{8, 64}}},
           {"dtypes", {"fp32"}}, {"configs", "default"},    {"repeat", n},      {"source", src},
           {"measure", {{"warmup", 1}, {"min_samples", 3}, {"max_samples", 3}, {"max_time_ms", 5}}}};
 }
 
 TEST(FarmTest, JobOfAWorkerKilledMidJobIsRerunElsewhereAndStillHasOneRow) {
-  Farm farm;
+  // The worker timeout is shorter than the lease, so the kill is noticed as a silent worker.
+  Farm::Options o;
+  o.lease_ms = 4000;
+  o.worker_timeout_ms = 1500;
+  Farm farm(o);
+  const std::string dir = farm.dir();
+  ASSERT_EQ(mkfifo((dir + "/started").c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((dir + "/release").c_str(), 0600), 0);
+  { std::ofstream(dir + "/token") << "1"; }
+  // Read-write, so the FIFO always has a writer (us) and poll() reports only real data.
+  const int started = open((dir + "/started").c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(started, 0);
+
   farm.start_coordinator();
-  for (int i = 0; i < 4; ++i) farm.start_worker("k" + std::to_string(i), /*slots=*/1);
-  farm.wait_workers(4);
-  const std::string cid = farm.submit(slow_campaign(8, "kill-a-worker"));
-  // Wait until k0 holds a job, then kill it.
-  json st = farm.wait_status(
-      [](const json& s) {
-        for (const auto& w : s["workers"])
-          if (w["worker_id"] == "k0" && !w["leased"].empty()) return true;
-        return false;
-      },
-      std::chrono::seconds(60), "k0 to hold a job");
+  farm.start_worker("k0", /*slots=*/1);
+  farm.wait_workers(1);
+  const std::string cid = farm.submit(handshake_campaign(8, "kill-a-worker", dir));
+  pollfd p{started, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 120'000), 1) << "the candidate never started";
+  close(started);
+  // k0 holds one slot, and its candidate is running: that job is in flight.
+  json st = farm.client().status().value();
   std::string victim_job;
   for (const auto& w : st["workers"])
-    if (w["worker_id"] == "k0") victim_job = w["leased"][0];
-  ASSERT_FALSE(victim_job.empty());
+    if (w["worker_id"] == "k0" && w["leased"].size() == 1) victim_job = w["leased"][0];
+  ASSERT_FALSE(victim_job.empty()) << st.dump();
   farm.kill_worker("k0");
+  for (int i = 1; i < 4; ++i) farm.start_worker("k" + std::to_string(i), /*slots=*/1);
 
   farm.wait_campaign(cid, std::chrono::seconds(120));
   auto snap = farm.snapshot();
@@ -137,6 +161,9 @@ TEST(FarmTest, JobOfAWorkerKilledMidJobIsRerunElsewhereAndStillHasOneRow) {
   const std::string m = farm.scrape();
   EXPECT_GE(metric_value(m, "autokernel_jobs_requeued_total"), 1);
   EXPECT_GE(metric_value(m, "autokernel_heartbeats_missed_total"), 1);
+  // Unblock the claimed candidate should its sandbox still be alive (it should not be).
+  const int release = open((dir + "/release").c_str(), O_WRONLY | O_NONBLOCK);
+  if (release >= 0) close(release);
 }
 
 TEST(FarmTest, CoordinatorKilledAndRestartedMidCampaignLosesNoAcknowledgedResult) {

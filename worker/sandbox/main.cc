@@ -1,5 +1,7 @@
 // autokernel-sandbox --backend cpu|cuda --device N
 // Speaks worker/sandbox_protocol.h on stdin/stdout; logs to stderr.
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,6 +42,10 @@ void send(FILE* out, const nlohmann::json& j) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A sandbox never outlives its worker: a worker killed mid-job takes its candidate with it.
+  const pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) return 1;
   std::string backend_arg;
   int device = 0;
   for (int i = 1; i < argc; ++i) {
