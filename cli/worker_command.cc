@@ -60,6 +60,7 @@ int worker(const WorkerArgs& a) {
     o.slots = a.slots;
     o.sandbox_path = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
     o.cache_dir = a.cache_dir;
+    o.state_dir = a.state_dir;  // the outbox file, one per worker id
     o.heartbeat_ms = a.heartbeat_ms;
     if (!a.id.empty()) o.worker_id = devices.size() == 1 ? a.id : a.id + "-gpu" + std::to_string(d);
     auto agent = make_worker_agent(o, clock);
@@ -68,10 +69,6 @@ int worker(const WorkerArgs& a) {
       return 1;
     }
     agents.push_back(std::move(*agent));
-  }
-  // The outbox file is per worker id, so several agents share the state dir safely.
-  for (auto& ag : agents) {
-    (void)ag;
   }
   std::vector<std::thread> threads;
   std::vector<Status> statuses(agents.size());
