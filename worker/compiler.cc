@@ -210,6 +210,17 @@ class RealCompiler final : public Compiler {
     return host_identity_;
   }
 
+  // Moves a finished artefact into the cache under its final name (atomic: readers see the whole
+  // file or none); the temporary is removed if that fails.
+  static Status install(const fs::path& tmp, const fs::path& final_path) {
+    std::error_code ec;
+    fs::rename(tmp, final_path, ec);
+    if (!ec) return {};
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return Status::internal("cannot move the compiled artefact into " + final_path.string() + ": " + ec.message());
+  }
+
   // The artefact record for `key`, a cache hit when its file exists already.
   static CompiledArtifact lookup(const Key& key, const std::string& entry, const fs::path& final_path) {
     CompiledArtifact art;
@@ -251,11 +262,7 @@ class RealCompiler final : public Compiler {
                              job.kernel_type + " config " + config_string(job.config) + ":\n" +
                              truncate_log(run->output));
     }
-    fs::rename(out_path, final_path, ec);
-    if (ec) {
-      fs::remove(out_path, ec);
-      return Status::internal("cannot move the compiled artefact into " + final_path.string() + ": " + ec.message());
-    }
+    if (Status s = install(out_path, final_path); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return art;
   }
@@ -298,11 +305,7 @@ class RealCompiler final : public Compiler {
       fs::remove(tmp, ec);
       return s;
     }
-    fs::rename(tmp, final_path, ec);
-    if (ec) {
-      fs::remove(tmp, ec);
-      return Status::internal("cannot move the compiled artefact into " + final_path.string() + ": " + ec.message());
-    }
+    if (Status s = install(tmp, final_path); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return art;
   }
