@@ -98,7 +98,7 @@ void to_json(nlohmann::json& j, const Capabilities& v) {
        {"pci_device_id", v.pci_device_id},
        {"compute_capability", v.compute_capability},
        {"arch", v.arch},           {"sm_count", v.sm_count}, {"memory_bytes", v.memory_bytes},
-       {"device_index", v.device_index}, {"backends", b}};
+       {"device_index", v.device_index}, {"backends", b}, {"ceilings", v.ceilings}};
 }
 void from_json(const nlohmann::json& j, Capabilities& v) {
   v.hostname = j.value("hostname", "");
@@ -112,12 +112,34 @@ void from_json(const nlohmann::json& j, Capabilities& v) {
   v.device_index = j.value("device_index", -1);
   v.backends.clear();
   for (const auto& b : j.at("backends")) v.backends.push_back(enum_from_json<Backend>(b, kBackendNames, "backend"));
+  v.ceilings = j.value("ceilings", Ceilings{});
+}
+
+void to_json(nlohmann::json& j, const Ceilings& v) {
+  j = {{"copy_bandwidth_gbps", v.copy_bandwidth_gbps},
+       {"gemm_tflops", v.gemm_tflops},
+       {"datasheet_name", v.datasheet_name},
+       {"datasheet_match", v.datasheet_match},
+       {"datasheet_bandwidth_gbps", v.datasheet_bandwidth_gbps},
+       {"datasheet_tflops", v.datasheet_tflops}};
+}
+void from_json(const nlohmann::json& j, Ceilings& v) {
+  v.copy_bandwidth_gbps = j.value("copy_bandwidth_gbps", 0.0);
+  v.gemm_tflops = j.value("gemm_tflops", std::map<std::string, double>{});
+  v.datasheet_name = j.value("datasheet_name", "");
+  v.datasheet_match = j.value("datasheet_match", "");
+  v.datasheet_bandwidth_gbps = j.value("datasheet_bandwidth_gbps", 0.0);
+  v.datasheet_tflops = j.value("datasheet_tflops", std::map<std::string, double>{});
 }
 
 #define AK_M_FIELDS(X)                                                                          \
   X(latency_us) X(mean_us) X(p10_us) X(p90_us) X(cv) X(samples) X(baseline_us) X(speedup)      \
   X(throughput_tflops) X(bandwidth_gbps) X(pct_peak) X(peak_bandwidth_gbps) X(max_abs_error)   \
-  X(peak_vram_mb) X(compile_ms) X(cold_l2) X(rel_se)
+  X(peak_vram_mb) X(compile_ms) X(cold_l2) X(rel_se) X(flops) X(bytes) X(peak_tflops)            \
+  X(datasheet_bandwidth_gbps) X(datasheet_tflops) X(pct_peak_datasheet) X(bound) X(verification) \
+  X(input_sets) X(audit_us) X(blocking_kernel) X(stop_reason) X(baseline_p10_us)                \
+  X(baseline_p90_us) X(sm_clock_mhz) X(mem_clock_mhz) X(power_w) X(temperature_c)              \
+  X(clock_reasons) X(throttled)
 
 void to_json(nlohmann::json& j, const Measurement& v) {
   j = nlohmann::json::object();

@@ -77,6 +77,18 @@ struct JobSpec {
   std::string description;
 };
 
+// A worker's performance ceilings: measured by its sandbox at start (calibration) and looked up in
+// the datasheet table (worker/datasheet.h) by PCI device id, then name. Maps are keyed by dtype
+// name: "fp16", "bf16", "tf32", "fp32" (fp32 without TF32). Zero or absent means unknown.
+struct Ceilings {
+  double copy_bandwidth_gbps = 0;             // device-to-device copy, bytes read + written [GB/s]
+  std::map<std::string, double> gemm_tflops;  // cuBLAS GEMM through at::matmul [TFLOP/s]
+  std::string datasheet_name;                 // "" when no entry matched
+  std::string datasheet_match;                // how it matched, or why nothing did
+  double datasheet_bandwidth_gbps = 0;
+  std::map<std::string, double> datasheet_tflops;  // dense tensor-core (fp32: CUDA cores)
+};
+
 // What a worker announces in READY.
 struct Capabilities {
   std::string hostname;
@@ -89,6 +101,7 @@ struct Capabilities {
   int64_t memory_bytes = 0;
   int device_index = -1;       // CUDA ordinal, -1 for CPU
   std::vector<Backend> backends;
+  Ceilings ceilings;           // from the sandbox's calibration at start
 };
 
 struct Measurement {
@@ -109,6 +122,35 @@ struct Measurement {
   double compile_ms = 0;       // kept apart from kernel time
   bool cold_l2 = false;        // samples were taken with the L2 flushed before each
   double rel_se = 0;           // relative standard error of the candidate median at the stop
+  // Roofline (worker/measure.h): the op's minimum work, the ceilings it was held against and
+  // which one binds. pct_peak is against the measured ceiling of the binding resource,
+  // pct_peak_datasheet against the datasheet's (0 without a datasheet entry).
+  double flops = 0;
+  double bytes = 0;
+  double peak_tflops = 0;              // measured GEMM ceiling for the job's dtype [TFLOP/s]
+  double datasheet_bandwidth_gbps = 0;
+  double datasheet_tflops = 0;
+  double pct_peak_datasheet = 0;
+  std::string bound;                   // "memory", "compute" or "unknown"
+  // Verification: every stage with its verdict, checks and worst error, e.g.
+  // "smoke PASS 1 3e-08; sweep PASS 4 6e-08; hostile PASS 8 2e-08; determinism PASS 3; edge PASS 7 1e-08".
+  std::string verification;
+  // Timing protocol: input sets rotated over, the audit call's time, whether a blocking kernel
+  // held the launches, and why sampling stopped (noise_target, max_samples, time_limit).
+  int input_sets = 0;
+  double audit_us = 0;
+  bool blocking_kernel = false;
+  std::string stop_reason;
+  double baseline_p10_us = 0;
+  double baseline_p90_us = 0;
+  // Telemetry through NVML (worker/nvml.h), read right after sampling; clock_reasons are the
+  // clock-event reasons seen before or after it; throttled when one of them slowed the GPU down.
+  int sm_clock_mhz = 0;
+  int mem_clock_mhz = 0;
+  double power_w = 0;
+  int temperature_c = 0;
+  std::string clock_reasons;
+  bool throttled = false;
 };
 
 struct ResultRecord {
@@ -151,6 +193,8 @@ void to_json(nlohmann::json& j, const MeasureOptions& v);
 void from_json(const nlohmann::json& j, MeasureOptions& v);
 void to_json(nlohmann::json& j, const JobSpec& v);
 void from_json(const nlohmann::json& j, JobSpec& v);
+void to_json(nlohmann::json& j, const Ceilings& v);
+void from_json(const nlohmann::json& j, Ceilings& v);
 void to_json(nlohmann::json& j, const Capabilities& v);
 void from_json(const nlohmann::json& j, Capabilities& v);
 void to_json(nlohmann::json& j, const Measurement& v);

@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,6 +37,13 @@ class KernelParams {
   std::vector<void*> ptrs_;
 };
 
+// One set of hostile inputs for stage verify.hostile: values near the dtype's maximum, near zero,
+// mixed scales, all zeros, all equal, and +-inf / NaN where the op defines a result for them.
+struct HostileCase {
+  std::string name;                // "near_max", "all_zeros", ...
+  std::vector<at::Tensor> inputs;  // the job's shape and dtype, on the sandbox's device
+};
+
 struct TorchHarness {
   // Realistic, seeded inputs of the job's shape and dtype on `device` (never all zeros).
   std::vector<at::Tensor> (*make_inputs)(const std::vector<int64_t>& shape, DType dtype,
@@ -52,6 +60,10 @@ struct TorchHarness {
   int (*call_cpu)(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype);
   // cuda backend: the kernel's parameters, in order.
   void (*cuda_params)(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params);
+  // The hostile input sets of stage verify.hostile, all of the given shape and dtype. The
+  // reference defines the expected output for each (NaN where PyTorch gives NaN).
+  std::vector<HostileCase> (*hostile_inputs)(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                             uint64_t seed);
 };
 
 // nullptr if the kernel type has no libtorch harness.

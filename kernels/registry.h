@@ -28,7 +28,9 @@ struct BackendSource {
   std::string source;   // full source text of the starter candidate (embedded at build time)
   std::string entry;    // cpu: extern "C" symbol; cuda: __global__ kernel name
   std::vector<Tunable> space;
-  std::vector<std::vector<int64_t>> default_shapes;  // shapes of the default campaign
+  // Shapes of the default campaign. The sandbox's shape sweep (stage verify.sweep) verifies
+  // every candidate at each of them, whatever the job's own shape.
+  std::vector<std::vector<int64_t>> default_shapes;
 };
 
 struct Tolerance {
@@ -62,6 +64,9 @@ struct KernelSpec {
   // a tunable it lacks takes the space's default.
   LaunchGeometry (*cuda_geometry)(const std::map<std::string, int64_t>& config,
                                   const std::vector<int64_t>& shape, DType dtype) = nullptr;
+  // Sizes that are multiples of no tile (1, 127, 1023, 4097, ...): stage verify.edge runs the
+  // candidate at each of them. Small enough for the CPU backend.
+  std::vector<std::vector<int64_t>> edge_shapes;
 };
 
 // nullptr if unknown.

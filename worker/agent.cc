@@ -420,6 +420,9 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   sopt.start_timeout = std::chrono::milliseconds(options.sandbox_start_timeout_ms);
   auto supervisor = std::make_unique<SandboxSupervisor>(sopt);
   if (Status st = supervisor->start(); !st.ok()) return st;
+  // The sandbox's calibration (and datasheet match) is what the worker announces as its ceilings.
+  caps.ceilings = supervisor->hello().ceilings;
+  if (caps.ceilings.copy_bandwidth_gbps <= 0) caps.ceilings.copy_bandwidth_gbps = supervisor->hello().copy_bandwidth_gbps;
 
   return std::make_unique<WorkerAgent>(std::move(options), std::move(caps), clock, std::move(compiler),
                                        std::move(supervisor));

@@ -63,6 +63,10 @@ Result<std::shared_ptr<const CudaDriver>> CudaDriver::load() {
   sym(d->cuEventSynchronize, "cuEventSynchronize");
   sym(d->cuEventElapsedTime, "cuEventElapsedTime_v2");
   sym(d->cuStreamSynchronize, "cuStreamSynchronize");
+  sym(d->cuMemHostAlloc, "cuMemHostAlloc");
+  sym(d->cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
+  sym(d->cuMemFreeHost, "cuMemFreeHost");
+  sym(d->cuMemGetInfo, "cuMemGetInfo_v2");
   sym(d->cuGetErrorName, "cuGetErrorName");
   sym(d->cuGetErrorString, "cuGetErrorString");
   if (missing) {

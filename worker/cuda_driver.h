@@ -40,6 +40,10 @@ struct CudaDriver {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned int);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int);
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
 

@@ -19,7 +19,8 @@ std::string read_pci_hex(const std::string& path) {
   return s;
 }
 
-// vendor:device from sysfs; the driver API exposes only the bus id.
+}  // namespace
+
 std::string pci_device_id(const std::string& bus_id) {
   std::string lower = bus_id;
   std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -33,8 +34,6 @@ std::string pci_device_id(const std::string& bus_id) {
   if (vendor.empty() || device.empty()) return {};
   return vendor + ":" + device;
 }
-
-}  // namespace
 
 std::string arch_for_compute_capability(int major, int minor) {
   std::string base = "sm_" + std::to_string(major) + std::to_string(minor);

@@ -30,6 +30,10 @@ Capabilities cpu_capabilities();
 // feature sets: wgmma, tcgen05), otherwise "sm_<major><minor>" (8.6 -> "sm_86").
 std::string arch_for_compute_capability(int major, int minor);
 
+// "10de:2335" (vendor:device, lower-case hex) for a PCI bus id as cuDeviceGetPCIBusId writes it
+// ("0000:19:00.0"), read from sysfs; "" when sysfs does not have it.
+std::string pci_device_id(const std::string& bus_id);
+
 // gethostname(), or "localhost" if that fails.
 std::string local_hostname();
 

@@ -25,6 +25,7 @@ struct SandboxHello {
   bool ready = false;
   std::string device;               // "NVIDIA H200" or "cpu"
   double copy_bandwidth_gbps = 0;   // measured at start: bytes read + written per second [GB/s]
+  Ceilings ceilings;                // calibration at start and the datasheet entry (cuda)
   std::string torch_version;
   std::string error;                // set when !ready (e.g. CUDA backend asked for but no GPU)
 };
@@ -38,19 +39,20 @@ struct SandboxRequest {
 
 struct SandboxReply {
   ResultStatus status = ResultStatus::kFail;
-  std::string stage;   // "load", "verify", "measure"
+  std::string stage;   // "load", "verify.<stage>", "measure", "audit"
   std::string reason;
   Measurement m;
 };
 
 inline void to_json(nlohmann::json& j, const SandboxHello& v) {
   j = {{"ready", v.ready}, {"device", v.device}, {"copy_bandwidth_gbps", v.copy_bandwidth_gbps},
-       {"torch_version", v.torch_version}, {"error", v.error}};
+       {"ceilings", v.ceilings}, {"torch_version", v.torch_version}, {"error", v.error}};
 }
 inline void from_json(const nlohmann::json& j, SandboxHello& v) {
   v.ready = j.at("ready").get<bool>();
   v.device = j.value("device", "");
   v.copy_bandwidth_gbps = j.value("copy_bandwidth_gbps", 0.0);
+  v.ceilings = j.value("ceilings", Ceilings{});
   v.torch_version = j.value("torch_version", "");
   v.error = j.value("error", "");
 }

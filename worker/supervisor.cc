@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -87,6 +89,19 @@ bool wait_exit(pid_t pid, std::chrono::milliseconds grace, int* status) {
   }
 }
 
+// The variables a sandbox inherits; everything else of the worker's environment is dropped.
+bool inherited(const std::string& entry) {
+  static const char* const exact[] = {"PATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL"};
+  static const char* const prefixes[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+                                         "CUDA_MODULE_LOADING"};
+  const std::string name = entry.substr(0, entry.find('='));
+  for (const char* e : exact)
+    if (name == e) return true;
+  for (const char* p : prefixes)
+    if (name == p) return true;
+  return false;
+}
+
 }  // namespace
 
 SandboxSupervisor::SandboxSupervisor(SandboxOptions options) : options_(std::move(options)) {}
@@ -114,13 +129,23 @@ std::string SandboxSupervisor::reap(bool kill_first, int* wait_status) {
   }
   pid_ = -1;
   close_fds();
+  remove_tmp_dir();
   if (wait_status) *wait_status = status;
   return describe_wait_status(status);
+}
+
+void SandboxSupervisor::remove_tmp_dir() {
+  if (tmp_dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(tmp_dir_, ec);
+  if (ec) spdlog::warn("cannot remove the sandbox's temporary directory {}: {}", tmp_dir_, ec.message());
+  tmp_dir_.clear();
 }
 
 void SandboxSupervisor::stop() {
   if (pid_ <= 0) {
     close_fds();
+    remove_tmp_dir();
     return;
   }
   // EOF on stdin asks the sandbox to exit 0.
@@ -143,12 +168,34 @@ Status SandboxSupervisor::start() {
     return Status::unavailable("pipe2 failed: " + errno_text(err));
   }
 
+  std::string tmpl = options_.tmp_root + "/ak-sandbox-XXXXXX";
+  if (!mkdtemp(tmpl.data())) {
+    int err = errno;
+    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    return Status::unavailable("cannot create the sandbox's temporary directory under " + options_.tmp_root + ": " +
+                               errno_text(err));
+  }
+  tmp_dir_ = tmpl;
+
+  int64_t as_mb = options_.address_space_mb;
+  if (as_mb < 0) as_mb = options_.backend == Backend::kCpu ? 16 * 1024 : 0;
   std::vector<std::string> args = {options_.executable, "--backend", backend_name(options_.backend),
-                                   "--device", std::to_string(options_.device_index)};
+                                   "--device", std::to_string(options_.device_index),
+                                   "--limit-as-mb", std::to_string(as_mb),
+                                   "--limit-nofile", std::to_string(options_.open_files)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e)
+    if (inherited(*e)) env.emplace_back(*e);
+  for (const char* name : {"TMPDIR", "HOME", "CUDA_CACHE_PATH"}) env.push_back(std::string(name) + "=" + tmp_dir_);
+  env.insert(env.end(), options_.extra_env.begin(), options_.extra_env.end());
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -170,7 +217,7 @@ Status SandboxSupervisor::start() {
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, &attr, argv.data(), environ);
+  int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   close(in[0]);
@@ -178,6 +225,7 @@ Status SandboxSupervisor::start() {
   if (rc != 0) {
     close(in[1]);
     close(out[0]);
+    remove_tmp_dir();
     return Status::unavailable("cannot start sandbox '" + options_.executable + "': " + errno_text(rc) +
                                "; check the sandbox path (--sandbox)");
   }
@@ -303,6 +351,7 @@ bool SandboxSupervisor::exited_while_idle() {
   spdlog::warn("sandbox pid {} {} between jobs; starting a fresh one", pid_, describe_wait_status(status));
   pid_ = -1;
   close_fds();
+  remove_tmp_dir();
   return true;
 }
 

@@ -41,11 +41,22 @@ struct SandboxOptions {
   std::chrono::milliseconds exit_grace{2'000};
   // Longest reply line accepted; longer is a protocol violation [bytes].
   size_t max_line_bytes = 16u << 20;
+  // Limits the sandbox applies to itself before it loads any candidate (--limit-as-mb,
+  // --limit-nofile; no core dumps). Address space: 0 = none, the default for cuda, whose
+  // driver reserves virtual address space the size of host plus device memory; -1 = the
+  // backend's default (cpu: 16 GiB).
+  int64_t address_space_mb = -1;
+  int open_files = 256;
+  // Each sandbox gets a private temporary directory (mkdtemp under tmp_root), removed with the
+  // sandbox; TMPDIR and HOME point at it. The environment is scrubbed: only PATH,
+  // LD_LIBRARY_PATH, the CUDA_* / NVIDIA_* device selection variables and extra_env pass.
+  std::string tmp_root = "/tmp";
+  std::vector<std::string> extra_env;  // "NAME=value", added after the scrub
 };
 
 // Owns at most one sandbox child: `executable --backend cpu|cuda --device N [extra_args]`, started
 // with posix_spawn in its own process group, stdin and stdout on pipes, stderr inherited or sent to
-// stderr_path. The child is started lazily by run() (or eagerly by start()) and waited for with the
+// stderr_path, a scrubbed environment and a private temporary directory (see SandboxOptions). The child is started lazily by run() (or eagerly by start()) and waited for with the
 // SandboxHello handshake, bounded by start_timeout.
 //
 // run(): writes one request line and waits with poll() for one reply line until the deadline.
@@ -79,6 +90,7 @@ class SandboxSupervisor final : public SandboxRunner {
   void stop();
 
   bool running() const { return pid_ > 0; }
+  const std::string& tmp_dir() const { return tmp_dir_; }  // of the running sandbox; "" when none
   pid_t pid() const { return pid_; }       // -1 when none
   const SandboxHello& hello() const { return hello_; }  // of the current (or last) sandbox
   int64_t starts() const { return starts_; }             // sandboxes started so far
@@ -95,6 +107,7 @@ class SandboxSupervisor final : public SandboxRunner {
                         std::chrono::steady_clock::time_point deadline, const std::string& timeout_reason,
                         bool* gone);
   void close_fds();
+  void remove_tmp_dir();
   // Reaps the child if it has already exited; true if it had.
   bool exited_while_idle();
 
@@ -103,6 +116,7 @@ class SandboxSupervisor final : public SandboxRunner {
   int stdin_fd_ = -1;   // our write end of the child's stdin
   int stdout_fd_ = -1;  // our read end of the child's stdout
   std::string buffer_;  // bytes read past the last line
+  std::string tmp_dir_;  // the running sandbox's private temporary directory
   SandboxHello hello_;
   int64_t starts_ = 0;
 };

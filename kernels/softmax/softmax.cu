@@ -101,6 +101,14 @@ __device__ __forceinline__ void accumulate(stats_t& st, const float* v, int n) {
 #pragma unroll
   for (int i = 1; i < n; ++i) cm = fmaxf(cm, v[i]);
   float m = fmaxf(st.m, cm);
+  if (m == neg_inf()) {
+    // Nothing but -inf (masked elements) so far: the statistics stay empty, unless a NaN came
+    // along (fmaxf drops it), which must reach the output as it does in PyTorch.
+#pragma unroll
+    for (int i = 0; i < n; ++i)
+      if (v[i] != v[i]) st.m = v[i];
+    return;
+  }
   float s = st.m == neg_inf() ? 0.0f : st.s * exp2f((st.m - m) * AK_LOG2E);
 #pragma unroll
   for (int i = 0; i < n; ++i) s += exp2f((v[i] - m) * AK_LOG2E);

@@ -2,7 +2,10 @@
 //
 // Contract (kernels/softmax/spec.cc): extern "C" int ak_softmax_cpu(const void* in, void* out,
 // int64_t rows, int64_t cols, int dtype), dtype 0 fp32, 1 fp16 (IEEE half bits), 2 bf16 bits;
-// returns 0 on success. Single-threaded; fp32 accumulation; max-subtracted for stability.
+// returns 0 on success. Single-threaded; fp32 arithmetic with the row sums accumulated in
+// double (a serial fp32 sum over a 64k-wide row drifts by ~1e-4 relative, beyond the fp32
+// tolerance); max-subtracted for stability. -inf elements give 0, +inf or NaN make the row NaN,
+// as in PyTorch.
 //
 // Tunables (passed as -D<NAME>=<value>):
 //   AK_VEC            independent lanes per row (1, 4, 8, 16): the inner loops run over fixed-size
@@ -114,16 +117,27 @@ constexpr int V = AK_VEC;
 constexpr int R = AK_ROWS_PER_TILE;
 constexpr float kNegInf = -__builtin_huge_valf();
 
+// One online-softmax step: running max m and sum s of exp(x - m), updated with value v. Selects,
+// not branches, so lane loops vectorise. A -inf value adds 0 (also while m is still -inf, where
+// exp(-inf - -inf) would be NaN); NaN and +inf make s NaN.
+inline void online_step(float& m, double& s, float v) {
+  const float nm = v > m ? v : m;
+  const float scale = m == nm ? 1.0f : fast_exp(m - nm);
+  const float e = v == kNegInf ? 0.0f : fast_exp(v - nm);
+  s = s * double(scale) + double(e);
+  m = nm;
+}
+
 // Softmax of `nr` (<= R) rows starting at x (row stride = cols). Per-row statistics are kept
 // per lane and combined after the sweep.
 template <class IO, int NR>
 void rows_softmax(const typename IO::T* x, typename IO::T* y, int64_t cols) {
   float m[NR][V];
-  float s[NR][V];
+  double s[NR][V];
   for (int r = 0; r < NR; ++r)
     for (int l = 0; l < V; ++l) {
       m[r][l] = kNegInf;
-      s[r][l] = 0.0f;
+      s[r][l] = 0.0;
     }
   const int64_t body = cols - cols % V;
 
@@ -131,28 +145,18 @@ void rows_softmax(const typename IO::T* x, typename IO::T* y, int64_t cols) {
   for (int64_t j = 0; j < body; j += V)
     for (int r = 0; r < NR; ++r) {
       const typename IO::T* xr = x + r * cols + j;
-      for (int l = 0; l < V; ++l) {
-        float v = IO::load(xr + l);
-        float nm = v > m[r][l] ? v : m[r][l];
-        s[r][l] = s[r][l] * fast_exp(m[r][l] - nm) + fast_exp(v - nm);
-        m[r][l] = nm;
-      }
+      for (int l = 0; l < V; ++l) online_step(m[r][l], s[r][l], IO::load(xr + l));
     }
   for (int r = 0; r < NR; ++r)
-    for (int64_t j = body; j < cols; ++j) {
-      float v = IO::load(x + r * cols + j);
-      float nm = v > m[r][0] ? v : m[r][0];
-      s[r][0] = s[r][0] * fast_exp(m[r][0] - nm) + fast_exp(v - nm);
-      m[r][0] = nm;
-    }
+    for (int64_t j = body; j < cols; ++j) online_step(m[r][0], s[r][0], IO::load(x + r * cols + j));
   float row_max[NR], row_inv[NR];
   for (int r = 0; r < NR; ++r) {
     float mx = m[r][0];
     for (int l = 1; l < V; ++l) mx = m[r][l] > mx ? m[r][l] : mx;
-    float sum = 0.0f;
-    for (int l = 0; l < V; ++l) sum += s[r][l] * fast_exp(m[r][l] - mx);
+    double sum = 0.0;
+    for (int l = 0; l < V; ++l) sum += s[r][l] * double(m[r][l] == mx ? 1.0f : fast_exp(m[r][l] - mx));
     row_max[r] = mx;
-    row_inv[r] = 1.0f / sum;
+    row_inv[r] = float(1.0 / sum);
   }
 #else
   for (int64_t j = 0; j < body; j += V)
@@ -176,13 +180,13 @@ void rows_softmax(const typename IO::T* x, typename IO::T* y, int64_t cols) {
   for (int64_t j = 0; j < body; j += V)
     for (int r = 0; r < NR; ++r) {
       const typename IO::T* xr = x + r * cols + j;
-      for (int l = 0; l < V; ++l) s[r][l] += fast_exp(IO::load(xr + l) - row_max[r]);
+      for (int l = 0; l < V; ++l) s[r][l] += double(fast_exp(IO::load(xr + l) - row_max[r]));
     }
   for (int r = 0; r < NR; ++r) {
-    float sum = 0.0f;
+    double sum = 0.0;
     for (int l = 0; l < V; ++l) sum += s[r][l];
-    for (int64_t j = body; j < cols; ++j) sum += fast_exp(IO::load(x + r * cols + j) - row_max[r]);
-    row_inv[r] = 1.0f / sum;
+    for (int64_t j = body; j < cols; ++j) sum += double(fast_exp(IO::load(x + r * cols + j) - row_max[r]));
+    row_inv[r] = float(1.0 / sum);
   }
 #endif
 

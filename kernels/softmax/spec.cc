@@ -95,6 +95,9 @@ KernelSpec make_spec() {
   k.bytes = bytes;
   k.check_shape = check_shape;
   k.cuda_geometry = cuda_geometry;
+  // Rows and columns that divide by no vector width, warp or block size, a single element, and
+  // a row longer than any tile.
+  k.edge_shapes = {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
   return k;
 }
 

@@ -39,6 +39,12 @@ inline Capabilities sample_caps() {
   c.memory_bytes = 150'000'000'000;
   c.device_index = 2;
   c.backends = {Backend::kCuda, Backend::kCpu};
+  c.ceilings.copy_bandwidth_gbps = 4195.5;
+  c.ceilings.gemm_tflops = {{"fp16", 712.5}, {"bf16", 705.25}, {"tf32", 360.5}, {"fp32", 51.25}};
+  c.ceilings.datasheet_name = "NVIDIA H200 SXM 141GB";
+  c.ceilings.datasheet_match = "pci device id 10de:2335";
+  c.ceilings.datasheet_bandwidth_gbps = 4800;
+  c.ceilings.datasheet_tflops = {{"fp16", 989.5}, {"bf16", 989.5}, {"tf32", 494.5}, {"fp32", 67}};
   return c;
 }
 
@@ -61,6 +67,26 @@ inline Measurement sample_measurement() {
   m.compile_ms = 812.25;
   m.cold_l2 = true;
   m.rel_se = 0.0049;
+  m.flops = 8.0e7;
+  m.bytes = 6.4e7;
+  m.peak_tflops = 712.5;
+  m.datasheet_bandwidth_gbps = 4800;
+  m.datasheet_tflops = 989.5;
+  m.pct_peak_datasheet = 66.75;
+  m.bound = "memory";
+  m.verification = "smoke PASS 1 3e-08; sweep PASS 3 6e-08";
+  m.input_sets = 4;
+  m.audit_us = 10.25;
+  m.blocking_kernel = true;
+  m.stop_reason = "noise_target";
+  m.baseline_p10_us = 20.5;
+  m.baseline_p90_us = 21.5;
+  m.sm_clock_mhz = 1980;
+  m.mem_clock_mhz = 3201;
+  m.power_w = 412.5;
+  m.temperature_c = 41;
+  m.clock_reasons = "sw_power_cap";
+  m.throttled = true;
   return m;
 }
 

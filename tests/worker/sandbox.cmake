@@ -4,6 +4,9 @@ ak_test(kernels_registry_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernels_registry_test.cc
   LIBS ak_kernels)
 
+ak_test(measure_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/measure_test.cc LIBS ak_measure LABELS worker)
+ak_test(datasheet_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/datasheet_test.cc LIBS ak_measure LABELS worker)
+
 ak_test(compiler_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/compiler_test.cc ${CMAKE_SOURCE_DIR}/worker/compiler.cc
   LIBS ak_kernels CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS})

@@ -256,8 +256,9 @@ TEST_F(SandboxFixture, CandidateThatSkipsTheLastElementFailsVerification) {
   JobSpec j = job(Backend::kCpu, DType::kF32, {8, 100}, {}, skips_last_element());
   SandboxReply r = run(*p, j, cpu_caps());
   EXPECT_EQ(r.status, ResultStatus::kFail);
-  EXPECT_EQ(r.stage, "verify");
+  EXPECT_EQ(r.stage, "verify.smoke");
   EXPECT_NE(r.reason.find("NaN"), std::string::npos) << r.reason;  // the poisoned element
+  EXPECT_NE(r.m.verification.find("smoke FAIL"), std::string::npos) << r.m.verification;
   EXPECT_NE(r.reason.find("worst at"), std::string::npos) << r.reason;
   EXPECT_EQ(r.m.latency_us, 0) << "a failed candidate is never timed";
   EXPECT_EQ(r.m.samples, 0);
@@ -278,7 +279,7 @@ TEST_F(SandboxFixture, CandidateThatWritesGarbageFailsWithTheWorstError) {
   JobSpec j = job(Backend::kCpu, DType::kF32, {8, 64}, {}, src);
   SandboxReply r = run(*p, j, cpu_caps());
   EXPECT_EQ(r.status, ResultStatus::kFail);
-  EXPECT_EQ(r.stage, "verify");
+  EXPECT_EQ(r.stage, "verify.smoke");
   EXPECT_NE(r.reason.find("outputs outside"), std::string::npos) << r.reason;
   EXPECT_NE(r.reason.find("expected"), std::string::npos) << r.reason;
   // the sandbox keeps serving after a failure
@@ -286,7 +287,7 @@ TEST_F(SandboxFixture, CandidateThatWritesGarbageFailsWithTheWorstError) {
   expect_sane_pass(run(*p, good, cpu_caps()), good);
 }
 
-TEST_F(SandboxFixture, CandidateThatModifiesItsInputFails) {
+TEST_F(SandboxFixture, CandidateThatModifiesItsInputIsRejected) {
   SandboxHello hello;
   auto p = start("cpu", &hello);
   ASSERT_TRUE(hello.ready);
@@ -296,7 +297,8 @@ TEST_F(SandboxFixture, CandidateThatModifiesItsInputFails) {
               "case 0: softmax<F32>(in, out, rows, cols); const_cast<float*>(static_cast<const float*>(in))[0] = 0; "
               "return 0;");
   SandboxReply r = run(*p, job(Backend::kCpu, DType::kF32, {4, 32}, {}, src), cpu_caps());
-  EXPECT_EQ(r.status, ResultStatus::kFail);
+  EXPECT_EQ(r.status, ResultStatus::kRejected);
+  EXPECT_EQ(r.stage, "verify.smoke");
   EXPECT_NE(r.reason.find("modified input"), std::string::npos) << r.reason;
 }
 

@@ -1,10 +1,17 @@
 // The only libtorch translation unit of the sandbox besides the kernel types' reference.cc.
+//
+// One request runs: load -> verify.smoke -> verify.sweep -> verify.hostile -> verify.determinism
+// -> verify.edge -> measure -> audit. A candidate that fails a stage is never timed. What each
+// stage checks and which cheat each defence catches is in common/PROTOCOL.md ("Verification" and
+// "Measurement"); tests/hostile/ holds a candidate for each.
 #include "worker/sandbox/harness.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Exception.h>
 #include <dlfcn.h>
 #include <torch/headeronly/version.h>
 #include <unistd.h>
@@ -20,13 +27,16 @@
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <numeric>
 #include <sstream>
 #include <vector>
 
 #include "kernels/reference.h"
 #include "kernels/registry.h"
 #include "worker/cuda_driver.h"
+#include "worker/datasheet.h"
+#include "worker/device.h"
+#include "worker/measure.h"
+#include "worker/nvml.h"
 
 namespace ak::sandbox {
 namespace {
@@ -34,7 +44,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// A failure with the stage it happened in; turned into a reply by run().
+// A failure with the stage it happened in; turned into a reply by run(). An empty stage means
+// "the stage running now".
 struct StageError {
   ResultStatus status;
   std::string stage;
@@ -48,64 +59,111 @@ struct StageError {
 
 std::string fmt(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
+  std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
 
-// A loaded candidate: launch() runs it once on the inputs, writing out; throws StageError.
+std::string dtype_key(DType d) { return dtype_name(d); }  // "fp32", "fp16", "bf16"
+
+// A loaded candidate: launch() queues one call on the inputs of `shape`, writing out; throws
+// StageError (launch errors).
 class Candidate {
  public:
   virtual ~Candidate() = default;
-  virtual void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out) = 0;
+  virtual void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) = 0;
 };
 
-// Times one call of `fn` [us]; the device's implementation decides how.
-using Timer = std::function<double(const std::function<void()>& fn)>;
+// The output tensor of one call, inside a larger byte buffer with guard bands on both sides
+// filled with a pattern: a candidate that writes outside its output changes them.
+class GuardedOutput {
+ public:
+  static constexpr int64_t kGuardBytes = 64 * 1024;
+  static constexpr int kPattern = 0xA5;
 
-struct Stats {
-  double median = 0, mean = 0, p10 = 0, p90 = 0, cv = 0;
+  explicit GuardedOutput(const at::Tensor& like) {
+    nbytes_ = int64_t(like.nbytes());
+    const int64_t body = (nbytes_ + 15) / 16 * 16;
+    buf_ = at::empty({kGuardBytes + body + kGuardBytes}, like.options().dtype(at::kByte));
+    buf_.fill_(kPattern);
+    out_ = buf_.narrow(0, kGuardBytes, nbytes_).view(like.scalar_type()).view(like.sizes());
+  }
+  at::Tensor& tensor() { return out_; }
+  // NaN in every element: an element the candidate does not write fails the comparison.
+  void poison() { out_.fill_(std::numeric_limits<double>::quiet_NaN()); }
+  void check_guards(const std::string& stage) const {
+    at::Tensor head = buf_.narrow(0, 0, kGuardBytes);
+    at::Tensor tail = buf_.narrow(0, kGuardBytes + nbytes_, buf_.size(0) - kGuardBytes - nbytes_);
+    const int64_t bad_head = (head != kPattern).sum().item<int64_t>();
+    const int64_t bad_tail = (tail != kPattern).sum().item<int64_t>();
+    if (bad_head == 0 && bad_tail == 0) return;
+    std::ostringstream ss;
+    ss << "the candidate wrote outside its output buffer: ";
+    if (bad_tail) {
+      const int64_t first = (tail != kPattern).nonzero().min().item<int64_t>();
+      ss << bad_tail << " byte(s) changed in the " << tail.size(0) << " bytes after its end (first at byte +"
+         << first << ")";
+    }
+    if (bad_head) {
+      const int64_t last = (head != kPattern).nonzero().max().item<int64_t>();
+      ss << (bad_tail ? "; " : "") << bad_head << " byte(s) changed in the " << kGuardBytes
+         << " bytes before its start (nearest at byte -" << (kGuardBytes - last) << ")";
+    }
+    fail(stage, ss.str(), ResultStatus::kRejected);
+  }
+
+ private:
+  at::Tensor buf_;
+  at::Tensor out_;
+  int64_t nbytes_ = 0;
 };
 
-double percentile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  double pos = q * double(sorted.size() - 1);
-  size_t lo = size_t(std::floor(pos));
-  size_t hi = std::min(lo + 1, sorted.size() - 1);
-  double frac = pos - double(lo);
-  return sorted[lo] * (1 - frac) + sorted[hi] * frac;
+// xxh3 of a tensor's bytes (copied to the host): the input checksum of the timed phase.
+uint64_t checksum(const at::Tensor& t) {
+  at::Tensor h = t.contiguous().to(at::kCPU);
+  return XXH3_64bits(h.const_data_ptr(), h.nbytes());
 }
 
-// Relative standard error of the median of `v`: 1.2533 * stdev / sqrt(n) / median (the normal
-// approximation). Infinite for fewer than two samples.
-double rel_se_of_median(std::vector<double> v) {
-  const size_t n = v.size();
-  if (n < 2) return std::numeric_limits<double>::infinity();
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= double(n);
-  double var = 0;
-  for (double x : v) var += (x - mean) * (x - mean);
-  var /= double(n - 1);
-  std::nth_element(v.begin(), v.begin() + long(n / 2), v.end());
-  const double median = v[n / 2];
-  if (median <= 0) return std::numeric_limits<double>::infinity();
-  return 1.2533 * std::sqrt(var) / std::sqrt(double(n)) / median;
-}
+// Verdicts of the verification stages, for Measurement::verification.
+class StageLog {
+ public:
+  void begin(const std::string& name) {
+    entries_.push_back({name, "RUNNING", 0, 0.0, ""});
+  }
+  void check(double err) {
+    entries_.back().checks++;
+    entries_.back().worst = std::max(entries_.back().worst, err);
+  }
+  void note(const std::string& n) { entries_.back().note = n; }
+  void pass() { entries_.back().verdict = "PASS"; }
+  double worst() const {
+    double w = 0;
+    for (const auto& e : entries_) w = std::max(w, e.worst);
+    return w;
+  }
+  void end_failed(ResultStatus s) {
+    if (!entries_.empty() && entries_.back().verdict == "RUNNING") entries_.back().verdict = result_status_name(s);
+  }
+  std::string summary() const {
+    std::string s;
+    for (const auto& e : entries_) {
+      if (!s.empty()) s += "; ";
+      s += e.name + " " + e.verdict + " " + std::to_string(e.checks);
+      if (e.worst > 0) s += " " + fmt(e.worst);
+      if (!e.note.empty()) s += " (" + e.note + ")";
+    }
+    return s;
+  }
 
-Stats summarize(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  s.median = percentile(v, 0.5);
-  s.p10 = percentile(v, 0.1);
-  s.p90 = percentile(v, 0.9);
-  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
-  double var = 0;
-  for (double x : v) var += (x - s.mean) * (x - s.mean);
-  var /= double(v.size());
-  s.cv = s.mean > 0 ? std::sqrt(var) / s.mean : 0;
-  return s;
-}
+ private:
+  struct Entry {
+    std::string name;
+    std::string verdict;
+    int checks;
+    double worst;
+    std::string note;
+  };
+  std::vector<Entry> entries_;
+};
 
 // ---- the harness, shared by both backends ----
 
@@ -114,12 +172,17 @@ class HarnessBase : public Harness {
   SandboxReply run(const SandboxRequest& request) override {
     SandboxReply reply;
     std::string stage = "load";
+    StageLog log;
     try {
-      reply = run_checked(request, stage);
+      reply = run_checked(request, stage, log);
     } catch (const StageError& e) {
       reply.status = e.status;
-      reply.stage = e.stage;
+      reply.stage = e.stage.empty() ? stage : e.stage;
       reply.reason = e.reason;
+    } catch (const c10::OutOfMemoryError& e) {
+      reply.status = ResultStatus::kFail;
+      reply.stage = stage;
+      reply.reason = std::string("out of device memory: ") + e.what_without_backtrace();
     } catch (const c10::Error& e) {
       reply.status = ResultStatus::kFail;
       reply.stage = stage;
@@ -140,8 +203,10 @@ class HarnessBase : public Harness {
         reply.status = ResultStatus::kCrash;
         reply.reason += (reply.reason.empty() ? "" : "; ") + why;
       }
+      log.end_failed(reply.status);
       reply.m = Measurement{};
       reply.m.compile_ms = request.compile_ms;
+      reply.m.verification = log.summary();
     }
     return reply;
   }
@@ -149,91 +214,243 @@ class HarnessBase : public Harness {
  protected:
   virtual c10::Device device() const = 0;
   virtual std::unique_ptr<Candidate> load(const SandboxRequest& request, const kernels::KernelSpec& spec) = 0;
-  virtual Timer timer() = 0;
+  // Times one call of `fn` [us]. `prepare` (may be empty) runs first, outside the timed region;
+  // with `cold` the device's last-level cache is flushed after it, also outside.
+  virtual double time_call(const std::function<void()>& prepare, const std::function<void()>& fn, bool cold) = 0;
   virtual void synchronize(const std::string& stage) = 0;  // throws StageError (CRASH) on a device fault
+  virtual bool can_flush() const { return false; }  // false: the backend times hot (CPU)
+  virtual bool blocking() const { return false; }   // launches are held by a blocking kernel
+  // Allocator figures of the sandbox's device [bytes]; 0 where there is no device allocator.
   virtual void reset_peak_memory() {}
-  // Evicts the device's last-level cache, queued before the next timed region; returns false
-  // where the backend times hot (CPU).
-  virtual bool flush_cache() { return false; }
-  virtual double peak_memory_mb() { return 0; }
+  virtual double allocated_bytes() { return 0; }
+  virtual double peak_allocated_bytes() { return 0; }
+  // Memory the timed phase may spend on rotated input sets [bytes].
+  virtual double rotation_budget_bytes() = 0;
+  virtual Telemetry telemetry() { return {}; }
   // Non-empty when the device can no longer be used (the reason).
   virtual std::string device_broken() { return ""; }
 
-  double copy_bandwidth_gbps_ = 0;
+  Ceilings ceilings_;
 
  private:
-  SandboxReply run_checked(const SandboxRequest& request, std::string& stage) {
-    const JobSpec& job = request.job;
-    const kernels::KernelSpec* spec = kernels::find(job.kernel_type);
-    if (!spec) fail("load", "unknown kernel type '" + job.kernel_type + "'");
-    const kernels::TorchHarness* th = kernels::find_harness(job.kernel_type);
-    if (!th) fail("load", "kernel type '" + job.kernel_type + "' has no libtorch harness in this sandbox");
-    if (std::string bad = spec->check_shape(job.shape); !bad.empty()) fail("load", bad);
-    auto tol_it = spec->tolerance.find(job.dtype);
-    if (tol_it == spec->tolerance.end())
-      fail("load", job.kernel_type + " does not support dtype " + dtype_name(job.dtype));
-    const kernels::Tolerance tol = tol_it->second;
+  struct Job {
+    const JobSpec* spec;
+    const kernels::KernelSpec* kernel;
+    const kernels::TorchHarness* th;
+    kernels::Tolerance tol;
+    Candidate* cand;
+  };
 
-    reset_peak_memory();
+  SandboxReply run_checked(const SandboxRequest& request, std::string& stage, StageLog& log) {
+    const JobSpec& spec = request.job;
+    const kernels::KernelSpec* kernel = kernels::find(spec.kernel_type);
+    if (!kernel) fail("load", "unknown kernel type '" + spec.kernel_type + "'");
+    const kernels::TorchHarness* th = kernels::find_harness(spec.kernel_type);
+    if (!th) fail("load", "kernel type '" + spec.kernel_type + "' has no libtorch harness in this sandbox");
+    if (std::string bad = kernel->check_shape(spec.shape); !bad.empty()) fail("load", bad);
+    auto tol_it = kernel->tolerance.find(spec.dtype);
+    if (tol_it == kernel->tolerance.end())
+      fail("load", spec.kernel_type + " does not support dtype " + dtype_name(spec.dtype));
+    auto src_it = kernel->backends.find(spec.requires_.backend);
+    if (src_it == kernel->backends.end())
+      fail("load", spec.kernel_type + " has no " + backend_name(spec.requires_.backend) + " backend");
+
     stage = "load";
-    std::unique_ptr<Candidate> cand = load(request, *spec);
+    std::unique_ptr<Candidate> cand = load(request, *kernel);
+    Job job{&spec, kernel, th, tol_it->second, cand.get()};
+    const uint64_t seed = XXH64(spec.job_id.data(), spec.job_id.size(), 0x5eed);
+    const c10::Device dev = device();
 
-    stage = "verify";
-    const uint64_t seed = XXH64(job.job_id.data(), job.job_id.size(), 0x5eed);
-    std::vector<at::Tensor> inputs = th->make_inputs(job.shape, job.dtype, device(), seed);
-    std::vector<at::Tensor> originals;
-    for (const at::Tensor& t : inputs) originals.push_back(t.clone());
-    at::Tensor out = th->make_output(inputs);
-    at::Tensor ref = th->reference(inputs);
+    // 1. smoke test at the job's shape; also measures what the candidate allocates itself.
+    stage = "verify.smoke";
+    log.begin("smoke");
+    std::vector<at::Tensor> inputs = th->make_inputs(spec.shape, spec.dtype, dev, seed);
+    double candidate_extra_bytes = 0;
+    log.check(check_call(job, stage, "", spec.shape, inputs, th->reference(inputs), &candidate_extra_bytes));
+    log.pass();
 
-    out.fill_(std::numeric_limits<double>::quiet_NaN());  // poison: an unwritten element fails
-    synchronize(stage);
-    cand->launch(inputs, out);
-    synchronize(stage);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (!at::equal(inputs[i], originals[i]))
-        fail("verify", "the candidate modified input " + std::to_string(i) + "; inputs are read-only");
-    originals.clear();
-    const double max_abs_error = compare(out, ref, tol, job.shape);
-    // Peak memory counts what the timed calls need (inputs, output, the op's own workspace), not
-    // the verification's temporaries.
-    ref = at::Tensor();
-    reset_peak_memory();
+    // 2. every declared size of the backend, in the job's dtype.
+    stage = "verify.sweep";
+    log.begin("sweep");
+    int skipped = 0;
+    uint64_t k = 1;
+    for (const auto& shape : src_it->second.default_shapes) {
+      if (shape == spec.shape) continue;
+      std::vector<at::Tensor> in;
+      at::Tensor ref;
+      try {
+        in = th->make_inputs(shape, spec.dtype, dev, seed + k++);
+        ref = th->reference(in);
+      } catch (const c10::OutOfMemoryError&) {
+        // The reference itself does not fit: not the candidate's failure.
+        ++skipped;
+        in.clear();
+        ref = at::Tensor();
+        reset_peak_memory();
+        continue;
+      }
+      log.check(check_call(job, stage, "at " + shape_string(shape), shape, in, ref, nullptr));
+    }
+    if (skipped) log.note(std::to_string(skipped) + " size(s) skipped: the reference ran out of memory");
+    log.pass();
+
+    // 3. hostile inputs at the job's shape.
+    stage = "verify.hostile";
+    log.begin("hostile");
+    for (auto& c : th->hostile_inputs(spec.shape, spec.dtype, dev, seed ^ 0x4057)) {
+      at::Tensor ref = th->reference(c.inputs);
+      log.check(check_call(job, stage, "on hostile inputs '" + c.name + "'", spec.shape, c.inputs, ref, nullptr));
+    }
+    log.pass();
+
+    // 4. bitwise determinism over 3 runs on fresh, identical inputs.
+    stage = "verify.determinism";
+    log.begin("determinism");
+    check_determinism(job, stage, seed ^ 0xde7);
+    log.check(0);
+    log.pass();
+
+    // 5. edge sizes.
+    stage = "verify.edge";
+    log.begin("edge");
+    for (const auto& shape : kernel->edge_shapes) {
+      std::vector<at::Tensor> in = th->make_inputs(shape, spec.dtype, dev, seed + 1000 + k++);
+      log.check(check_call(job, stage, "at edge size " + shape_string(shape), shape, in, th->reference(in), nullptr));
+    }
+    log.pass();
 
     stage = "measure";
-    const MeasureOptions& mo = job.measure;
-    Timer time_us = timer();
-    auto run_candidate = [&] { cand->launch(inputs, out); };
-    auto run_baseline = [&] { th->baseline(inputs, out); };
-    for (int i = 0; i < mo.warmup; ++i) {
-      run_candidate();
-      run_baseline();
-    }
-    synchronize(stage);
-    std::vector<double> cand_us, base_us;
-    const int min_samples = std::max(1, mo.min_samples);
-    const int max_samples = std::max(min_samples, mo.max_samples);
-    const auto t0 = Clock::now();
-    bool cold = mo.cold;
-    // Candidate and baseline alternate so that drift (clocks, temperature) hits both alike.
-    while (true) {
-      const int n = int(cand_us.size());
-      const double elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (n >= min_samples) {
-        if (n >= max_samples || elapsed_ms >= double(mo.max_time_ms)) break;
-        if (mo.noise_target > 0 && rel_se_of_median(cand_us) <= mo.noise_target &&
-            rel_se_of_median(base_us) <= mo.noise_target)
-          break;
-      }
-      if (cold) cold = flush_cache();
-      cand_us.push_back(time_us(run_candidate));
-      if (cold) flush_cache();
-      base_us.push_back(time_us(run_baseline));
-    }
-    synchronize(stage);
+    SandboxReply reply = measure(job, std::move(inputs), seed, stage, request.compile_ms);
+    reply.m.verification = log.summary();
+    reply.m.max_abs_error = log.worst();
+    reply.m.peak_vram_mb = candidate_vram_mb(job, candidate_extra_bytes);
+    return reply;
+  }
 
-    const Stats c = summarize(cand_us);
-    const Stats b = summarize(base_us);
+  // One verified call: guard bands, poisoned output, input mutation check, comparison with `ref`.
+  // Returns max |out - ref|; throws StageError (FAIL, REJECTED, CRASH). With `extra_bytes`, also
+  // measures the device memory the call allocated beyond the harness's.
+  double check_call(const Job& job, const std::string& stage, const std::string& label,
+                    const std::vector<int64_t>& shape, const std::vector<at::Tensor>& inputs, const at::Tensor& ref,
+                    double* extra_bytes) {
+    GuardedOutput out(job.th->make_output(inputs));
+    std::vector<at::Tensor> originals;
+    for (const at::Tensor& t : inputs) originals.push_back(t.clone());
+    out.poison();
+    synchronize(stage);
+    double before = 0;
+    if (extra_bytes) {
+      reset_peak_memory();
+      before = allocated_bytes();
+    }
+    job.cand->launch(inputs, out.tensor(), shape);
+    synchronize(stage);
+    if (extra_bytes) *extra_bytes = std::max(0.0, peak_allocated_bytes() - before);
+    out.check_guards(stage);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!at::equal(inputs[i].view(at::kByte), originals[i].view(at::kByte)))
+        fail(stage, "the candidate modified input " + std::to_string(i) + (label.empty() ? "" : " " + label) +
+                        "; inputs are read-only", ResultStatus::kRejected);
+    return compare(out.tensor(), ref, job.tol, shape, stage, label);
+  }
+
+  void check_determinism(const Job& job, const std::string& stage, uint64_t seed) {
+    const JobSpec& spec = *job.spec;
+    at::Tensor first;
+    for (int run = 0; run < 3; ++run) {
+      // Fresh tensors every run, with identical contents.
+      std::vector<at::Tensor> in = job.th->make_inputs(spec.shape, spec.dtype, device(), seed);
+      GuardedOutput out(job.th->make_output(in));
+      out.poison();
+      job.cand->launch(in, out.tensor(), spec.shape);
+      synchronize(stage);
+      out.check_guards(stage);
+      at::Tensor bits = out.tensor().contiguous().view(at::kByte).clone();
+      if (run == 0) {
+        first = bits;
+        continue;
+      }
+      if (!at::equal(first, bits)) {
+        const int64_t esize = int64_t(out.tensor().element_size());
+        const int64_t differ =
+            (first.reshape({-1, esize}) != bits.reshape({-1, esize})).any(1).sum().item<int64_t>();
+        fail(stage, "outputs of runs 1 and " + std::to_string(run + 1) + " on identical inputs differ bitwise in " +
+                        std::to_string(differ) + " of " + std::to_string(out.tensor().numel()) +
+                        " elements; the candidate is not deterministic (e.g. floating-point atomics)");
+      }
+    }
+  }
+
+  SandboxReply measure(const Job& job, std::vector<at::Tensor> inputs, uint64_t seed, std::string& stage,
+                       double compile_ms) {
+    const JobSpec& spec = *job.spec;
+    const MeasureOptions& mo = spec.measure;
+    const c10::Device dev = device();
+
+    // Input sets the timed calls rotate over, so that a result kept from an earlier call is
+    // never the right one by accident of identical inputs.
+    double set_bytes = 0;
+    for (const at::Tensor& t : inputs) set_bytes += double(t.nbytes());
+    const int sets_n = int(std::clamp(rotation_budget_bytes() / std::max(1.0, set_bytes), 1.0, 4.0));
+    std::vector<std::vector<at::Tensor>> sets;
+    sets.push_back(std::move(inputs));
+    for (int s = 1; s < sets_n; ++s) sets.push_back(job.th->make_inputs(spec.shape, spec.dtype, dev, seed + 100 + s));
+    std::vector<uint64_t> sums;
+    for (const auto& set : sets)
+      for (const at::Tensor& t : set) sums.push_back(checksum(t));
+    GuardedOutput out(job.th->make_output(sets[0]));
+    at::Tensor& o = out.tensor();
+    auto cand_call = [&](int i) { job.cand->launch(sets[size_t(i % sets_n)], o, spec.shape); };
+    auto base_call = [&](int i) { job.th->baseline(sets[size_t(i % sets_n)], o); };
+    auto poison = [&] { out.poison(); };
+
+    for (int i = 0; i < mo.warmup; ++i) {
+      poison();
+      cand_call(i);
+      base_call(i);
+    }
+    synchronize(stage);
+    const Telemetry before = telemetry();
+    const bool cold = mo.cold && can_flush();
+    const auto t0 = Clock::now();
+    measure::PairedSamples samples = measure::sample_alternating(
+        mo, [&](int i) { return time_call(poison, [&] { cand_call(i); }, cold); },
+        [&](int i) { return time_call({}, [&] { base_call(i); }, cold); },
+        [&] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); });
+    synchronize(stage);
+    const Telemetry after = telemetry();
+
+    // The timed calls must have kept to their output and left their inputs alone.
+    out.check_guards(stage);
+    size_t idx = 0;
+    for (size_t s = 0; s < sets.size(); ++s)
+      for (const at::Tensor& t : sets[s])
+        if (checksum(t) != sums[idx++])
+          fail(stage, "input set " + std::to_string(s) + " changed while the candidate was timed; inputs are read-only",
+               ResultStatus::kRejected);
+
+    // Audit: new contents in the first set (same addresses), one more timed call, its output verified.
+    stage = "audit";
+    std::vector<at::Tensor> fresh = job.th->make_inputs(spec.shape, spec.dtype, dev, seed ^ 0xa0d17);
+    for (size_t t = 0; t < fresh.size(); ++t) sets[0][t].copy_(fresh[t]);
+    fresh.clear();
+    at::Tensor ref = job.th->reference(sets[0]);
+    const double audit_us = time_call(poison, [&] { cand_call(0); }, cold);
+    synchronize(stage);
+    out.check_guards(stage);
+    try {
+      compare(o, ref, job.tol, spec.shape, stage, "");
+    } catch (const StageError& e) {
+      fail(stage,
+           "the output of a timed call is wrong although verification passed, so the candidate behaves "
+           "differently when timed (returns early, skips work or serves results cached from earlier calls): " +
+               e.reason,
+           ResultStatus::kRejected);
+    }
+    ref = at::Tensor();
+
+    const measure::Stats c = measure::summarize(samples.candidate_us);
+    const measure::Stats b = measure::summarize(samples.baseline_us);
     SandboxReply reply;
     reply.status = ResultStatus::kPass;
     Measurement& m = reply.m;
@@ -242,41 +459,103 @@ class HarnessBase : public Harness {
     m.p10_us = c.p10;
     m.p90_us = c.p90;
     m.cv = c.cv;
-    m.samples = int(cand_us.size());
+    m.samples = c.n;
+    m.rel_se = c.rel_se;
     m.baseline_us = b.median;
+    m.baseline_p10_us = b.p10;
+    m.baseline_p90_us = b.p90;
     m.speedup = c.median > 0 ? b.median / c.median : 0;
-    const double seconds = c.median * 1e-6;
-    if (seconds > 0) {
-      m.throughput_tflops = spec->flops(job.shape) / seconds / 1e12;
-      m.bandwidth_gbps = spec->bytes(job.shape, job.dtype) / seconds / 1e9;
-    }
-    m.peak_bandwidth_gbps = copy_bandwidth_gbps_;
-    m.pct_peak = copy_bandwidth_gbps_ > 0 ? 100.0 * m.bandwidth_gbps / copy_bandwidth_gbps_ : 0;
-    m.max_abs_error = max_abs_error;
-    m.peak_vram_mb = peak_memory_mb();
-    m.compile_ms = request.compile_ms;
+    m.compile_ms = compile_ms;
     m.cold_l2 = cold;
-    m.rel_se = rel_se_of_median(cand_us);
+    m.input_sets = sets_n;
+    m.audit_us = audit_us;
+    m.blocking_kernel = blocking();
+    m.stop_reason = measure::stop_reason_name(samples.stop);
+    roofline(job, m, stage);
+    m.sm_clock_mhz = int(after.sm_clock_mhz);
+    m.mem_clock_mhz = int(after.mem_clock_mhz);
+    m.power_w = after.power_w;
+    m.temperature_c = int(after.temperature_c);
+    if (before.valid || after.valid) {
+      const uint64_t reasons = (before.valid ? before.reasons : 0) | (after.valid ? after.reasons : 0);
+      m.clock_reasons = reason_names(reasons);
+      m.throttled = (reasons & kThrottleMask) != 0;
+    }
     return reply;
   }
 
-  // |out - ref| <= atol + rtol * |ref| everywhere, NaN and inf failing; returns max |out - ref|.
+  // FLOPs, bytes, achieved rates, ceilings and the roofline floor check.
+  void roofline(const Job& job, Measurement& m, const std::string& stage) {
+    const JobSpec& spec = *job.spec;
+    m.flops = job.kernel->flops(spec.shape);
+    m.bytes = job.kernel->bytes(spec.shape, spec.dtype);
+    const double seconds = m.latency_us * 1e-6;
+    if (seconds > 0) {
+      m.throughput_tflops = m.flops / seconds / 1e12;
+      m.bandwidth_gbps = m.bytes / seconds / 1e9;
+    }
+    const std::string key = dtype_key(spec.dtype);
+    auto get = [](const std::map<std::string, double>& mp, const std::string& k) {
+      auto it = mp.find(k);
+      return it == mp.end() ? 0.0 : it->second;
+    };
+    m.peak_bandwidth_gbps = ceilings_.copy_bandwidth_gbps;
+    m.peak_tflops = get(ceilings_.gemm_tflops, key);
+    m.datasheet_bandwidth_gbps = ceilings_.datasheet_bandwidth_gbps;
+    m.datasheet_tflops = get(ceilings_.datasheet_tflops, key);
+    m.bound = measure::bound_of(m.flops, m.bytes, m.peak_bandwidth_gbps, m.peak_tflops);
+    if (m.bound == "unknown" && m.peak_bandwidth_gbps > 0) m.bound = "memory";  // no compute ceiling measured
+    const bool compute = m.bound == "compute";
+    auto pct = [&](double ceiling_bw, double ceiling_tf) {
+      if (compute) return ceiling_tf > 0 ? 100.0 * m.throughput_tflops / ceiling_tf : 0.0;
+      return ceiling_bw > 0 ? 100.0 * m.bandwidth_gbps / ceiling_bw : 0.0;
+    };
+    m.pct_peak = pct(m.peak_bandwidth_gbps, m.peak_tflops);
+    m.pct_peak_datasheet = pct(m.datasheet_bandwidth_gbps, m.datasheet_tflops);
+
+    // Faster than the hardware can move the bytes (cold timing only: a hot L2 legitimately beats
+    // DRAM) or do the FLOPs: the time is not the candidate's work. The floor uses the datasheet
+    // where there is one, else the measured ceiling with a 25% margin.
+    const double bw = m.datasheet_bandwidth_gbps > 0 ? m.datasheet_bandwidth_gbps : 1.25 * m.peak_bandwidth_gbps;
+    const double tf = m.datasheet_tflops > 0 ? m.datasheet_tflops : 1.25 * m.peak_tflops;
+    const double floor_us = measure::roofline_floor_us(m.flops, m.cold_l2 ? m.bytes : 0, bw, tf);
+    for (double t : {m.latency_us, m.audit_us})
+      if (floor_us > 0 && t < floor_us)
+        fail(stage,
+             "measured " + fmt(t) + " us is below the roofline floor of " + fmt(floor_us) + " us (" + fmt(m.bytes) +
+                 " bytes at " + fmt(bw) + " GB/s, " + fmt(m.flops) + " FLOPs at " + fmt(tf) +
+                 " TFLOP/s): no honest kernel is that fast, so the timing was fooled",
+             ResultStatus::kRejected);
+  }
+
+  // One input set, the output and what the candidate allocated itself [MiB].
+  double candidate_vram_mb(const Job& job, double extra_bytes) {
+    const JobSpec& spec = *job.spec;
+    double bytes = job.kernel->bytes(spec.shape, spec.dtype);  // inputs read + output written
+    return (bytes + extra_bytes) / (1024.0 * 1024.0);
+  }
+
+  // |out - ref| <= atol + rtol * |ref| where ref is finite; where ref is NaN the output must be
+  // NaN and where it is +-inf the same infinity. Returns max |out - ref| over the finite part.
   static double compare(const at::Tensor& out, const at::Tensor& ref, kernels::Tolerance tol,
-                        const std::vector<int64_t>& shape) {
+                        const std::vector<int64_t>& shape, const std::string& stage, const std::string& label) {
     at::Tensor o = out.to(at::kFloat).reshape({-1});
     at::Tensor r = ref.to(at::kFloat).reshape({-1});
     if (o.numel() != r.numel())
-      fail("verify", "output has " + std::to_string(o.numel()) + " elements; the reference has " +
-                         std::to_string(r.numel()));
+      fail(stage, "output has " + std::to_string(o.numel()) + " elements; the reference has " +
+                      std::to_string(r.numel()));
+    at::Tensor finite_ref = at::isfinite(r);
     at::Tensor diff = (o - r).abs();
     at::Tensor allowed = r.abs() * tol.rtol + tol.atol;
-    at::Tensor ok = diff <= allowed;  // false for NaN and inf
+    at::Tensor ok = at::where(finite_ref, diff <= allowed,  // false for a NaN or inf output
+                              at::where(at::isnan(r), at::isnan(o), o == r));
     const int64_t nbad = (~ok).sum().item<int64_t>();
-    if (nbad == 0) return diff.max().item<double>();
+    at::Tensor finite_diff = at::where(finite_ref, diff, at::zeros_like(diff));
+    if (nbad == 0) return o.numel() ? finite_diff.max().item<double>() : 0.0;
 
-    at::Tensor excess = at::where(ok, at::full({}, -std::numeric_limits<float>::infinity(), diff.options()),
-                                  at::where(at::isfinite(diff), diff - allowed,
-                                            at::full({}, std::numeric_limits<float>::infinity(), diff.options())));
+    const float inf = std::numeric_limits<float>::infinity();
+    at::Tensor excess = at::where(ok, at::full({}, -inf, diff.options()),
+                                  at::where(at::isfinite(diff), diff - allowed, at::full({}, inf, diff.options())));
     const int64_t worst = excess.argmax().item<int64_t>();
     std::string where;
     int64_t rem = worst;
@@ -288,14 +567,14 @@ class HarnessBase : public Harness {
     for (size_t d = 0; d < idx.size(); ++d) where += (d ? ", " : "") + std::to_string(idx[d]);
     const double got = o[worst].item<double>();
     const double want = r[worst].item<double>();
-    const int64_t nonfinite = (~at::isfinite(o)).sum().item<int64_t>();
+    const int64_t nonfinite = (~at::isfinite(o) & finite_ref).sum().item<int64_t>();
     std::ostringstream ss;
-    ss << nbad << " of " << o.numel() << " outputs outside |out - ref| <= " << fmt(tol.atol) << " + "
-       << fmt(tol.rtol) << " * |ref|";
-    if (nonfinite) ss << " (" << nonfinite << " NaN or inf, e.g. elements never written)";
-    ss << "; worst at [" << where << "]: got " << fmt(got) << ", expected " << fmt(want) << " (|err| "
-       << fmt(std::abs(got - want)) << ")";
-    fail("verify", ss.str());
+    ss << nbad << " of " << o.numel() << " outputs" << (label.empty() ? "" : " " + label)
+       << " outside |out - ref| <= " << fmt(tol.atol) << " + " << fmt(tol.rtol) << " * |ref|";
+    if (nonfinite) ss << " (" << nonfinite << " NaN or inf where the reference is finite, e.g. elements never written)";
+    ss << "; worst at [" << where << "]: got " << fmt(got) << ", expected " << fmt(want);
+    if (std::isfinite(want)) ss << " (|err| " << fmt(std::abs(got - want)) << ")";
+    fail(stage, ss.str());
   }
 };
 
@@ -306,9 +585,9 @@ class CpuCandidate final : public Candidate {
   CpuCandidate(void* handle, void* entry, const kernels::TorchHarness* th, DType dtype)
       : handle_(handle), entry_(entry), th_(th), dtype_(dtype) {}
   ~CpuCandidate() override { dlclose(handle_); }
-  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out) override {
+  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>&) override {
     int rc = th_->call_cpu(entry_, inputs, out, dtype_);
-    if (rc != 0) fail("verify", "candidate returned error code " + std::to_string(rc) + " (0 = success)");
+    if (rc != 0) fail("", "candidate returned error code " + std::to_string(rc) + " (0 = success)");
   }
 
  private:
@@ -324,14 +603,15 @@ class CpuHarness final : public HarnessBase {
     // Candidates run on one thread, so the baseline does too: the speedup compares kernels, not
     // thread counts.
     at::set_num_threads(1);
-    copy_bandwidth_gbps_ = measure_memcpy();
+    ceilings_.copy_bandwidth_gbps = measure_memcpy();
   }
 
   SandboxHello hello() override {
     SandboxHello h;
     h.ready = true;
     h.device = "cpu";
-    h.copy_bandwidth_gbps = copy_bandwidth_gbps_;
+    h.copy_bandwidth_gbps = ceilings_.copy_bandwidth_gbps;
+    h.ceilings = ceilings_;
     h.torch_version = TORCH_VERSION;
     return h;
   }
@@ -365,15 +645,15 @@ class CpuHarness final : public HarnessBase {
                                           request.job.dtype);
   }
 
-  Timer timer() override {
-    return [](const std::function<void()>& fn) {
-      auto t0 = Clock::now();
-      fn();
-      return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    };
+  double time_call(const std::function<void()>& prepare, const std::function<void()>& fn, bool) override {
+    if (prepare) prepare();
+    auto t0 = Clock::now();
+    fn();
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
 
   void synchronize(const std::string&) override {}
+  double rotation_budget_bytes() override { return double(256) * 1024 * 1024; }
 
  private:
   // memcpy of a buffer much larger than the last-level cache, bytes read + written per second.
@@ -394,32 +674,86 @@ class CpuHarness final : public HarnessBase {
 
 // ---- cuda backend ----
 
-class CudaHarness;
+// Holds the GPU until the host releases it, so that every launch of a timed region is queued
+// before the region starts and host launch latency stays out of the events. Spins on a word of
+// mapped host memory; gives up after timeout_ns (writing 1 to the next word) so that a host that
+// never releases it cannot hang the device. Hand-written PTX, JIT-compiled by the driver for the
+// device at hand: the sandbox needs no NVRTC.
+constexpr const char* kBlockingKernelPtx = R"(
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry ak_block_until_released(.param .u64 flag_ptr, .param .u64 timeout_ns)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<3>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [flag_ptr];
+  ld.param.u64 %rd2, [timeout_ns];
+  mov.u64 %rd3, %globaltimer;
+$L_wait:
+  ld.volatile.u32 %r1, [%rd1];
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra $L_done;
+  mov.u64 %rd4, %globaltimer;
+  sub.u64 %rd5, %rd4, %rd3;
+  setp.lt.u64 %p2, %rd5, %rd2;
+  @%p2 bra $L_wait;
+  mov.u32 %r2, 1;
+  st.volatile.u32 [%rd1+4], %r2;
+$L_done:
+  ret;
+}
+)";
 
 class CudaCandidate final : public Candidate {
  public:
-  CudaCandidate(const CudaDriver& drv, CUmodule mod, CUfunction fn, kernels::LaunchGeometry g,
+  CudaCandidate(const CudaDriver& drv, CUmodule mod, CUfunction fn, const kernels::KernelSpec& spec,
+                std::map<std::string, int64_t> config, DType dtype, int max_threads, int max_shared,
                 const kernels::TorchHarness* th)
-      : drv_(drv), mod_(mod), fn_(fn), g_(g), th_(th) {}
+      : drv_(drv), mod_(mod), fn_(fn), spec_(spec), config_(std::move(config)), dtype_(dtype),
+        max_threads_(max_threads), max_shared_(max_shared), th_(th) {}
   ~CudaCandidate() override { drv_.cuModuleUnload(mod_); }
-  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out) override {
+
+  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
+    // The harness, not the candidate, decides the launch: geometry from the kernel type's
+    // spec, on the harness's stream, within the device's limits.
+    const kernels::LaunchGeometry g = spec_.cuda_geometry(config_, shape, dtype_);
+    const int64_t threads = int64_t(g.block[0]) * g.block[1] * g.block[2];
+    const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
+                             std::to_string(g.grid[2]) + ", block " + std::to_string(g.block[0]) + "x" +
+                             std::to_string(g.block[1]) + "x" + std::to_string(g.block[2]) + ", " +
+                             std::to_string(g.shared_bytes) + " B dynamic shared memory";
+    if (max_threads_ > 0 && threads > max_threads_)
+      fail("", "the kernel can run at most " + std::to_string(max_threads_) +
+                   " threads per block (registers); the launch asks for " + what);
+    if (int64_t(g.shared_bytes) > max_shared_)
+      fail("", "the launch asks for more shared memory than the device grants a block (" +
+                   std::to_string(max_shared_) + " B): " + what);
+    if (g.shared_bytes > granted_shared_) {
+      CUresult r = drv_.cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(g.shared_bytes));
+      if (r != CUDA_SUCCESS)
+        fail("", "cannot grant " + std::to_string(g.shared_bytes) + " B of dynamic shared memory: " + drv_.error_text(r));
+      granted_shared_ = g.shared_bytes;
+    }
     kernels::KernelParams params;
     th_->cuda_params(inputs, out, params);
-    CUresult r = drv_.cuLaunchKernel(fn_, g_.grid[0], g_.grid[1], g_.grid[2], g_.block[0], g_.block[1],
-                                     g_.block[2], g_.shared_bytes, /*default stream*/ nullptr, params.args(),
-                                     nullptr);
-    if (r != CUDA_SUCCESS)
-      fail("verify", "cuLaunchKernel failed (grid " + std::to_string(g_.grid[0]) + "x" + std::to_string(g_.grid[1]) +
-                         "x" + std::to_string(g_.grid[2]) + ", block " + std::to_string(g_.block[0]) + "x" +
-                         std::to_string(g_.block[1]) + "x" + std::to_string(g_.block[2]) + ", " +
-                         std::to_string(g_.shared_bytes) + " B shared): " + drv_.error_text(r));
+    CUresult r = drv_.cuLaunchKernel(fn_, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
+                                     g.shared_bytes, /*default stream*/ nullptr, params.args(), nullptr);
+    if (r != CUDA_SUCCESS) fail("", "cuLaunchKernel failed (" + what + "): " + drv_.error_text(r));
   }
 
  private:
   const CudaDriver& drv_;
   CUmodule mod_;
   CUfunction fn_;
-  kernels::LaunchGeometry g_;
+  const kernels::KernelSpec& spec_;
+  std::map<std::string, int64_t> config_;
+  DType dtype_;
+  int max_threads_;
+  int max_shared_;
+  unsigned granted_shared_ = 48 * 1024;
   const kernels::TorchHarness* th_;
 };
 
@@ -439,13 +773,15 @@ class CudaHarness final : public HarnessBase {
   ~CudaHarness() override {
     if (drv_ && start_) drv_->cuEventDestroy(start_);
     if (drv_ && stop_) drv_->cuEventDestroy(stop_);
+    if (drv_ && flag_) drv_->cuMemFreeHost(const_cast<uint32_t*>(flag_));
   }
 
   SandboxHello hello() override {
     SandboxHello h;
     h.ready = error_.empty();
     h.device = name_.empty() ? "cuda:" + std::to_string(device_) : name_;
-    h.copy_bandwidth_gbps = copy_bandwidth_gbps_;
+    h.copy_bandwidth_gbps = ceilings_.copy_bandwidth_gbps;
+    h.ceilings = ceilings_;
     h.torch_version = TORCH_VERSION;
     h.error = error_;
     return h;
@@ -474,61 +810,57 @@ class CudaHarness final : public HarnessBase {
       fail("load", "the cubin has no kernel '" + request.entry + "' (" + drv_->error_text(r) +
                        "); declare it extern \"C\" __global__");
     }
-    kernels::LaunchGeometry g = spec.cuda_geometry(request.job.config, request.job.shape, request.job.dtype);
-    const int64_t threads = int64_t(g.block[0]) * g.block[1] * g.block[2];
     int max_threads = 0;
     drv_->cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
-    if (max_threads > 0 && threads > max_threads) {
-      drv_->cuModuleUnload(mod);
-      fail("load", "the kernel can run at most " + std::to_string(max_threads) + " threads per block (registers); "
-                   "the config asks for " + std::to_string(threads));
-    }
-    if (g.shared_bytes > 48 * 1024) {
-      r = drv_->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(g.shared_bytes));
-      if (r != CUDA_SUCCESS) {
-        drv_->cuModuleUnload(mod);
-        fail("load", "cannot grant " + std::to_string(g.shared_bytes) + " B of dynamic shared memory: " +
-                         drv_->error_text(r));
-      }
-    }
-    return std::make_unique<CudaCandidate>(*drv_, mod, fn, g, kernels::find_harness(request.job.kernel_type));
+    return std::make_unique<CudaCandidate>(*drv_, mod, fn, spec, request.job.config, request.job.dtype, max_threads,
+                                           max_shared_optin_, kernels::find_harness(request.job.kernel_type));
   }
 
-  // CUDA events on the default stream (the stream libtorch uses too) around one call.
-  Timer timer() override {
-    return [this](const std::function<void()>& fn) {
-      check(drv_->cuEventRecord(start_, nullptr), "cuEventRecord", "measure");
-      fn();
-      check(drv_->cuEventRecord(stop_, nullptr), "cuEventRecord", "measure");
-      check(drv_->cuEventSynchronize(stop_), "cuEventSynchronize", "measure");
-      float ms = 0;
-      check(drv_->cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime", "measure");
-      return double(ms) * 1000.0;
-    };
+  double time_call(const std::function<void()>& prepare, const std::function<void()>& fn, bool cold) override {
+    if (prepare) prepare();
+    if (cold) flush_.fill_(static_cast<int64_t>(++flushes_ & 0x7f));
+    const bool hold = use_blocker_;
+    if (hold) {
+      flag_[0] = 0;
+      flag_[1] = 0;
+      uint64_t timeout_ns = kBlockerTimeoutNs;
+      void* args[] = {&flag_device_, &timeout_ns};
+      check(drv_->cuLaunchKernel(blocker_, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel (blocking kernel)",
+            "measure");
+    }
+    check(drv_->cuEventRecord(start_, nullptr), "cuEventRecord", "");
+    fn();
+    check(drv_->cuEventRecord(stop_, nullptr), "cuEventRecord", "");
+    if (hold) __atomic_store_n(&flag_[0], 1u, __ATOMIC_SEQ_CST);
+    check(drv_->cuEventSynchronize(stop_), "cuEventSynchronize", "");
+    float ms = 0;
+    check(drv_->cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime", "");
+    if (hold && __atomic_load_n(&flag_[1], __ATOMIC_SEQ_CST) != 0) {
+      // The queued work waited on the host (a synchronising op); holding the GPU only delays it.
+      use_blocker_ = false;
+      std::fprintf(stderr, "autokernel-sandbox: blocking kernel timed out; timing without it from now on\n");
+    }
+    return double(ms) * 1000.0;
   }
 
   void synchronize(const std::string& stage) override { check(drv_->cuCtxSynchronize(), "cuCtxSynchronize", stage); }
-
-  // A write of twice the L2 size on the default stream, ahead of the next timed region (the
-  // events bracket only the call that follows).
-  bool flush_cache() override {
-    if (!flush_.defined()) return false;
-    flush_.fill_(static_cast<int64_t>(++flushes_ & 0x7f));
-    return true;
-  }
+  bool can_flush() const override { return flush_.defined(); }
+  bool blocking() const override { return use_blocker_; }
 
   void reset_peak_memory() override {
     c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(c10::DeviceIndex(device_));
   }
+  double allocated_bytes() override { return stat(false); }
+  double peak_allocated_bytes() override { return stat(true); }
 
-  double peak_memory_mb() override {
-    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::DeviceIndex(device_));
-    const auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    // The L2 flush buffer is the harness's, not the job's.
-    const double flush_bytes = flush_.defined() ? double(flush_.nbytes()) : 0.0;
-    return std::max(0.0, double(stats.allocated_bytes[agg].peak) - flush_bytes) / (1024.0 * 1024.0);
+  double rotation_budget_bytes() override {
+    size_t free_b = 0, total_b = 0;
+    if (drv_->cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) return 0;
+    return std::min(double(free_b) / 4.0, double(2) * 1024 * 1024 * 1024);
   }
+
+  Telemetry telemetry() override { return nvml_ ? nvml_->read() : Telemetry{}; }
 
   std::string device_broken() override {
     if (!drv_ || !error_.empty()) return "";
@@ -538,10 +870,18 @@ class CudaHarness final : public HarnessBase {
   }
 
  private:
+  static constexpr uint64_t kBlockerTimeoutNs = 200'000'000;  // 200 ms
+
+  double stat(bool peak) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::DeviceIndex(device_));
+    const auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return double(peak ? stats.allocated_bytes[agg].peak : stats.allocated_bytes[agg].current);
+  }
+
   void check(CUresult r, const char* what, const std::string& stage) {
     if (r != CUDA_SUCCESS)
-      fail(stage, std::string(what) + " failed: " + drv_->error_text(r) +
-                          " (a fault in the candidate or the device)", ResultStatus::kCrash);
+      fail(stage, std::string(what) + " failed: " + drv_->error_text(r) + " (a fault in the candidate or the device)",
+           ResultStatus::kCrash);
   }
 
   void init() {
@@ -562,7 +902,8 @@ class CudaHarness final : public HarnessBase {
     int major = 0, minor = 0;
     drv_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     drv_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-    arch_ = "sm_" + std::to_string(major) + std::to_string(minor) + (major == 9 ? "a" : "");
+    arch_ = arch_for_compute_capability(major, minor);
+    drv_->cuDeviceGetAttribute(&max_shared_optin_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
     if (!at::hasCUDA() || c10::cuda::device_count() <= device_)
       fail("sandbox", "libtorch sees " + std::to_string(at::hasCUDA() ? c10::cuda::device_count() : 0) +
                           " CUDA device(s); device " + std::to_string(device_) +
@@ -581,35 +922,119 @@ class CudaHarness final : public HarnessBase {
     r = drv_->cuEventCreate(&start_, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS) r = drv_->cuEventCreate(&stop_, CU_EVENT_DEFAULT);
     if (r != CUDA_SUCCESS) fail("sandbox", "cuEventCreate failed: " + drv_->error_text(r));
-    copy_bandwidth_gbps_ = measure_copy();
+    init_blocker();
+
+    char bus[64] = {0};
+    std::string pci_device;
+    if (drv_->cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == CUDA_SUCCESS) {
+      pci_device = pci_device_id(bus);
+      auto nvml = Nvml::open(bus);
+      if (nvml.ok()) {
+        nvml_ = nvml.value();
+      } else {
+        std::fprintf(stderr, "autokernel-sandbox: %s; measurements carry no telemetry\n",
+                     nvml.status().message().c_str());
+      }
+    }
+    calibrate(pci_device, dev);
+  }
+
+  void init_blocker() {
+    CUresult r = drv_->cuModuleLoadData(&blocker_module_, kBlockingKernelPtx);
+    if (r == CUDA_SUCCESS) r = drv_->cuModuleGetFunction(&blocker_, blocker_module_, "ak_block_until_released");
+    void* host = nullptr;
+    if (r == CUDA_SUCCESS)
+      r = drv_->cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    if (r == CUDA_SUCCESS) {
+      flag_ = static_cast<volatile uint32_t*>(host);
+      r = drv_->cuMemHostGetDevicePointer(&flag_device_, host, 0);
+    }
+    if (r != CUDA_SUCCESS) {
+      std::fprintf(stderr, "autokernel-sandbox: no blocking kernel (%s); launch latency may show in short timings\n",
+                   drv_->error_text(r).c_str());
+      return;
+    }
+    use_blocker_ = true;
+  }
+
+  // The worker's own ceilings: copy bandwidth and cuBLAS GEMM rates; then the datasheet.
+  void calibrate(const std::string& pci_device, CUdevice dev) {
+    ceilings_.copy_bandwidth_gbps = measure_copy();
+    struct G {
+      const char* key;
+      at::ScalarType type;
+      int64_t n;
+      bool tf32;
+    };
+    for (const G& g : {G{"fp16", at::kHalf, 8192, false}, G{"bf16", at::kBFloat16, 8192, false},
+                       G{"tf32", at::kFloat, 8192, true}, G{"fp32", at::kFloat, 4096, false}})
+      ceilings_.gemm_tflops[g.key] = measure_gemm(g.type, g.n, g.tf32);
+    size_t total = 0;
+    drv_->cuDeviceTotalMem(&total, dev);
+    DatasheetMatch ds = match_datasheet(pci_device, name_, int64_t(total));
+    ceilings_.datasheet_match = ds.how;
+    if (ds.entry) {
+      ceilings_.datasheet_name = ds.entry->name;
+      ceilings_.datasheet_bandwidth_gbps = ds.entry->memory_bandwidth_gbps;
+      ceilings_.datasheet_tflops = {{"fp16", ds.entry->fp16_tflops},
+                                    {"bf16", ds.entry->bf16_tflops},
+                                    {"tf32", ds.entry->tf32_tflops},
+                                    {"fp32", ds.entry->fp32_tflops}};
+    }
   }
 
   // Device-to-device copy of 1 GiB, bytes read + written per second, best of 5.
   double measure_copy() {
     const int64_t bytes = int64_t(1) << 30;
     auto opts = at::TensorOptions().dtype(at::kByte).device(device());
-    double best_ms = 1e30;
+    double best_us = 1e30;
     {
       at::Tensor a = at::ones({bytes}, opts);
       at::Tensor b = at::empty({bytes}, opts);
       b.copy_(a);  // warm-up
       synchronize("sandbox");
-      Timer t = timer();
-      for (int i = 0; i < 5; ++i) best_ms = std::min(best_ms, t([&] { b.copy_(a); }) / 1000.0);
+      for (int i = 0; i < 5; ++i) best_us = std::min(best_us, time_call({}, [&] { b.copy_(a); }, false));
     }
     c10::cuda::CUDACachingAllocator::emptyCache();
-    return 2.0 * double(bytes) / (best_ms * 1e-3) / 1e9;
+    return 2.0 * double(bytes) / (best_us * 1e-6) / 1e9;
+  }
+
+  // n x n x n GEMM through at::mm (cuBLAS), best of 5 after 2 warm-ups [TFLOP/s].
+  double measure_gemm(at::ScalarType type, int64_t n, bool tf32) {
+    auto& ctx = at::globalContext();
+    const bool saved = ctx.allowTF32CuBLAS();
+    ctx.setAllowTF32CuBLAS(tf32);
+    double best_us = 1e30;
+    {
+      auto opts = at::TensorOptions().dtype(type).device(device());
+      at::Tensor a = at::randn({n, n}, opts);
+      at::Tensor b = at::randn({n, n}, opts);
+      at::Tensor c = at::empty({n, n}, opts);
+      for (int i = 0; i < 2; ++i) at::mm_out(c, a, b);
+      synchronize("sandbox");
+      for (int i = 0; i < 5; ++i) best_us = std::min(best_us, time_call({}, [&] { at::mm_out(c, a, b); }, false));
+    }
+    ctx.setAllowTF32CuBLAS(saved);
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    return 2.0 * double(n) * double(n) * double(n) / (best_us * 1e-6) / 1e12;
   }
 
   int device_;
   std::shared_ptr<const CudaDriver> drv_;
+  std::shared_ptr<const Nvml> nvml_;
   std::string name_;
   std::string arch_;
   std::string error_;
+  int max_shared_optin_ = 48 * 1024;
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;
-  at::Tensor flush_;       // L2 flush buffer (issue "Trustworthy measurement": cold timing)
+  at::Tensor flush_;  // L2 flush buffer: cold timing
   uint64_t flushes_ = 0;
+  CUmodule blocker_module_ = nullptr;
+  CUfunction blocker_ = nullptr;
+  volatile uint32_t* flag_ = nullptr;  // [0]: released by the host, [1]: the blocker timed out
+  CUdeviceptr flag_device_ = 0;
+  bool use_blocker_ = false;
 };
 
 }  // namespace

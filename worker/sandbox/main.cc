@@ -1,9 +1,11 @@
-// autokernel-sandbox --backend cpu|cuda --device N
+// autokernel-sandbox --backend cpu|cuda --device N [--limit-as-mb N] [--limit-nofile N]
 // Speaks worker/sandbox_protocol.h on stdin/stdout; logs to stderr.
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -17,7 +19,9 @@ namespace {
 
 int usage(const std::string& why) {
   std::cerr << "autokernel-sandbox: " << why << "\n"
-            << "usage: autokernel-sandbox --backend cpu|cuda [--device N]\n"
+            << "usage: autokernel-sandbox --backend cpu|cuda [--device N] [--limit-as-mb N] [--limit-nofile N]\n"
+            << "  --limit-as-mb N   address-space limit (RLIMIT_AS) in MiB, 0 = none\n"
+            << "  --limit-nofile N  open-file limit (RLIMIT_NOFILE), 0 = unchanged\n"
             << "Started by the worker; reads one JSON request per line on stdin (worker/sandbox_protocol.h).\n";
   return 2;
 }
@@ -39,6 +43,24 @@ void send(FILE* out, const nlohmann::json& j) {
   std::fflush(out);
 }
 
+// Limits the sandbox puts on itself, and so on every candidate it loads: address space, open
+// files, no core files (a crashing candidate must not write gigabytes of core), no privilege gain.
+bool apply_limits(int64_t as_mb, int64_t nofile) {
+  auto set = [](int resource, rlim_t v, const char* what) {
+    rlimit r{v, v};
+    if (setrlimit(resource, &r) != 0) {
+      std::cerr << "autokernel-sandbox: setrlimit(" << what << ", " << v << ") failed: " << std::strerror(errno) << "\n";
+      return false;
+    }
+    return true;
+  };
+  bool ok = set(RLIMIT_CORE, 0, "RLIMIT_CORE");
+  if (as_mb > 0) ok = set(RLIMIT_AS, rlim_t(as_mb) << 20, "RLIMIT_AS") && ok;
+  if (nofile > 0) ok = set(RLIMIT_NOFILE, rlim_t(nofile), "RLIMIT_NOFILE") && ok;
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,27 +70,37 @@ int main(int argc, char** argv) {
   if (getppid() != parent) return 1;
   std::string backend_arg;
   int device = 0;
+  int64_t as_mb = 0, nofile = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       usage("help");
       return 0;
     }
-    if ((a == "--backend" || a == "--device") && i + 1 >= argc) return usage(a + " needs a value");
+    if ((a == "--backend" || a == "--device" || a == "--limit-as-mb" || a == "--limit-nofile") && i + 1 >= argc)
+      return usage(a + " needs a value");
     if (a == "--backend") {
       backend_arg = argv[++i];
-    } else if (a == "--device") {
+    } else if (a == "--device" || a == "--limit-as-mb" || a == "--limit-nofile") {
+      int64_t v = 0;
       try {
-        device = std::stoi(argv[++i]);
+        size_t used = 0;
+        v = std::stoll(argv[++i], &used);
+        if (used != std::strlen(argv[i]) || v < 0) throw std::invalid_argument("not a count");
       } catch (const std::exception&) {
-        return usage(std::string("--device expects a number; got '") + argv[i] + "'");
+        return usage(a + " expects a non-negative number; got '" + argv[i] + "'");
       }
+      if (a == "--device") device = int(v);
+      if (a == "--limit-as-mb") as_mb = v;
+      if (a == "--limit-nofile") nofile = v;
     } else {
       return usage("unknown argument '" + a + "'");
     }
   }
   auto backend = ak::parse_backend(backend_arg);
   if (!backend) return usage("--backend must be cpu or cuda; got '" + backend_arg + "'");
+
+  if (!apply_limits(as_mb, nofile)) return 1;
 
   FILE* out = open_protocol_channel();
   if (!out) {

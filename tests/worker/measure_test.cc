@@ -1,0 +1,114 @@
+// The measurement library: statistics, the stopping rule of alternated sampling, roofline.
+#include "worker/measure.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "worker/nvml.h"
+
+namespace ak::measure {
+namespace {
+
+TEST(Stats, SummarizeGivesOrderStatisticsAndSpread) {
+  Stats s = summarize({5, 1, 4, 2, 3});
+  EXPECT_EQ(s.n, 5);
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 5);
+  EXPECT_DOUBLE_EQ(s.p10, 1.4);
+  EXPECT_DOUBLE_EQ(s.p90, 4.6);
+  EXPECT_NEAR(s.cv, std::sqrt(2.0) / 3.0, 1e-12);
+  // stdev (n-1) = sqrt(2.5); 1.2533 * sqrt(2.5) / sqrt(5) / 3
+  EXPECT_NEAR(s.rel_se, 1.2533 * std::sqrt(2.5) / std::sqrt(5.0) / 3.0, 1e-12);
+}
+
+TEST(Stats, RelativeStandardErrorIsInfiniteWithoutTwoSamples) {
+  EXPECT_TRUE(std::isinf(rel_se_of_median({})));
+  EXPECT_TRUE(std::isinf(rel_se_of_median({3.0})));
+  EXPECT_DOUBLE_EQ(rel_se_of_median({2.0, 2.0, 2.0}), 0.0);
+}
+
+MeasureOptions options(int min, int max, double noise, int64_t max_ms) {
+  MeasureOptions o;
+  o.min_samples = min;
+  o.max_samples = max;
+  o.noise_target = noise;
+  o.max_time_ms = max_ms;
+  return o;
+}
+
+TEST(Sampling, QuietSeriesStopAtTheNoiseTargetAfterMinSamples) {
+  int calls = 0;
+  PairedSamples s = sample_alternating(
+      options(10, 500, 0.005, 1'000'000), [&](int) { return 100.0 + (++calls % 2) * 0.01; },
+      [&](int) { return 50.0; }, [] { return 0.0; });
+  EXPECT_EQ(s.stop, StopReason::kNoiseTarget);
+  EXPECT_EQ(s.candidate_us.size(), 10u);
+  EXPECT_EQ(s.baseline_us.size(), 10u);
+}
+
+TEST(Sampling, NoisySeriesRunToMaxSamples) {
+  int i = 0;
+  PairedSamples s = sample_alternating(
+      options(10, 40, 0.005, 1'000'000), [&](int) { return (++i % 2) ? 50.0 : 150.0; }, [&](int) { return 50.0; },
+      [] { return 0.0; });
+  EXPECT_EQ(s.stop, StopReason::kMaxSamples);
+  EXPECT_EQ(s.candidate_us.size(), 40u);
+}
+
+TEST(Sampling, TimeLimitStopsOnlyAfterMinSamples) {
+  double now = 0;
+  int i = 0;
+  PairedSamples s = sample_alternating(
+      options(12, 500, 0.005, 100),
+      [&](int) {
+        now += 60;  // every sample takes 60 ms: the limit passes after two
+        return (++i % 2) ? 50.0 : 150.0;
+      },
+      [&](int) { return 50.0; }, [&] { return now; });
+  EXPECT_EQ(s.stop, StopReason::kTimeLimit);
+  EXPECT_EQ(s.candidate_us.size(), 12u);
+}
+
+TEST(Sampling, CandidateAndBaselineAlternate) {
+  std::vector<std::string> order;
+  sample_alternating(
+      options(3, 3, 0, 1000), [&](int i) { order.push_back("c" + std::to_string(i)); return 1.0; },
+      [&](int i) { order.push_back("b" + std::to_string(i)); return 1.0; }, [] { return 0.0; });
+  EXPECT_EQ(order, (std::vector<std::string>{"c0", "b0", "c1", "b1", "c2", "b2"}));
+}
+
+TEST(Roofline, FloorIsTheSlowerOfBytesAndFlops) {
+  // 4.8e12 bytes at 4800 GB/s = 1 s; 1e12 FLOPs at 1000 TFLOP/s = 1 ms; 1e16 FLOPs = 10 s.
+  EXPECT_NEAR(roofline_floor_us(1e12, 4.8e12, 4800, 1000), 1e6, 1e-6);
+  EXPECT_NEAR(roofline_floor_us(1e16, 4.8e12, 4800, 1000), 1e7, 1e-6);
+  EXPECT_NEAR(roofline_floor_us(1e12, 4.8e12, 0, 1000), 1e3, 1e-9);  // unknown bandwidth: flops only
+  EXPECT_DOUBLE_EQ(roofline_floor_us(1e12, 4.8e12, 0, 0), 0.0);
+}
+
+TEST(Roofline, BoundFollowsTheRidgePoint) {
+  // ridge of 1000 TFLOP/s over 4000 GB/s: 250 FLOP/byte
+  EXPECT_EQ(bound_of(5.0 * 1e6, 4e6, 4000, 1000), "memory");     // softmax-like: ~1 FLOP/byte
+  EXPECT_EQ(bound_of(2.0 * 4096.0 * 4096 * 4096, 3.0 * 2 * 4096 * 4096, 4000, 1000), "compute");  // GEMM
+  EXPECT_EQ(bound_of(1, 1, 0, 1000), "unknown");
+}
+
+TEST(Nvml, ReasonNamesAndThrottleMask) {
+  EXPECT_EQ(reason_names(0), "none");
+  EXPECT_EQ(reason_names(kReasonGpuIdle | kReasonSwPowerCap), "gpu_idle|sw_power_cap");
+  EXPECT_EQ(reason_names(uint64_t(1) << 40), "other");
+  EXPECT_TRUE(kThrottleMask & kReasonHwThermal);
+  EXPECT_FALSE(kThrottleMask & kReasonGpuIdle);
+  EXPECT_FALSE(kThrottleMask & kReasonApplicationsClocks);
+}
+
+TEST(Nvml, OpenFailsWithAReasonWhereThereIsNoDevice) {
+  auto n = Nvml::open("0000:ff:1f.7");
+  ASSERT_FALSE(n.ok());  // no NVML here, or no device at that bus id
+  EXPECT_FALSE(n.status().message().empty());
+}
+
+}  // namespace
+}  // namespace ak::measure
