@@ -59,5 +59,13 @@ struct RunArgs {
 };
 int run(const RunArgs& a);
 
+struct CalibrateArgs {
+  std::string backend = "auto";
+  int device = 0;
+  std::string sandbox;  // default: autokernel-sandbox next to this executable
+  bool json = false;
+};
+int calibrate(const CalibrateArgs& a);
+
 
 }  // namespace ak::cli

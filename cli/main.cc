@@ -77,6 +77,13 @@ int main(int argc, char** argv) {
   exp->add_option("--json", json_out, "JSON path; empty for none")->capture_default_str();
   add_client(exp);
 
+  CalibrateArgs ca;
+  auto* cal = app.add_subcommand("calibrate", "Measure this device's ceilings (copy bandwidth, GEMM TFLOP/s) beside its datasheet");
+  cal->add_option("--backend", ca.backend, "auto, cpu or cuda")->capture_default_str();
+  cal->add_option("--device", ca.device, "CUDA ordinal")->capture_default_str();
+  cal->add_option("--sandbox", ca.sandbox, "sandbox executable (default: next to autokernel)");
+  cal->add_flag("--json", ca.json, "print the ceilings as JSON");
+
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%P] %v");
@@ -89,5 +96,6 @@ int main(int argc, char** argv) {
   if (*stat) return ak::cli::status(cl, as_json);
   if (*res) return ak::cli::results(cl, campaign, status_filter, as_json, limit);
   if (*exp) return ak::cli::export_results(cl, campaign, tsv, json_out);
+  if (*cal) return ak::cli::calibrate(ca);
   return 2;
 }

@@ -90,8 +90,8 @@ class Farm {
     coordinator_.reset();
   }
 
-  void start_worker(const std::string& id, int slots = 2) {
-    auto w = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "worker", "--backend", "cpu", "--id", id,
+  void start_worker(const std::string& id, int slots = 2, const std::string& backend = "cpu") {
+    auto w = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "worker", "--backend", backend, "--id", id,
                                   "--coordinator", workers_ep_, "--slots", std::to_string(slots), "--heartbeat-ms",
                                   "200", "--cache-dir", dir_ + "/cache", "--state-dir", dir_ + "/state-" + id},
                                  {});

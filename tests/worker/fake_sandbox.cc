@@ -8,12 +8,16 @@
 //   close    close stdout and keep running (an EOF from a live process)
 //   crash    reply CRASH (a sticky CUDA error) and exit with code 3, as the real sandbox does
 //   quit     reply PASS, then exit 0 (the sandbox dies between jobs)
+//   env      reply PASS with reason = JSON {"env": [...], "argv": [...], "tmp_writable": bool}: what
+//            the supervisor gave the sandbox
 // Start-up behaviour from `--hello ok|never|not-ready|garbage` (default ok). It writes one line
 // to stderr at start so tests can check where the sandbox log goes.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 #include <iostream>
 #include <string>
 
@@ -21,8 +25,11 @@
 
 #include "worker/sandbox_protocol.h"
 
+extern char** environ;
+
 int main(int argc, char** argv) {
   std::string backend, device, hello = "ok";
+  std::vector<std::string> args(argv, argv + argc);
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--backend") backend = argv[i + 1];
@@ -61,6 +68,22 @@ int main(int argc, char** argv) {
       std::fclose(stdout);
       close(STDOUT_FILENO);
       for (;;) pause();
+    } else if (req.entry == "env") {
+      nlohmann::json e = nlohmann::json::array();
+      for (char** p = environ; p && *p; ++p) e.push_back(*p);
+      const char* tmp = std::getenv("TMPDIR");
+      bool writable = false;
+      if (tmp) {
+        std::string path = std::string(tmp) + "/probe";
+        if (FILE* f = std::fopen(path.c_str(), "w")) {
+          writable = std::fputs("x", f) >= 0;
+          std::fclose(f);
+        }
+      }
+      ak::SandboxReply r;
+      r.status = ak::ResultStatus::kPass;
+      r.reason = nlohmann::json{{"env", e}, {"argv", args}, {"tmp_writable", writable}}.dump();
+      std::cout << nlohmann::json(r).dump() << std::endl;
     } else if (req.entry == "crash") {
       ak::SandboxReply r;
       r.status = ak::ResultStatus::kCrash;

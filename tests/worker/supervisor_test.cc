@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -48,6 +50,56 @@ void expect_fresh_sandbox_works(SandboxSupervisor& sup, int64_t starts_before) {
   SandboxReply r = sup.run(request("pass", "after"), kPatience);
   EXPECT_EQ(r.status, ResultStatus::kPass) << r.reason;
   EXPECT_EQ(sup.starts(), starts_before + 1) << "a fresh sandbox was started";
+}
+
+TEST(SandboxSupervisor, SandboxGetsAScrubbedEnvironmentLimitsAndAPrivateTmpRemovedAfterwards) {
+  setenv("AK_TEST_SECRET_TOKEN", "do-not-leak", 1);
+  SandboxOptions o = fake_options();
+  o.extra_env = {"AK_EXTRA=1"};
+  std::string tmp;
+  {
+    SandboxSupervisor sup(o);
+    SandboxReply r = sup.run(request("env"), kPatience);
+    ASSERT_EQ(r.status, ResultStatus::kPass) << r.reason;
+    auto j = nlohmann::json::parse(r.reason);
+    std::map<std::string, std::string> env;
+    for (const auto& e : j["env"]) {
+      std::string s = e;
+      env[s.substr(0, s.find('='))] = s.substr(s.find('=') + 1);
+    }
+    EXPECT_EQ(env.count("AK_TEST_SECRET_TOKEN"), 0u) << "the worker's environment leaked into the sandbox";
+    EXPECT_EQ(env["AK_EXTRA"], "1");
+    ASSERT_EQ(env.count("TMPDIR"), 1u);
+    tmp = env["TMPDIR"];
+    EXPECT_EQ(env["HOME"], tmp);
+    EXPECT_EQ(tmp, sup.tmp_dir());
+    EXPECT_EQ(tmp.rfind("/tmp/ak-sandbox-", 0), 0u) << tmp;
+    EXPECT_TRUE(j["tmp_writable"].get<bool>());
+    EXPECT_TRUE(std::filesystem::exists(tmp + "/probe"));
+    // The limits go to the sandbox, which applies them to itself: 16 GiB on cpu, 256 files.
+    const auto argv = j["argv"].get<std::vector<std::string>>();
+    auto value = [&](const std::string& flag) {
+      auto it = std::find(argv.begin(), argv.end(), flag);
+      return it == argv.end() || it + 1 == argv.end() ? std::string("missing") : *(it + 1);
+    };
+    EXPECT_EQ(value("--limit-as-mb"), "16384");
+    EXPECT_EQ(value("--limit-nofile"), "256");
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp)) << "the sandbox's temporary directory outlived it";
+  unsetenv("AK_TEST_SECRET_TOKEN");
+}
+
+TEST(SandboxSupervisor, ACrashedSandboxsTmpIsRemovedAndTheNextGetsAFreshOne) {
+  SandboxSupervisor sup(fake_options());
+  SandboxReply r = sup.run(request("env"), kPatience);
+  ASSERT_EQ(r.status, ResultStatus::kPass) << r.reason;
+  const std::string first = sup.tmp_dir();
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(sup.run(request("segv"), kPatience).status, ResultStatus::kCrash);
+  EXPECT_FALSE(std::filesystem::exists(first));
+  ASSERT_EQ(sup.run(request("env"), kPatience).status, ResultStatus::kPass);
+  EXPECT_NE(sup.tmp_dir(), first);
+  EXPECT_TRUE(std::filesystem::exists(sup.tmp_dir()));
 }
 
 TEST(SandboxSupervisor, PassingRequestReturnsTheSandboxReply) {

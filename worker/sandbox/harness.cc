@@ -604,6 +604,7 @@ class CpuHarness final : public HarnessBase {
     // thread counts.
     at::set_num_threads(1);
     ceilings_.copy_bandwidth_gbps = measure_memcpy();
+    ceilings_.datasheet_match = "the cpu backend has no datasheet entry; ceilings are measured only";
   }
 
   SandboxHello hello() override {

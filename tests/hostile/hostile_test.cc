@@ -1,0 +1,163 @@
+// The hostile-kernel suite: every candidate in tests/hostile/<backend>/ declares the verdict the
+// farm must give it (first lines, "// expect-status: A|B" and "// expect-stage: prefix|prefix"
+// or "-"). The test runs them all through a real farm (redis-server, coordinator, one worker
+// process) as one campaign each, then checks every verdict and that the one worker served every
+// job: a hostile candidate costs at most its own sandbox.
+//
+//   ctest -L hostile           # cpu suite (CI) and, where there is a GPU, the cuda suite (label gpu)
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "worker/cuda_driver.h"
+#include "tests/integration/farm.h"
+
+namespace ak::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Expectation {
+  std::string file;
+  std::string name;                 // file stem, e.g. "07_caches_results"
+  std::vector<std::string> statuses;
+  std::vector<std::string> stages;  // prefixes; empty: any (PASS)
+  std::string source;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::vector<Expectation> load_suite(const std::string& backend) {
+  std::vector<Expectation> suite;
+  const fs::path dir = fs::path(AK_SOURCE_DIR) / "tests" / "hostile" / backend;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".cu" && ext != ".cc") continue;
+    Expectation e;
+    e.file = entry.path().string();
+    e.name = entry.path().stem().string();
+    e.source = read_text(e.file);
+    std::istringstream in(e.source);
+    std::string line;
+    while (std::getline(in, line) && line.rfind("//", 0) == 0) {
+      if (line.rfind("// expect-status:", 0) == 0) e.statuses = split(line.substr(17), '|');
+      if (line.rfind("// expect-stage:", 0) == 0) {
+        auto st = split(line.substr(16), '|');
+        if (!(st.size() == 1 && st[0] == "-")) e.stages = st;
+      }
+    }
+    if (e.statuses.empty()) ADD_FAILURE() << e.file << " has no '// expect-status:' line";
+    suite.push_back(std::move(e));
+  }
+  std::sort(suite.begin(), suite.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return suite;
+}
+
+json campaign_for(const Expectation& e, const std::string& backend) {
+  const bool gpu = backend == "cuda";
+  return {{"name", "hostile-" + backend + "-" + e.name},
+          {"kernel_type", "softmax"},
+          {"backend", backend},
+          {"source", e.source},
+          {"configs", "default"},
+          {"shapes", {gpu ? std::vector<int64_t>{1024, 4096} : std::vector<int64_t>{64, 1024}}},
+          {"dtypes", {"fp32"}},
+          {"tag", "hostile/" + backend + "/" + e.name},
+          {"description", e.name},
+          {"timeout_ms", gpu ? 30000 : 20000},
+          // At least 60 timed samples: the "smart" cheaters start cheating after 40 calls.
+          {"measure", {{"warmup", 3}, {"min_samples", 60}, {"max_samples", 120}, {"max_time_ms", 3000}}}};
+}
+
+void run_suite(const std::string& backend) {
+  const std::vector<Expectation> suite = load_suite(backend);
+  ASSERT_GE(suite.size(), backend == "cuda" ? 14u : 12u) << "the suite lost candidates";
+  Farm::Options fo;
+  fo.lease_ms = 120'000;        // a hostile job may hold its sandbox until its own timeout
+  fo.worker_timeout_ms = 60'000;
+  fo.max_attempts = 1;          // a verdict is final: no retry elsewhere
+  Farm farm(fo);
+  farm.start_coordinator();
+  farm.start_worker("hostile-" + backend, 1, backend);
+  farm.wait_workers(1);
+  std::map<std::string, std::string> campaign_of;  // campaign id -> candidate name
+  for (const auto& e : suite) campaign_of[farm.submit(campaign_for(e, backend))] = e.name;
+  farm.wait_status(
+      [&](const json& s) {
+        size_t done = 0;
+        for (const auto& c : s["campaigns"])
+          if (campaign_of.count(c["campaign_id"]) && c["finished"] == c["total"]) ++done;
+        return done == campaign_of.size();
+      },
+      std::chrono::seconds(backend == "cuda" ? 900 : 600), "every hostile campaign");
+
+  const StoreSnapshot snap = farm.snapshot();
+  std::map<std::string, std::string> job_campaign;
+  for (const auto& j : snap.jobs) job_campaign[j.spec.job_id] = j.spec.campaign_id;
+  std::map<std::string, const ResultRecord*> result_of;  // candidate name -> its row
+  std::set<std::string> workers;
+  for (const auto& r : snap.results) {
+    auto c = campaign_of.find(job_campaign[r.job_id]);
+    if (c == campaign_of.end()) continue;
+    EXPECT_EQ(result_of.count(c->second), 0u) << c->second << " has more than one row";
+    result_of[c->second] = &r;
+    workers.insert(r.worker_id);
+  }
+  std::cout << "hostile suite, backend " << backend << ":\n";
+  for (const auto& e : suite) {
+    auto it = result_of.find(e.name);
+    if (it == result_of.end()) {
+      ADD_FAILURE() << e.name << ": no result";
+      continue;
+    }
+    const ResultRecord& r = *it->second;
+    const std::string status = result_status_name(r.status);
+    std::cout << "  " << e.name << ": " << status << " at " << r.stage << " (expected "
+              << e.statuses[0] << (e.statuses.size() > 1 ? "|" + e.statuses[1] : "") << ")  " << r.reason.substr(0, 160)
+              << "\n";
+    EXPECT_NE(std::find(e.statuses.begin(), e.statuses.end(), status), e.statuses.end())
+        << e.name << ": got " << status << " at stage " << r.stage << ": " << r.reason;
+    if (!e.stages.empty()) {
+      bool match = false;
+      for (const auto& p : e.stages) match = match || r.stage.rfind(p, 0) == 0;
+      EXPECT_TRUE(match) << e.name << ": stage " << r.stage << " is not one of the expected (" << e.stages[0]
+                         << "...): " << r.reason;
+    }
+    if (r.status == ResultStatus::kPass) {
+      EXPECT_GT(r.m.latency_us, 0);
+      EXPECT_NE(r.m.verification.find("edge PASS"), std::string::npos) << r.m.verification;
+    } else {
+      EXPECT_EQ(r.m.latency_us, 0) << e.name << ": a candidate that did not pass is never timed";
+    }
+  }
+  // One worker process served the whole suite.
+  EXPECT_EQ(workers, std::set<std::string>{"hostile-" + backend});
+}
+
+TEST(Hostile, SuiteGetsTheExpectedVerdictsFromOneWorker) {
+  const std::string backend = AK_HOSTILE_BACKEND;
+  if (backend == "cuda") {
+    auto drv = CudaDriver::load();
+    int n = 0;
+    if (!drv.ok() || (*drv)->cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0)
+      GTEST_SKIP() << "no GPU: " << (drv.ok() ? "no device" : drv.status().message());
+  }
+  run_suite(backend);
+}
+
+}  // namespace
+}  // namespace ak::testing
