@@ -50,6 +50,7 @@ const std::vector<ResultColumn>& result_columns() {
       {"stage", "", "stage of a failure"},
       {"reason", "", "why the job did not pass"},
       {"campaign_id", "", "campaign of the job"},
+      {"completed_wall_ms", "ms", "when the worker finished the attempt (Unix epoch)"},
   };
   return cols;
 }
@@ -102,6 +103,7 @@ nlohmann::json result_row(const JobRecord& job, const ResultRecord& r, int64_t e
       {"stage", r.stage},
       {"reason", r.reason},
       {"campaign_id", job.spec.campaign_id},
+      {"completed_wall_ms", r.completed_wall_ms},
   };
   return row;
 }

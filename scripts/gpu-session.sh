@@ -3,10 +3,12 @@
 # package access: the Debian packages the farm needs come unpacked from a folder of .debs
 # (fetched beforehand with shared/gpu/fetch-debs.sh plus googletest, spdlog, CLI11, toml++,
 # xxhash, nlohmann-json). Logs and results go to $OUT (default ./gpu-out).
-#   scripts/gpu-session.sh DEBS_DIR [autokernel run args...]
+# Then: the device's calibration, ctest -L gpu (sandbox and hostile suites), bench/repeatability.sh
+# and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput").
+#   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DEBS=${1:?usage: gpu-session.sh DEBS_DIR [run args]}
+DEBS=${1:?usage: gpu-session.sh DEBS_DIR [ctest args]}
 shift
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -25,9 +27,19 @@ nvidia-smi --query-gpu=name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,po
     -DCMAKE_CXX_FLAGS="-isystem $SYS/usr/include" && ninja -C build-gpu -j "$(nproc)"
 } > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
 echo "build ok"
-(cd build-gpu && ctest -L gpu --output-on-failure -j 4) > "$OUT/ctest-gpu.log" 2>&1
-echo "ctest -L gpu rc=$?"; grep -E "tests passed|Failed|SKIPPED|\*\*\*" "$OUT/ctest-gpu.log" | head -30
-mkdir -p /tmp/ak-run && cd /tmp/ak-run
-"$OLDPWD/build-gpu/bin/autokernel" run --backend cuda --data-dir /tmp/ak-run/.ak --out "$OUT" "$@" > "$OUT/run.log" 2>&1
-echo "run rc=$?"
-grep -v "^\[" "$OUT/run.log" | tail -70
+export OUT
+B=$PWD/build-gpu
+"$B/bin/autokernel" calibrate | tee "$OUT/calibrate.txt"
+STEPS=${AK_GPU_STEPS:-ctest repeat throughput}
+for step in $STEPS; do
+  case $step in
+    ctest)
+      (cd build-gpu && timeout 420 ctest -L gpu --output-on-failure -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
+      echo "ctest -L gpu rc=$?"; grep -E "tests passed|Failed|SKIPPED|\*\*\*|hostile suite|^  [0-9][0-9]_" "$OUT/ctest-gpu.log" | head -60 ;;
+    repeat)
+      timeout 300 bash bench/repeatability.sh "$B"; echo "repeatability rc=$?" ;;
+    throughput)
+      timeout 400 bash bench/throughput.sh "$B"; echo "throughput rc=$?"
+      awk -v cols=correctness,stage -f bench/tsv.awk "$OUT/throughput/results.tsv" | sort | uniq -c ;;
+  esac
+done
