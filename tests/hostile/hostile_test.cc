@@ -148,7 +148,10 @@ void run_suite(const std::string& backend) {
   EXPECT_EQ(workers, std::set<std::string>{"hostile-" + backend});
 }
 
-TEST(Hostile, SuiteGetsTheExpectedVerdictsFromOneWorker) {
+// One test name per backend: ctest keys labels by test name.
+#define AK_HOSTILE_CAT2(a, b) a##b
+#define AK_HOSTILE_CAT(a, b) AK_HOSTILE_CAT2(a, b)
+TEST(Hostile, AK_HOSTILE_CAT(AK_HOSTILE_TEST_PREFIX, SuiteGetsTheExpectedVerdictsFromOneWorker)) {
   const std::string backend = AK_HOSTILE_BACKEND;
   if (backend == "cuda") {
     auto drv = CudaDriver::load();

@@ -444,7 +444,7 @@ TEST_F(SandboxFixture, GpuWrongCandidateFailsAndAFaultingOneCrashesTheSandbox) {
       "}\n";
   SandboxReply r = run(*p, gpu_job(DType::kF32, {64, 256}, {}, partial), gpu_caps());
   EXPECT_EQ(r.status, ResultStatus::kFail);
-  EXPECT_EQ(r.stage, "verify");
+  EXPECT_EQ(r.stage, "verify.smoke");
   EXPECT_NE(r.reason.find("NaN"), std::string::npos) << r.reason;
 
   const std::string faults =
