@@ -4,10 +4,11 @@
 // from stdin and writes replies to stdout, one JSON document per line ('\n'-terminated, no
 // embedded newlines). Its stderr is the sandbox's log. Sequence:
 //   1. sandbox -> worker: SandboxHello   (readiness handshake; the worker waits for it, no sleep)
-//   2. worker -> sandbox: SandboxRequest ; sandbox -> worker: SandboxReply   (repeated)
+//   2. worker -> sandbox: SandboxRequest ; sandbox -> worker: zero or more SandboxProgress lines
+//      ({"progress": "<stage>"}, one as each stage starts), then one SandboxReply   (repeated)
 //   3. EOF on stdin: the sandbox exits 0.
 // If the sandbox does not reply within the job's timeout_ms the worker kills it (SIGKILL) and
-// reports TIMEOUT; if it dies, CRASH. A fresh sandbox is started for the next job.
+// reports TIMEOUT; if it dies, CRASH; either with the stage of the last progress line. A fresh sandbox is started for the next job.
 // A reply of status CRASH (a sticky CUDA error: the context is unusable) is the sandbox's last;
 // it exits (code 3) right after writing it. A cuda sandbox without a usable GPU writes a hello
 // with ready=false and the reason in `error`, then exits 1.
@@ -35,6 +36,10 @@ struct SandboxRequest {
   std::string artifact_path;  // .so (cpu) or .cubin (cuda) produced by worker/compiler.h
   std::string entry;          // symbol to call / kernel to launch
   double compile_ms = 0;      // copied into the measurement
+};
+
+struct SandboxProgress {
+  std::string stage;  // the stage a request just entered: "load", "verify.smoke", ...
 };
 
 struct SandboxReply {
@@ -65,6 +70,8 @@ inline void from_json(const nlohmann::json& j, SandboxRequest& v) {
   v.entry = j.at("entry").get<std::string>();
   v.compile_ms = j.value("compile_ms", 0.0);
 }
+inline void to_json(nlohmann::json& j, const SandboxProgress& v) { j = {{"progress", v.stage}}; }
+
 inline void to_json(nlohmann::json& j, const SandboxReply& v) {
   j = {{"status", result_status_name(v.status)}, {"stage", v.stage}, {"reason", v.reason}, {"measurement", v.m}};
 }

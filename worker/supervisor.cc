@@ -392,6 +392,16 @@ SandboxReply SandboxSupervisor::run_once(const SandboxRequest& request, const st
     *gone = first;
     return failure(ResultStatus::kCrash, "sandbox " + how + " before reading its request");
   }
+  // Progress lines name the stage the request is in; a sandbox that hangs or dies is reported
+  // with the last one (stage "sandbox" when none came).
+  std::string stage;
+  auto in_stage = [&](SandboxReply r) {
+    if (!stage.empty()) {
+      r.stage = stage;
+      r.reason += " (during " + stage + ")";
+    }
+    return r;
+  };
   std::string line;
   for (;;) {
     LineOutcome got = read_line(deadline, &line);
@@ -399,17 +409,18 @@ SandboxReply SandboxSupervisor::run_once(const SandboxRequest& request, const st
       case LineOutcome::kLine:
         break;
       case LineOutcome::kTimeout:
-        spdlog::warn("sandbox pid {}: {} (job {})", pid, timeout_reason, request.job.job_id);
+        spdlog::warn("sandbox pid {}: {} (job {}, stage {})", pid, timeout_reason, request.job.job_id,
+                     stage.empty() ? "none" : stage);
         reap(true);
-        return failure(ResultStatus::kTimeout, timeout_reason);
+        return in_stage(failure(ResultStatus::kTimeout, timeout_reason));
       case LineOutcome::kEof: {
         int status = 0;
         std::string how = reap(false, &status);
         spdlog::warn("sandbox pid {} {} while running job {}", pid, how, request.job.job_id);
         // Exit code 0 is the sandbox's answer to EOF on stdin, never to a request: it was on its
-        // way out before this request reached it.
-        *gone = first && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        return failure(ResultStatus::kCrash, "sandbox " + how);
+        // way out before this request reached it (unless it already reported progress on it).
+        *gone = first && stage.empty() && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        return in_stage(failure(ResultStatus::kCrash, "sandbox " + how));
       }
       case LineOutcome::kTooLong:
         reap(true);
@@ -422,7 +433,16 @@ SandboxReply SandboxSupervisor::run_once(const SandboxRequest& request, const st
                        "reading the sandbox reply failed: " + errno_text(err) + "; sandbox killed");
       }
     }
-    if (!line.empty()) break;
+    if (line.empty()) continue;
+    if (line.rfind("{\"progress\"", 0) == 0) {
+      try {
+        stage = nlohmann::json::parse(line).at("progress").get<std::string>();
+        continue;
+      } catch (const std::exception&) {
+        // not a progress line after all: parsed as a reply below
+      }
+    }
+    break;
   }
   try {
     SandboxReply reply = nlohmann::json::parse(line).get<SandboxReply>();

@@ -60,8 +60,9 @@ struct SandboxOptions {
 // SandboxHello handshake, bounded by start_timeout.
 //
 // run(): writes one request line and waits with poll() for one reply line until the deadline.
-//   - no reply in time          -> SIGKILL to the process group, waitpid; kTimeout, stage "sandbox",
-//                                  reason "no reply within N ms; sandbox killed"
+//   - no reply in time          -> SIGKILL to the process group, waitpid; kTimeout, reason "no reply
+//                                  within N ms; sandbox killed"
+//   (TIMEOUT and a death carry the stage of the sandbox's last progress line, "sandbox" if none)
 //   - EOF, child death          -> kCrash, reason "sandbox died with signal 11 (Segmentation
 //                                  fault)" or "sandbox exited with code N"
 //   - unparsable reply          -> kCrash (protocol violation), sandbox killed

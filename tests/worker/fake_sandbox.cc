@@ -8,6 +8,8 @@
 //   close    close stdout and keep running (an EOF from a live process)
 //   crash    reply CRASH (a sticky CUDA error) and exit with code 3, as the real sandbox does
 //   quit     reply PASS, then exit 0 (the sandbox dies between jobs)
+//   progress-hang  report progress "verify.smoke", then never reply
+//   progress-segv  report progress "verify.edge", then die of SIGSEGV
 //   env      reply PASS with reason = JSON {"env": [...], "argv": [...], "tmp_writable": bool}: what
 //            the supervisor gave the sandbox
 // Start-up behaviour from `--hello ok|never|not-ready|garbage` (default ok). It writes one line
@@ -56,7 +58,12 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(std::cin, line)) {
     ak::SandboxRequest req = nlohmann::json::parse(line).get<ak::SandboxRequest>();
-    if (req.entry == "hang") {
+    if (req.entry.rfind("progress-", 0) == 0) {
+      std::cout << nlohmann::json(ak::SandboxProgress{req.entry == "progress-hang" ? "verify.smoke" : "verify.edge"}).dump()
+                << std::endl;
+      if (req.entry == "progress-segv") raise(SIGSEGV);
+      for (;;) pause();
+    } else if (req.entry == "hang") {
       for (;;) pause();
     } else if (req.entry == "segv") {
       raise(SIGSEGV);

@@ -99,6 +99,17 @@ class SandboxProcess {
     }
   }
 
+  // The next reply line, past the progress lines before it (their stages go to progress()).
+  std::optional<std::string> read_reply(int timeout_ms = 300'000) {
+    progress_.clear();
+    while (true) {
+      auto line = read_line(timeout_ms);
+      if (!line || line->rfind("{\"progress\"", 0) != 0) return line;
+      progress_.push_back(nlohmann::json::parse(*line).at("progress").get<std::string>());
+    }
+  }
+  const std::vector<std::string>& progress() const { return progress_; }
+
   // Exit code, or -signal.
   int wait_exit() {
     int st = 0;
@@ -108,6 +119,7 @@ class SandboxProcess {
   }
 
  private:
+  std::vector<std::string> progress_;
   pid_t pid_ = -1;
   int to_child_ = -1;
   int from_child_ = -1;
@@ -160,7 +172,7 @@ class SandboxFixture : public ::testing::Test {
     if (!art.ok()) return {};
     SandboxRequest req{j, art->path, art->entry, art->compile_ms};
     EXPECT_TRUE(p.send(req));
-    auto line = p.read_line();
+    auto line = p.read_reply();
     EXPECT_TRUE(line.has_value()) << "no reply from the sandbox for " << config_string(j.config);
     if (!line) return {};
     return nlohmann::json::parse(*line).get<SandboxReply>();
@@ -185,6 +197,27 @@ class SandboxFixture : public ::testing::Test {
     EXPECT_NEAR(m.pct_peak, 100.0 * m.bandwidth_gbps / m.peak_bandwidth_gbps, 1e-6 * m.pct_peak);
     EXPECT_GE(m.max_abs_error, 0);
     EXPECT_LT(m.max_abs_error, 1e-2);
+    // every verification stage ran and passed, in order; then timing and the audit
+    const char* stages[] = {"smoke PASS", "sweep PASS", "hostile PASS", "determinism PASS", "edge PASS"};
+    size_t at = 0;
+    for (const char* st : stages) {
+      size_t found = m.verification.find(st, at);
+      EXPECT_NE(found, std::string::npos) << st << " missing or out of order in: " << m.verification;
+      at = found == std::string::npos ? at : found;
+    }
+    EXPECT_GE(m.input_sets, 1);
+    EXPECT_GT(m.audit_us, 0);
+    EXPECT_GT(m.flops, 0);
+    EXPECT_GT(m.bytes, 0);
+    EXPECT_EQ(m.bound, "memory");
+    EXPECT_FALSE(m.stop_reason.empty());
+    EXPECT_GT(m.peak_vram_mb, 0);
+  }
+
+  static void expect_stage_order(const std::vector<std::string>& progress) {
+    const std::vector<std::string> want = {"load",       "verify.smoke", "verify.sweep", "verify.hostile",
+                                           "verify.determinism", "verify.edge", "measure", "audit"};
+    EXPECT_EQ(progress, want);
   }
 
   fs::path dir_;
@@ -241,6 +274,12 @@ TEST_F(SandboxFixture, CpuDefaultShapesPassWithTheStarterConfig) {
   SandboxHello hello;
   auto p = start("cpu", &hello);
   ASSERT_TRUE(hello.ready) << hello.error;
+  {
+    const kernels::KernelSpec* k = kernels::find("softmax");
+    JobSpec j = job(Backend::kCpu, DType::kF32, {64, 1024}, kernels::default_config(k->backends.at(Backend::kCpu).space));
+    expect_sane_pass(run(*p, j, cpu_caps()), j);
+    expect_stage_order(p->progress());
+  }
   const kernels::KernelSpec* k = kernels::find("softmax");
   const kernels::BackendSource& s = k->backends.at(Backend::kCpu);
   for (const auto& shape : s.default_shapes) {
@@ -325,7 +364,7 @@ TEST_F(SandboxFixture, MalformedRequestsGetAReplyAndTheSandboxKeepsServing) {
   auto p = start("cpu", &hello);
   ASSERT_TRUE(hello.ready);
   ASSERT_TRUE(p->send(nlohmann::json{{"not", "a request"}}));
-  auto line = p->read_line();
+  auto line = p->read_reply();
   ASSERT_TRUE(line);
   SandboxReply r = nlohmann::json::parse(*line).get<SandboxReply>();
   EXPECT_EQ(r.status, ResultStatus::kFail);
@@ -334,7 +373,7 @@ TEST_F(SandboxFixture, MalformedRequestsGetAReplyAndTheSandboxKeepsServing) {
   JobSpec bad_shape = job(Backend::kCpu, DType::kF32, {4, 0}, {});
   SandboxRequest req{bad_shape, "/nonexistent.so", "ak_softmax_cpu", 0};
   ASSERT_TRUE(p->send(req));
-  line = p->read_line();
+  line = p->read_reply();
   ASSERT_TRUE(line);
   r = nlohmann::json::parse(*line).get<SandboxReply>();
   EXPECT_EQ(r.status, ResultStatus::kFail);

@@ -102,6 +102,22 @@ TEST(SandboxSupervisor, ACrashedSandboxsTmpIsRemovedAndTheNextGetsAFreshOne) {
   EXPECT_TRUE(std::filesystem::exists(sup.tmp_dir()));
 }
 
+TEST(SandboxSupervisor, HangsAndDeathsAreReportedWithTheStageTheSandboxWasIn) {
+  SandboxSupervisor sup(fake_options());
+  SandboxReply r = sup.run(request("progress-hang"), milliseconds(300));
+  EXPECT_EQ(r.status, ResultStatus::kTimeout);
+  EXPECT_EQ(r.stage, "verify.smoke");
+  EXPECT_NE(r.reason.find("during verify.smoke"), std::string::npos) << r.reason;
+  r = sup.run(request("progress-segv"), kPatience);
+  EXPECT_EQ(r.status, ResultStatus::kCrash);
+  EXPECT_EQ(r.stage, "verify.edge");
+  EXPECT_NE(r.reason.find("signal 11"), std::string::npos) << r.reason;
+  // without progress the stage stays "sandbox"
+  r = sup.run(request("segv"), kPatience);
+  EXPECT_EQ(r.stage, "sandbox");
+  EXPECT_EQ(sup.run(request("pass"), kPatience).status, ResultStatus::kPass);
+}
+
 TEST(SandboxSupervisor, PassingRequestReturnsTheSandboxReply) {
   SandboxSupervisor sup(fake_options());
   SandboxReply r = sup.run(request("pass"), kPatience);

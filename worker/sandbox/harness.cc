@@ -163,6 +163,8 @@ class StageLog {
 
 class HarnessBase : public Harness {
  public:
+  void set_progress(std::function<void(const std::string&)> progress) override { progress_ = std::move(progress); }
+
   SandboxReply run(const SandboxRequest& request) override {
     SandboxReply reply;
     std::string stage = "load";
@@ -225,8 +227,16 @@ class HarnessBase : public Harness {
   virtual std::string device_broken() { return ""; }
 
   Ceilings ceilings_;
+  std::function<void(const std::string&)> progress_;
 
  private:
+  // Every stage change is announced on the protocol channel before the stage runs, so that a
+  // sandbox killed or dead mid-job is reported with the stage it was in.
+  void enter(std::string& stage, const char* next) {
+    stage = next;
+    if (progress_) progress_(stage);
+  }
+
   struct Job {
     const JobSpec* spec;
     const kernels::KernelSpec* kernel;
@@ -249,14 +259,14 @@ class HarnessBase : public Harness {
     if (src_it == kernel->backends.end())
       fail("load", spec.kernel_type + " has no " + backend_name(spec.requires_.backend) + " backend");
 
-    stage = "load";
+    enter(stage, "load");
     std::unique_ptr<Candidate> cand = load(request, *kernel);
     Job job{&spec, kernel, th, tol_it->second, cand.get()};
     const uint64_t seed = XXH64(spec.job_id.data(), spec.job_id.size(), 0x5eed);
     const c10::Device dev = device();
 
     // 1. smoke test at the job's shape; also measures what the candidate allocates itself.
-    stage = "verify.smoke";
+    enter(stage, "verify.smoke");
     log.begin("smoke");
     std::vector<at::Tensor> inputs = th->make_inputs(spec.shape, spec.dtype, dev, seed);
     double candidate_extra_bytes = 0;
@@ -264,7 +274,7 @@ class HarnessBase : public Harness {
     log.pass();
 
     // 2. every declared size of the backend, in the job's dtype.
-    stage = "verify.sweep";
+    enter(stage, "verify.sweep");
     log.begin("sweep");
     int skipped = 0;
     uint64_t k = 1;
@@ -289,7 +299,7 @@ class HarnessBase : public Harness {
     log.pass();
 
     // 3. hostile inputs at the job's shape.
-    stage = "verify.hostile";
+    enter(stage, "verify.hostile");
     log.begin("hostile");
     for (auto& c : th->hostile_inputs(spec.shape, spec.dtype, dev, seed ^ 0x4057)) {
       at::Tensor ref = th->reference(c.inputs);
@@ -298,14 +308,14 @@ class HarnessBase : public Harness {
     log.pass();
 
     // 4. bitwise determinism over 3 runs on fresh, identical inputs.
-    stage = "verify.determinism";
+    enter(stage, "verify.determinism");
     log.begin("determinism");
     check_determinism(job, stage, seed ^ 0xde7);
     log.check(0);
     log.pass();
 
     // 5. edge sizes.
-    stage = "verify.edge";
+    enter(stage, "verify.edge");
     log.begin("edge");
     for (const auto& shape : kernel->edge_shapes) {
       std::vector<at::Tensor> in = th->make_inputs(shape, spec.dtype, dev, seed + 1000 + k++);
@@ -313,7 +323,7 @@ class HarnessBase : public Harness {
     }
     log.pass();
 
-    stage = "measure";
+    enter(stage, "measure");
     SandboxReply reply = measure(job, std::move(inputs), seed, stage, request.compile_ms);
     reply.m.verification = log.summary();
     reply.m.max_abs_error = log.worst();
@@ -426,7 +436,7 @@ class HarnessBase : public Harness {
     copies.clear();
 
     // Audit: new contents in the first set (same addresses), one more timed call, its output verified.
-    stage = "audit";
+    enter(stage, "audit");
     std::vector<at::Tensor> fresh = job.th->make_inputs(spec.shape, spec.dtype, dev, seed ^ 0xa0d17);
     for (size_t t = 0; t < fresh.size(); ++t) sets[0][t].copy_(fresh[t]);
     fresh.clear();

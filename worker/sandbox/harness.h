@@ -6,7 +6,9 @@
 // Not thread-safe: one harness serves one request at a time on the sandbox's main thread.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "worker/sandbox_protocol.h"
 
@@ -20,6 +22,8 @@ class Harness {
   // Runs one request. Never throws: failures become a reply with stage and reason. A reply of
   // status CRASH (a sticky CUDA error: the context is unusable) must be the sandbox's last.
   virtual SandboxReply run(const SandboxRequest& request) = 0;
+  // Called with the stage's name when a request enters it (before the stage runs).
+  virtual void set_progress(std::function<void(const std::string&)> progress) = 0;
 };
 
 // Sets up the backend (cpu, or cuda on device `device`) and measures the copy bandwidth.

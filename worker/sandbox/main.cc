@@ -116,6 +116,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  harness->set_progress([out](const std::string& stage) { send(out, ak::SandboxProgress{stage}); });
+
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
