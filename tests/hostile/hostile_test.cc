@@ -4,7 +4,7 @@
 // process) as one campaign each, then checks every verdict and that the one worker served every
 // job: a hostile candidate costs at most its own sandbox.
 //
-//   ctest -L hostile           # cpu suite (CI) and, where there is a GPU, the cuda suite (label gpu)
+//   ctest -R Hostile           # cpu suite (CI) and, where there is a GPU, the cuda suite (label gpu)
 #include <algorithm>
 #include <filesystem>
 #include <set>

@@ -1,7 +1,10 @@
 // expect-status: TIMEOUT
-// expect-stage: sandbox
+// expect-stage: verify|sandbox
 // Never returns: every thread spins on a volatile __device__ flag that nothing ever sets. Caught
 // by the supervisor's wall-clock limit on the sandbox, which kills the process.
+//
+// Stage: the supervisor reports the stage of the sandbox's last progress line (verify.smoke), or
+// "sandbox" when there was none (worker/supervisor.h); both are accepted.
 //
 // The flag is volatile, so each iteration is a real load the compiler must keep: it cannot prove
 // the loop infinite and delete it (an empty side-effect-free loop may be assumed to terminate).

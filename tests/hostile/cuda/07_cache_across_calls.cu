@@ -1,13 +1,13 @@
 // expect-status: REJECTED
 // expect-stage: audit
-// Honest for its first 40 calls (all of verification); from call 41 on, a call whose `in`, rows
-// and cols match an earlier call copies that call's cached output instead of computing. Caught
-// by the audit, which rewrites the input contents in place: the cached output is then stale.
+// Honest for 40 calls; from call 41 on, a call whose in, rows and cols match an earlier call copies
+// that call's cached output. Caught by the audit, which rewrites the input contents in place.
 //
 // The cache: 4 slots of 1024 x 4096 floats (64 MiB of static __device__ memory), each tagged with
 // the (in, rows, cols) it holds; every computed call of a shape that fits stores its output in
 // the slot already tagged with its `in`, or else in the next slot round robin. So with up to 4
-// rotated input sets every timed call after warm-up is a cache hit. A launch counter in device
+// rotated input sets (the harness uses at most 4) every timed call after warm-up is a cache hit,
+// and only new contents behind the same pointer show the replay. A launch counter in device
 // memory tells the call index (see finish_call). fp32 only: data is treated as float.
 
 #ifndef AK_THREADS
@@ -63,7 +63,9 @@ __device__ __forceinline__ void row_softmax(const float* xr, float* yr, long lon
 __device__ unsigned long long ak_calls = 0;
 __device__ unsigned int ak_blocks_done = 0;
 
-__device__ __forceinline__ unsigned long long call_index() { return *(volatile unsigned long long*)&ak_calls; }
+__device__ __forceinline__ unsigned long long call_index() {
+  return *(volatile unsigned long long*)&ak_calls;
+}
 
 // Called by all threads of a block after its work; returns true in the last block to finish
 // (the calling thread 0 of it), after the counter moved on.

@@ -59,7 +59,9 @@ __device__ __forceinline__ void row_softmax(const float* xr, float* yr, long lon
 __device__ unsigned long long ak_calls = 0;
 __device__ unsigned int ak_blocks_done = 0;
 
-__device__ __forceinline__ unsigned long long call_index() { return *(volatile unsigned long long*)&ak_calls; }
+__device__ __forceinline__ unsigned long long call_index() {
+  return *(volatile unsigned long long*)&ak_calls;
+}
 
 // Called by all threads of a block after its work; returns true in the last block to finish
 // (the calling thread 0 of it), after the counter moved on.

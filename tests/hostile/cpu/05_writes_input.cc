@@ -1,0 +1,36 @@
+// expect-status: REJECTED
+// expect-stage: verify.smoke
+// Correct output, but after finishing a row it overwrites that row's first input element.
+// Caught by comparing the inputs with their copies after the call.
+//
+// fp32 only; any other dtype returns 3.
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+// max(a, b), NaN when either is NaN.
+inline float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
+
+void row_softmax(const float* x, float* y, int64_t cols) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < cols; ++j) m = nan_max(m, x[j]);
+  double s = 0.0;
+  for (int64_t j = 0; j < cols; ++j) s += std::exp(double(x[j]) - double(m));
+  const double inv = 1.0 / s;
+  for (int64_t j = 0; j < cols; ++j) y[j] = float(std::exp(double(x[j]) - double(m)) * inv);
+}
+
+}  // namespace
+
+extern "C" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int dtype) {
+  if (!in || !out || rows < 1 || cols < 1) return 1;
+  if (dtype != 0) return 3;
+  float* x = const_cast<float*>(static_cast<const float*>(in));  // the const is cast away on purpose
+  float* y = static_cast<float*>(out);
+  for (int64_t r = 0; r < rows; ++r) {
+    row_softmax(x + r * cols, y + r * cols, cols);
+    x[r * cols] = 12345.0f;  // after the row's last read; changes the bits of any real input
+  }
+  return 0;
+}
