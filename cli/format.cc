@@ -51,6 +51,17 @@ std::string format_status(const json& st) {
                   w["arch"].get<std::string>().c_str(), w["slots"].get<int>(), w["leased"].size(),
                   static_cast<long long>(w["last_seen_ms_ago"].get<int64_t>()));
     os << line;
+    // The worker's calibration, as announced in READY.
+    const json c = w.value("ceilings", json::object());
+    if (c.value("copy_bandwidth_gbps", 0.0) > 0) {
+      std::string gemm;
+      for (const auto& [dtype, tf] : c.value("gemm_tflops", json::object()).items())
+        gemm += " " + dtype + " " + std::to_string(int(tf.get<double>() + 0.5));
+      std::snprintf(line, sizeof line, "    copy %.0f GB/s%s%s; datasheet %s\n", c["copy_bandwidth_gbps"].get<double>(),
+                    gemm.empty() ? "" : ", GEMM TFLOP/s", gemm.c_str(),
+                    c.value("datasheet_name", "").empty() ? "none" : c.value("datasheet_name", "").c_str());
+      os << line;
+    }
   }
   os << "campaigns (" << st["campaigns"].size() << "):\n";
   for (const auto& c : st["campaigns"]) {

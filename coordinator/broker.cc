@@ -338,7 +338,7 @@ json Coordinator::status_body() const {
     for (auto x : w.caps.backends) b.push_back(backend_name(x));
     workers.push_back({{"worker_id", id}, {"gpu", w.caps.gpu_name}, {"arch", w.caps.arch}, {"pci_id", w.caps.pci_id},
                        {"backends", b}, {"slots", w.slots}, {"leased", w.leased},
-                       {"last_seen_ms_ago", now - w.last_seen_ms}});
+                       {"last_seen_ms_ago", now - w.last_seen_ms}, {"ceilings", w.caps.ceilings}});
   }
   struct Agg {
     int64_t total = 0, finished = 0, pass = 0, failed = 0;

@@ -34,8 +34,10 @@ STEPS=${AK_GPU_STEPS:-ctest repeat throughput}
 for step in $STEPS; do
   case $step in
     ctest)
-      (cd build-gpu && timeout 420 ctest -L gpu --output-on-failure -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
-      echo "ctest -L gpu rc=$?"; grep -E "tests passed|Failed|SKIPPED|\*\*\*|hostile suite|^  [0-9][0-9]_" "$OUT/ctest-gpu.log" | head -60 ;;
+      # -V for the verdict table the hostile suite prints
+      (cd build-gpu && timeout 420 ctest -L gpu -V -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
+      echo "ctest -L gpu rc=$?"
+      grep -E "tests passed|tests failed|Failed|SKIPPED|\*\*\*|hostile suite|: +[0-9][0-9]_[a-z_]+: " "$OUT/ctest-gpu.log" | cut -c1-220 | head -60 ;;
     repeat)
       timeout 300 bash bench/repeatability.sh "$B"; echo "repeatability rc=$?" ;;
     throughput)

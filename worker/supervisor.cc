@@ -270,8 +270,12 @@ Status SandboxSupervisor::start() {
     stop();
     return Status::unavailable(what + " is not ready: " + err);
   }
-  spdlog::info("sandbox pid {} ready: device '{}', copy bandwidth {:.1f} GB/s, torch {}", pid,
-               hello_.device, hello_.copy_bandwidth_gbps, hello_.torch_version);
+  std::string gemm;
+  for (const auto& [dtype, tflops] : hello_.ceilings.gemm_tflops)
+    gemm += (gemm.empty() ? ", GEMM TFLOP/s " : " ") + dtype + " " + std::to_string(int(tflops + 0.5));
+  spdlog::info("sandbox pid {} ready: device '{}', copy bandwidth {:.1f} GB/s{}, datasheet {}, torch {}", pid,
+               hello_.device, hello_.copy_bandwidth_gbps, gemm,
+               hello_.ceilings.datasheet_name.empty() ? "none" : hello_.ceilings.datasheet_name, hello_.torch_version);
   return Status::ok_status();
 }
 
