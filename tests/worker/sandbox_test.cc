@@ -446,6 +446,18 @@ TEST_F(SandboxFixture, GpuHelloMeasuresTheCopyBandwidth) {
   AK_REQUIRE_GPU(hello, p);
   EXPECT_GT(hello.copy_bandwidth_gbps, 100);  // any datacenter or desktop GPU of this decade
   EXPECT_NE(hello.device.find("NVIDIA"), std::string::npos) << hello.device;
+  // Calibration: every GEMM dtype measured, below its datasheet figure where there is one.
+  const Ceilings& c = hello.ceilings;
+  EXPECT_EQ(c.copy_bandwidth_gbps, hello.copy_bandwidth_gbps);
+  for (const char* k : {"fp16", "bf16", "tf32", "fp32"}) {
+    ASSERT_EQ(c.gemm_tflops.count(k), 1u) << k;
+    EXPECT_GT(c.gemm_tflops.at(k), 1.0) << k;
+    if (c.datasheet_tflops.count(k)) EXPECT_LT(c.gemm_tflops.at(k), 1.05 * c.datasheet_tflops.at(k)) << k;
+  }
+  EXPECT_GT(c.gemm_tflops.at("tf32"), c.gemm_tflops.at("fp32")) << "TF32 must be on for the tf32 figure only";
+  EXPECT_FALSE(c.datasheet_match.empty());
+  if (c.datasheet_bandwidth_gbps > 0) EXPECT_LT(c.copy_bandwidth_gbps, c.datasheet_bandwidth_gbps);
+  std::cerr << "ceilings: " << nlohmann::json(c).dump() << "\n";
 }
 
 TEST_F(SandboxFixture, GpuEveryConfigPassesAtAnEdgeShapeAndEveryDtype) {
@@ -469,6 +481,14 @@ TEST_F(SandboxFixture, GpuDefaultShapesPassWithTheStarterConfig) {
       JobSpec j = gpu_job(d, shape, kernels::default_config(s.space));
       SandboxReply r = run(*p, j, gpu_caps());
       expect_sane_pass(r, j);
+      expect_stage_order(p->progress());
+      // GPU timing: cold, launches held by the blocking kernel, NVML telemetry, datasheet ceiling
+      EXPECT_TRUE(r.m.cold_l2);
+      EXPECT_TRUE(r.m.blocking_kernel);
+      EXPECT_GT(r.m.sm_clock_mhz, 0);
+      EXPECT_FALSE(r.m.clock_reasons.empty());
+      EXPECT_GT(r.m.peak_tflops, 0);
+      EXPECT_GE(r.m.input_sets, 2);
       std::cerr << dtype_name(d) << " " << shape_string(shape) << ": " << r.m.latency_us << " us, "
                 << r.m.bandwidth_gbps << " GB/s, speedup " << r.m.speedup << "\n";
     }
