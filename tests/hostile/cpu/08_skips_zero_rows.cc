@@ -4,24 +4,7 @@
 // by the all_zeros hostile input: the output was NaN-filled, so those rows stay NaN, not 1/cols.
 //
 // Realistic inputs are never all zero, so smoke and sweep pass. fp32 only; other dtypes return 3.
-#include <cmath>
-#include <cstdint>
-
-namespace {
-
-// max(a, b), NaN when either is NaN.
-inline float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
-
-void row_softmax(const float* x, float* y, int64_t cols) {
-  float m = -INFINITY;
-  for (int64_t j = 0; j < cols; ++j) m = nan_max(m, x[j]);
-  double s = 0.0;
-  for (int64_t j = 0; j < cols; ++j) s += std::exp(double(x[j]) - double(m));
-  const double inv = 1.0 / s;
-  for (int64_t j = 0; j < cols; ++j) y[j] = float(std::exp(double(x[j]) - double(m)) * inv);
-}
-
-}  // namespace
+#include "prelude.h"
 
 extern "C" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int dtype) {
   if (!in || !out || rows < 1 || cols < 1) return 1;

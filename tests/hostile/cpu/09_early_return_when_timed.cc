@@ -4,22 +4,9 @@
 // writes nothing. Caught by the audit call, whose output (NaN-poisoned before it) is verified.
 //
 // The call index is a static counter in the library. fp32 only; any other dtype returns 3.
-#include <cmath>
-#include <cstdint>
+#include "prelude.h"
 
 namespace {
-
-// max(a, b), NaN when either is NaN.
-inline float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
-
-void row_softmax(const float* x, float* y, int64_t cols) {
-  float m = -INFINITY;
-  for (int64_t j = 0; j < cols; ++j) m = nan_max(m, x[j]);
-  double s = 0.0;
-  for (int64_t j = 0; j < cols; ++j) s += std::exp(double(x[j]) - double(m));
-  const double inv = 1.0 / s;
-  for (int64_t j = 0; j < cols; ++j) y[j] = float(std::exp(double(x[j]) - double(m)) * inv);
-}
 
 constexpr uint64_t kHonestCalls = 40;
 uint64_t calls = 0;

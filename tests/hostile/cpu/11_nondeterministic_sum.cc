@@ -11,15 +11,12 @@
 // at cols = 4096, well inside rtol 2e-5. exp in double, rounded to float before it is summed.
 // Non-finite inputs as the honest candidate: NaN-propagating max, a NaN in the sum makes the row
 // NaN. fp32 only; any other dtype returns 3.
-#include <cmath>
-#include <cstdint>
+#include "prelude.h"
 
 namespace {
 
 constexpr int kLanes = 8;
 uint64_t calls = 0;
-
-inline float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }
 
 void row_softmax(const float* x, float* y, int64_t cols, int64_t offset) {
   float m = -INFINITY;
