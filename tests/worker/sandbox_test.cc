@@ -488,7 +488,9 @@ TEST_F(SandboxFixture, GpuDefaultShapesPassWithTheStarterConfig) {
       EXPECT_GT(r.m.sm_clock_mhz, 0);
       EXPECT_FALSE(r.m.clock_reasons.empty());
       EXPECT_GT(r.m.peak_tflops, 0);
-      EXPECT_GE(r.m.input_sets, 2);
+      // Up to 4 sets rotate; a set and its copy of 256 MB or less always leave room for two.
+      EXPECT_GE(r.m.input_sets, 1);
+      if (r.m.bytes <= 256e6) EXPECT_GE(r.m.input_sets, 2) << r.m.bytes << " bytes";
       std::cerr << dtype_name(d) << " " << shape_string(shape) << ": " << r.m.latency_us << " us, "
                 << r.m.bandwidth_gbps << " GB/s, speedup " << r.m.speedup << "\n";
     }

@@ -861,10 +861,16 @@ class CudaHarness final : public HarnessBase {
   double allocated_bytes() override { return stat(false); }
   double peak_allocated_bytes() override { return stat(true); }
 
+  // A quarter of the free device memory (cached blocks returned first), at most 8 GiB.
   double rotation_budget_bytes() override {
+    c10::cuda::CUDACachingAllocator::emptyCache();
     size_t free_b = 0, total_b = 0;
-    if (drv_->cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) return 0;
-    return std::min(double(free_b) / 4.0, double(2) * 1024 * 1024 * 1024);
+    if (CUresult r = drv_->cuMemGetInfo(&free_b, &total_b); r != CUDA_SUCCESS) {
+      std::fprintf(stderr, "autokernel-sandbox: cuMemGetInfo failed (%s); timing with one input set\n",
+                   drv_->error_text(r).c_str());
+      return 0;
+    }
+    return std::min(double(free_b) / 4.0, double(8) * 1024 * 1024 * 1024);
   }
 
   Telemetry telemetry() override { return nvml_ ? nvml_->read() : Telemetry{}; }
