@@ -55,7 +55,8 @@ std::string format_status(const json& st) {
     const json c = w.value("ceilings", json::object());
     if (c.value("copy_bandwidth_gbps", 0.0) > 0) {
       std::string gemm;
-      for (const auto& [dtype, tf] : c.value("gemm_tflops", json::object()).items())
+      const json rates = c.value("gemm_tflops", json::object());  // named: items() must not outlive it
+      for (const auto& [dtype, tf] : rates.items())
         gemm += " " + dtype + " " + std::to_string(int(tf.get<double>() + 0.5));
       std::snprintf(line, sizeof line, "    copy %.0f GB/s%s%s; datasheet %s\n", c["copy_bandwidth_gbps"].get<double>(),
                     gemm.empty() ? "" : ", GEMM TFLOP/s", gemm.c_str(),

@@ -452,11 +452,15 @@ TEST_F(SandboxFixture, GpuHelloMeasuresTheCopyBandwidth) {
   for (const char* k : {"fp16", "bf16", "tf32", "fp32"}) {
     ASSERT_EQ(c.gemm_tflops.count(k), 1u) << k;
     EXPECT_GT(c.gemm_tflops.at(k), 1.0) << k;
-    if (c.datasheet_tflops.count(k)) EXPECT_LT(c.gemm_tflops.at(k), 1.05 * c.datasheet_tflops.at(k)) << k;
+    if (c.datasheet_tflops.count(k)) {
+      EXPECT_LT(c.gemm_tflops.at(k), 1.05 * c.datasheet_tflops.at(k)) << k;
+    }
   }
   EXPECT_GT(c.gemm_tflops.at("tf32"), c.gemm_tflops.at("fp32")) << "TF32 must be on for the tf32 figure only";
   EXPECT_FALSE(c.datasheet_match.empty());
-  if (c.datasheet_bandwidth_gbps > 0) EXPECT_LT(c.copy_bandwidth_gbps, c.datasheet_bandwidth_gbps);
+  if (c.datasheet_bandwidth_gbps > 0) {
+    EXPECT_LT(c.copy_bandwidth_gbps, c.datasheet_bandwidth_gbps);
+  }
   std::cerr << "ceilings: " << nlohmann::json(c).dump() << "\n";
 }
 
@@ -490,7 +494,9 @@ TEST_F(SandboxFixture, GpuDefaultShapesPassWithTheStarterConfig) {
       EXPECT_GT(r.m.peak_tflops, 0);
       // Up to 4 sets rotate; a set and its copy of 256 MB or less always leave room for two.
       EXPECT_GE(r.m.input_sets, 1);
-      if (r.m.bytes <= 256e6) EXPECT_GE(r.m.input_sets, 2) << r.m.bytes << " bytes";
+      if (r.m.bytes <= 256e6) {
+        EXPECT_GE(r.m.input_sets, 2) << r.m.bytes << " bytes";
+      }
       std::cerr << dtype_name(d) << " " << shape_string(shape) << ": " << r.m.latency_us << " us, "
                 << r.m.bandwidth_gbps << " GB/s, speedup " << r.m.speedup << "\n";
     }
