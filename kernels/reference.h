@@ -64,6 +64,10 @@ struct TorchHarness {
   // reference defines the expected output for each (NaN where PyTorch gives NaN).
   std::vector<HostileCase> (*hostile_inputs)(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                              uint64_t seed);
+  // Optional (nullptr: 1 everywhere): the scale of each output's rounding error, an fp32 tensor
+  // of the output's shape. The sandbox then checks |out - ref| <= atol * scale + rtol * |ref|,
+  // so a sum whose terms cancel is held to the size of its terms (sum: sum of |x| per row).
+  at::Tensor (*tolerance_scale)(const std::vector<at::Tensor>& inputs);
 };
 
 // nullptr if the kernel type has no libtorch harness.

@@ -4,9 +4,15 @@ namespace ak::kernels {
 
 // One line per kernel type: its folder's reference.cc defines the harness.
 namespace softmax { extern const TorchHarness kHarness; }
+namespace reduce {
+extern const TorchHarness kSumHarness;
+extern const TorchHarness kMaxHarness;
+}  // namespace reduce
 
 const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "softmax") return &softmax::kHarness;
+  if (kernel_type == "reduce") return &reduce::kSumHarness;
+  if (kernel_type == "reduce_max") return &reduce::kMaxHarness;
   return nullptr;
 }
 

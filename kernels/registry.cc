@@ -6,12 +6,18 @@ namespace ak::kernels {
 
 // One line per kernel type: its folder defines make_spec().
 namespace softmax { KernelSpec make_spec(); }
+namespace reduce {
+KernelSpec make_sum_spec();
+KernelSpec make_max_spec();
+}  // namespace reduce
 
 namespace {
 
 const std::vector<KernelSpec>& table() {
   static const std::vector<KernelSpec> specs = {
       softmax::make_spec(),
+      reduce::make_sum_spec(),
+      reduce::make_max_spec(),
   };
   return specs;
 }

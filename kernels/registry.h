@@ -53,7 +53,9 @@ struct KernelSpec {
   std::string name;                      // "softmax"
   std::vector<DType> dtypes;
   std::map<Backend, BackendSource> backends;
-  std::map<DType, Tolerance> tolerance;  // |out - ref| <= atol + rtol * |ref|
+  // |out - ref| <= atol * scale + rtol * |ref|; scale is 1 unless the type's libtorch harness
+  // defines a tolerance_scale (kernels/reference.h).
+  std::map<DType, Tolerance> tolerance;
   // Minimum work of one call, for throughput and roofline figures.
   double (*flops)(const std::vector<int64_t>& shape);
   double (*bytes)(const std::vector<int64_t>& shape, DType dtype);

@@ -7,12 +7,26 @@
 namespace ak::kernels {
 namespace {
 
-TEST(KernelsRegistry, FindsSoftmaxAndNothingUnknown) {
-  ASSERT_NE(find("softmax"), nullptr);
-  EXPECT_EQ(find("softmax")->name, "softmax");
+TEST(KernelsRegistry, FindsEveryKernelTypeAndNothingUnknown) {
+  for (const char* name : {"softmax", "reduce", "reduce_max"}) {
+    ASSERT_NE(find(name), nullptr) << name;
+    EXPECT_EQ(find(name)->name, name);
+  }
   EXPECT_EQ(find("no-such-kernel"), nullptr);
-  ASSERT_EQ(all().size(), 1u);
+  ASSERT_EQ(all().size(), 3u);
   EXPECT_EQ(all()[0], find("softmax"));
+}
+
+TEST(KernelsRegistry, ReduceMaxIsTheReduceSourceWithItsOpDefined) {
+  const KernelSpec* sum = find("reduce");
+  const KernelSpec* max = find("reduce_max");
+  for (Backend b : {Backend::kCpu, Backend::kCuda}) {
+    const std::string& s = sum->backends.at(b).source;
+    const std::string& m = max->backends.at(b).source;
+    EXPECT_EQ(m, "#define AK_REDUCE_MAX 1\n" + s);
+  }
+  EXPECT_EQ(max->tolerance.at(DType::kF16).atol, 0);
+  EXPECT_GT(sum->tolerance.at(DType::kF32).atol, 0);
 }
 
 TEST(KernelsRegistry, EnumerateSpaceIsTheCartesianProductInStableOrder) {

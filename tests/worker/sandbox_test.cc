@@ -270,6 +270,23 @@ TEST_F(SandboxFixture, EveryDefaultCpuConfigPassesAtEveryDtype) {
   }
 }
 
+TEST_F(SandboxFixture, EveryKernelTypesCpuStarterPassesAtItsDefaultShapesInEveryDtype) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready) << hello.error;
+  for (const kernels::KernelSpec* k : kernels::all()) {
+    auto src = k->backends.find(Backend::kCpu);
+    if (src == k->backends.end()) continue;
+    for (const auto& shape : src->second.default_shapes)
+      for (DType d : k->dtypes) {
+        JobSpec j = job(Backend::kCpu, d, shape, kernels::default_config(src->second.space));
+        j.kernel_type = k->name;
+        SCOPED_TRACE(k->name);
+        expect_sane_pass(run(*p, j, cpu_caps()), j);
+      }
+  }
+}
+
 TEST_F(SandboxFixture, CpuDefaultShapesPassWithTheStarterConfig) {
   SandboxHello hello;
   auto p = start("cpu", &hello);
@@ -500,6 +517,25 @@ TEST_F(SandboxFixture, GpuDefaultShapesPassWithTheStarterConfig) {
       std::cerr << dtype_name(d) << " " << shape_string(shape) << ": " << r.m.latency_us << " us, "
                 << r.m.bandwidth_gbps << " GB/s, speedup " << r.m.speedup << "\n";
     }
+}
+
+TEST_F(SandboxFixture, GpuEveryKernelTypesStarterPassesAtItsDefaultShapesInEveryDtype) {
+  AK_REQUIRE_GPU(hello, p);
+  for (const kernels::KernelSpec* k : kernels::all()) {
+    auto src = k->backends.find(Backend::kCuda);
+    if (src == k->backends.end()) continue;
+    for (const auto& shape : src->second.default_shapes)
+      for (DType d : k->dtypes) {
+        JobSpec j = gpu_job(d, shape, kernels::default_config(src->second.space));
+        j.kernel_type = k->name;
+        SCOPED_TRACE(k->name);
+        SandboxReply r = run(*p, j, gpu_caps());
+        expect_sane_pass(r, j);
+        std::cerr << k->name << " " << dtype_name(d) << " " << shape_string(shape) << ": " << r.m.latency_us
+                  << " us, " << r.m.bandwidth_gbps << " GB/s (" << r.m.pct_peak << "% of copy), speedup "
+                  << r.m.speedup << "\n";
+      }
+  }
 }
 
 TEST_F(SandboxFixture, GpuWrongCandidateFailsAndAFaultingOneCrashesTheSandbox) {

@@ -355,7 +355,7 @@ class HarnessBase : public Harness {
       if (!at::equal(inputs[i].view(at::kByte), originals[i].view(at::kByte)))
         fail(stage, "the candidate modified input " + std::to_string(i) + (label.empty() ? "" : " " + label) +
                         "; inputs are read-only", ResultStatus::kRejected);
-    return compare(out.tensor(), ref, job.tol, shape, stage, label);
+    return compare(out.tensor(), ref, job.tol, shape, stage, label, scale_of(job, inputs));
   }
 
   void check_determinism(const Job& job, const std::string& stage, uint64_t seed) {
@@ -445,7 +445,7 @@ class HarnessBase : public Harness {
     synchronize(stage);
     out.check_guards(stage);
     try {
-      compare(o, ref, job.tol, spec.shape, stage, "");
+      compare(o, ref, job.tol, spec.shape, stage, "", scale_of(job, sets[0]));
     } catch (const StageError& e) {
       fail(stage,
            "the output of a timed call is wrong although verification passed, so the candidate behaves "
@@ -534,6 +534,10 @@ class HarnessBase : public Harness {
              ResultStatus::kRejected);
   }
 
+  static at::Tensor scale_of(const Job& job, const std::vector<at::Tensor>& inputs) {
+    return job.th->tolerance_scale ? job.th->tolerance_scale(inputs) : at::Tensor();
+  }
+
   // One input set, the output and what the candidate allocated itself [MiB].
   double candidate_vram_mb(const Job& job, double extra_bytes) {
     const JobSpec& spec = *job.spec;
@@ -544,7 +548,8 @@ class HarnessBase : public Harness {
   // |out - ref| <= atol + rtol * |ref| where ref is finite; where ref is NaN the output must be
   // NaN and where it is +-inf the same infinity. Returns max |out - ref| over the finite part.
   static double compare(const at::Tensor& out, const at::Tensor& ref, kernels::Tolerance tol,
-                        const std::vector<int64_t>& shape, const std::string& stage, const std::string& label) {
+                        const std::vector<int64_t>& shape, const std::string& stage, const std::string& label,
+                        const at::Tensor& scale = at::Tensor()) {
     at::Tensor o = out.to(at::kFloat).reshape({-1});
     at::Tensor r = ref.to(at::kFloat).reshape({-1});
     if (o.numel() != r.numel())
@@ -552,7 +557,8 @@ class HarnessBase : public Harness {
                       std::to_string(r.numel()));
     at::Tensor finite_ref = at::isfinite(r);
     at::Tensor diff = (o - r).abs();
-    at::Tensor allowed = r.abs() * tol.rtol + tol.atol;
+    at::Tensor allowed = scale.defined() ? r.abs() * tol.rtol + scale.to(at::kFloat).reshape({-1}) * tol.atol
+                                         : r.abs() * tol.rtol + tol.atol;
     at::Tensor ok = at::where(finite_ref, diff <= allowed,  // false for a NaN or inf output
                               at::where(at::isnan(r), at::isnan(o), o == r));
     const int64_t nbad = (~ok).sum().item<int64_t>();
@@ -576,7 +582,8 @@ class HarnessBase : public Harness {
     const int64_t nonfinite = (~at::isfinite(o) & finite_ref).sum().item<int64_t>();
     std::ostringstream ss;
     ss << nbad << " of " << o.numel() << " outputs" << (label.empty() ? "" : " " + label)
-       << " outside |out - ref| <= " << fmt(tol.atol) << " + " << fmt(tol.rtol) << " * |ref|";
+       << " outside |out - ref| <= " << fmt(tol.atol) << (scale.defined() ? " * scale" : "") << " + "
+       << fmt(tol.rtol) << " * |ref|";
     if (nonfinite) ss << " (" << nonfinite << " NaN or inf where the reference is finite, e.g. elements never written)";
     ss << "; worst at [" << where << "]: got " << fmt(got) << ", expected " << fmt(want);
     if (std::isfinite(want)) ss << " (|err| " << fmt(std::abs(got - want)) << ")";

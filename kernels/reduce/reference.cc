@@ -1,0 +1,67 @@
+// libtorch side of reduce (sum) and reduce_max: inputs, the fp64 references, the baselines in
+// the job's dtype (at::sum_out, at::amax_out), the tolerance scale and the calling conventions of
+// kernels/reduce/spec.cc.
+#include <ATen/ATen.h>
+
+#include "kernels/reference.h"
+#include "kernels/torch_inputs.h"
+
+namespace ak::kernels::reduce {
+namespace {
+
+std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                    uint64_t seed) {
+  at::manual_seed(seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  // Values of both signs around a per-row offset: sums that partly cancel, and rows whose maxima differ.
+  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) + at::randn({shape.at(0), 1}, opts) * 0.5;
+  return {x.to(torch_dtype(dtype)).contiguous()};
+}
+
+at::Tensor make_output(const std::vector<at::Tensor>& inputs) {
+  const at::Tensor& x = inputs.at(0);
+  return at::empty({x.size(0)}, x.options());
+}
+
+// fp64, then rounded to the job's dtype (so that an fp16 sum beyond 65504 is inf, as the
+// candidate's must be), returned as fp32.
+at::Tensor sum_reference(const std::vector<at::Tensor>& inputs) {
+  const at::Tensor& x = inputs.at(0);
+  return at::sum(x.to(at::kDouble), {1}).to(x.scalar_type()).to(at::kFloat);
+}
+at::Tensor max_reference(const std::vector<at::Tensor>& inputs) {
+  const at::Tensor& x = inputs.at(0);
+  return at::amax(x.to(at::kDouble), {1}).to(x.scalar_type()).to(at::kFloat);
+}
+
+void sum_baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) { at::sum_out(out, inputs.at(0), {1}); }
+void max_baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) { at::amax_out(out, inputs.at(0), {1}); }
+
+at::Tensor sum_scale(const std::vector<at::Tensor>& inputs) {
+  return at::sum(inputs.at(0).to(at::kDouble).abs(), {1}).to(at::kFloat);
+}
+
+using CpuEntry = int (*)(const void*, void*, int64_t, int64_t, int);
+
+int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
+  const at::Tensor& x = inputs.at(0);
+  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), out.mutable_data_ptr(), x.size(0), x.size(1),
+                                           static_cast<int>(dtype));
+}
+
+void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
+  const at::Tensor& x = inputs.at(0);
+  params.add_pointer(x.const_data_ptr());
+  params.add_pointer(out.mutable_data_ptr());
+  params.add_i64(x.size(0));
+  params.add_i64(x.size(1));
+}
+
+}  // namespace
+
+extern const TorchHarness kSumHarness = {make_inputs, make_output, sum_reference, sum_baseline,
+                                         call_cpu,    cuda_params, row_hostile_inputs, sum_scale};
+extern const TorchHarness kMaxHarness = {make_inputs, make_output, max_reference, max_baseline,
+                                         call_cpu,    cuda_params, row_hostile_inputs, nullptr};
+
+}  // namespace ak::kernels::reduce

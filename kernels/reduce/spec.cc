@@ -1,0 +1,110 @@
+// The reduce kernel types: y[r] = sum(x[r, :]) ("reduce") and y[r] = max(x[r, :]) ("reduce_max")
+// over the last dim of a [rows, cols] tensor; y has rows elements of x's dtype.
+//
+// cpu entry:  extern "C" int ak_reduce_cpu(const void* in, void* out, int64_t rows, int64_t cols,
+//                                          int dtype)   // dtype: DType value; 0 = success
+// cuda entry: extern "C" __global__ void ak_reduce(const void* in, void* out, long long rows,
+//                                                  long long cols)   // dtype via -DAK_DTYPE
+// One source serves both ops: reduce_max's starter is the same text behind
+// "#define AK_REDUCE_MAX 1". See reduce_cpu.cc and reduce.cu for the tunables.
+#include <algorithm>
+#include <string>
+
+#include "kernels/reduce/sources.h"
+#include "kernels/registry.h"
+
+namespace ak::kernels::reduce {
+namespace {
+
+double flops(const std::vector<int64_t>& shape) { return double(shape.at(0)) * double(shape.at(1)); }
+
+double bytes(const std::vector<int64_t>& shape, DType dtype) {
+  // read the input once, write one value per row
+  return (double(shape.at(0)) * double(shape.at(1)) + double(shape.at(0))) * dtype_bytes(dtype);
+}
+
+std::string check_shape(const std::vector<int64_t>& shape) {
+  if (shape.size() != 2)
+    return "reduce needs a [rows, cols] shape; got " + std::to_string(shape.size()) + " dims";
+  if (shape[0] < 1 || shape[1] < 1)
+    return "reduce needs rows >= 1 and cols >= 1; got " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+  if (shape[1] > (int64_t{1} << 31)) return "reduce supports cols <= 2^31";
+  return "";
+}
+
+std::vector<Tunable> cuda_space() {
+  return {
+      {"AK_THREADS", {128, 256, 512, 1024}, 256},
+      {"AK_VEC", {1, 2, 4, 8}, 4},
+      {"AK_WARP_PER_ROW", {0, 1}, 0},
+  };
+}
+
+LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                             DType) {
+  static const std::vector<Tunable> space = cuda_space();
+  const int64_t threads = config_value(config, space, "AK_THREADS", 256);
+  const bool warp_per_row = config_value(config, space, "AK_WARP_PER_ROW", 0) != 0;
+  const int64_t rows = shape.at(0);
+  const int64_t rows_per_block = warp_per_row ? std::max<int64_t>(1, threads / 32) : 1;
+  // grid-stride over rows inside the kernel, so a capped grid stays correct
+  const int64_t blocks = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, 0x7fffffff);
+  LaunchGeometry g;
+  g.grid[0] = unsigned(blocks);
+  g.block[0] = unsigned(threads);
+  return g;
+}
+
+KernelSpec make(const std::string& name, const std::string& prefix) {
+  KernelSpec k;
+  k.name = name;
+  k.dtypes = {DType::kF32, DType::kF16, DType::kBF16};
+  k.backends[Backend::kCpu] = BackendSource{
+      prefix + std::string(kCpuSource),
+      "ak_reduce_cpu",
+      {{"AK_VEC", {1, 4, 8, 16}, 8}},
+      {{64, 1024}, {256, 4096}, {1024, 1000}},
+  };
+  k.backends[Backend::kCuda] = BackendSource{
+      prefix + std::string(kCudaSource),
+      "ak_reduce",
+      cuda_space(),
+      {{4096, 4096}, {8192, 32000}, {65536, 1024}, {1000, 1023}},
+  };
+  k.flops = flops;
+  k.bytes = bytes;
+  k.check_shape = check_shape;
+  k.cuda_geometry = cuda_geometry;
+  k.edge_shapes = {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
+  return k;
+}
+
+}  // namespace
+
+KernelSpec make_sum_spec() {
+  KernelSpec k = make("reduce", "");
+  // Checked as |out - ref| <= atol * sum|x| + rtol * |ref| (the harness's tolerance_scale): a
+  // row sum's rounding error grows with its terms, not with the sum, which may cancel to 0.
+  // atol: fp32 accumulation in partial sums of a few hundred terms (~2^-24 * sqrt(n) of sum|x|)
+  // with a margin; rtol: one rounding of the output to its dtype (fp16 2^-11, bf16 2^-8), twice
+  // for the reference's own rounding from fp64.
+  k.tolerance = {
+      {DType::kF32, {4e-6, 1e-6}},
+      {DType::kF16, {4e-6, 2e-3}},
+      {DType::kBF16, {4e-6, 1.6e-2}},
+  };
+  return k;
+}
+
+KernelSpec make_max_spec() {
+  KernelSpec k = make("reduce_max", "#define AK_REDUCE_MAX 1\n");
+  // The max is one of the inputs: exact in every dtype.
+  k.tolerance = {
+      {DType::kF32, {0, 0}},
+      {DType::kF16, {0, 0}},
+      {DType::kBF16, {0, 0}},
+  };
+  return k;
+}
+
+}  // namespace ak::kernels::reduce

@@ -1,0 +1,73 @@
+// Shared libtorch helpers of the kernel types' harnesses (kernels/torch_inputs.h).
+#include "kernels/torch_inputs.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+namespace ak::kernels {
+
+at::ScalarType torch_dtype(DType d) {
+  switch (d) {
+    case DType::kF32: return at::kFloat;
+    case DType::kF16: return at::kHalf;
+    case DType::kBF16: return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+double dtype_max(DType d) {
+  switch (d) {
+    case DType::kF32: return 3.4028234663852886e38;
+    case DType::kF16: return 65504.0;
+    case DType::kBF16: return 3.3895313892515355e38;
+  }
+  return 0;
+}
+
+std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                            uint64_t seed) {
+  at::manual_seed(seed);
+  const int64_t rows = shape.at(0), cols = shape.at(1);
+  const at::ScalarType st = torch_dtype(dtype);
+  auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  auto cast = [&](const at::Tensor& x) { return std::vector<at::Tensor>{x.to(st).contiguous()}; };
+  at::Tensor noise = at::randn({rows, cols}, f32);
+  std::vector<HostileCase> cases;
+  {
+    // The largest finite value, minus a few of its units in the last place (in the job's dtype).
+    at::Tensor top = at::full({rows, cols}, dtype_max(dtype), f32.dtype(at::kDouble)).to(st);
+    at::Tensor below = at::nextafter(top, at::zeros_like(top));
+    at::Tensor pick = at::rand({rows, cols}, f32) < 0.5;
+    cases.push_back({"near_max", {at::where(pick.to(device), top, below).contiguous()}});
+  }
+  cases.push_back({"near_zero", cast(noise * 1e-4)});
+  {
+    at::Tensor scale = at::pow(10.0, at::linspace(-3.0, 3.0, rows, f32)).reshape({rows, 1});
+    cases.push_back({"mixed_scales", cast(noise * scale)});
+  }
+  cases.push_back({"all_zeros", cast(at::zeros({rows, cols}, f32))});
+  cases.push_back({"all_equal", cast(at::full({rows, cols}, 7.25, f32))});
+  const double inf = std::numeric_limits<double>::infinity();
+  if (cols > 1) {
+    // About a quarter of every row masked with -inf; the element at r % cols stays finite.
+    at::Tensor masked = at::rand({rows, cols}, f32) < 0.25;
+    at::Tensor keep = at::arange(cols, f32.dtype(at::kLong)).reshape({1, cols}) ==
+                      (at::arange(rows, f32.dtype(at::kLong)) % cols).reshape({rows, 1});
+    cases.push_back({"neg_inf", cast(at::where(masked & ~keep, at::full({}, -inf, f32), noise * 3.0))});
+  }
+  {
+    // +inf in every seventh row (from row 3, or row 0 of a short tensor), NaN in every fifth.
+    at::Tensor r = at::arange(rows, f32.dtype(at::kLong)).reshape({rows, 1});
+    at::Tensor c = at::arange(cols, f32.dtype(at::kLong)).reshape({1, cols});
+    at::Tensor at_col = c == (r * 13) % cols;
+    at::Tensor inf_rows = rows > 3 ? (r % 7 == 3) : (r == 0);
+    cases.push_back({"pos_inf", cast(at::where(inf_rows & at_col, at::full({}, inf, f32), noise * 3.0))});
+    at::Tensor nan_rows = rows > 2 ? (r % 5 == 2) : (r == 0);
+    cases.push_back({"nan", cast(at::where(nan_rows & at_col, at::full({}, std::nan(""), f32), noise * 3.0))});
+  }
+  return cases;
+}
+
+}  // namespace ak::kernels

@@ -1,0 +1,30 @@
+// Shared libtorch helpers of the kernel types' harnesses (kernels/<type>/reference.cc): the
+// torch dtype of a DType and the hostile input sets of row-wise ops. Sandbox only (libtorch).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/job.h"
+#include "kernels/reference.h"
+
+namespace ak::kernels {
+
+at::ScalarType torch_dtype(DType d);
+
+// Largest finite value of the dtype.
+double dtype_max(DType d);
+
+// Hostile inputs of shape [rows, cols] for row-wise ops (softmax, reductions, norms), in the
+// job's dtype: near_max (the largest finite value, or the one just below, at random), near_zero,
+// mixed_scales (row scales 1e-3 .. 1e3), all_zeros, all_equal, neg_inf (about a quarter of each
+// row -inf, the element at r % cols kept finite, so no row is fully masked), pos_inf (+inf in
+// every seventh row) and nan (NaN in every fifth row). The reference decides what each means
+// for the op: for softmax +inf or NaN make the row NaN and -inf gives 0; a sum of near_max
+// values overflows to inf.
+std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                            uint64_t seed);
+
+}  // namespace ak::kernels
