@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -144,12 +146,24 @@ int ChildProcess::wait() {
 
 int ChildProcess::stop(std::chrono::milliseconds grace) {
   if (!running()) return exit_code_.value_or(-1);
+  // A pidfd becomes readable when the child exits, so the grace period is one poll(), not a
+  // polling loop; opened before SIGTERM so that the exit cannot be missed.
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
   ::kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    int r;
+    do {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      r = poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    } while (r < 0 && errno == EINTR);
+    close(pidfd);
+    if (r > 0) return wait();
+  } else {
+    // No pidfd (kernel before 5.3): check at the end of the grace period only.
+    std::this_thread::sleep_for(grace);
     if (!running()) return *exit_code_;
-    // Reaping has no blocking-with-timeout call; a short poll interval bounds the wait.
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::kill(pid_, SIGKILL);
   return wait();
