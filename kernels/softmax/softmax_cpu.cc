@@ -2,9 +2,10 @@
 //
 // Contract (kernels/softmax/spec.cc): extern "C" int ak_softmax_cpu(const void* in, void* out,
 // int64_t rows, int64_t cols, int dtype), dtype 0 fp32, 1 fp16 (IEEE half bits), 2 bf16 bits;
-// returns 0 on success. Single-threaded; fp32 arithmetic with the row sums accumulated in
-// double (a serial fp32 sum over a 64k-wide row drifts by ~1e-4 relative, beyond the fp32
-// tolerance); max-subtracted for stability. -inf elements give 0, +inf or NaN make the row NaN,
+// returns 0 on success. Single-threaded; fp32 arithmetic, with the row sums folded into double
+// every 512 columns (a serial fp32 sum over a 64k-wide row drifts by ~1e-4 relative, beyond the
+// fp32 tolerance; the online variant keeps its running sum in double); max-subtracted for
+// stability. -inf elements give 0, +inf or NaN make the row NaN,
 // as in PyTorch.
 //
 // Tunables (passed as -D<NAME>=<value>):
@@ -115,6 +116,7 @@ inline float fast_exp(float x) {
 
 constexpr int V = AK_VEC;
 constexpr int R = AK_ROWS_PER_TILE;
+constexpr int64_t kSumBlock = 512;  // a multiple of every AK_VEC
 constexpr float kNegInf = -__builtin_huge_valf();
 
 // One online-softmax step: running max m and sum s of exp(x - m), updated with value v. Selects,
@@ -177,11 +179,21 @@ void rows_softmax(const typename IO::T* x, typename IO::T* y, int64_t cols) {
     }
     row_max[r] = mx;
   }
-  for (int64_t j = 0; j < body; j += V)
-    for (int r = 0; r < NR; ++r) {
-      const typename IO::T* xr = x + r * cols + j;
-      for (int l = 0; l < V; ++l) s[r][l] += double(fast_exp(IO::load(xr + l) - row_max[r]));
-    }
+  // The sum pass runs in blocks: float lanes within a block (they vectorise), folded into the
+  // double totals after it, so no float lane ever sums more than kSumBlock / V terms.
+  for (int64_t j0 = 0; j0 < body; j0 += kSumBlock) {
+    const int64_t j1 = j0 + kSumBlock < body ? j0 + kSumBlock : body;
+    float part[NR][V];
+    for (int r = 0; r < NR; ++r)
+      for (int l = 0; l < V; ++l) part[r][l] = 0.0f;
+    for (int64_t j = j0; j < j1; j += V)
+      for (int r = 0; r < NR; ++r) {
+        const typename IO::T* xr = x + r * cols + j;
+        for (int l = 0; l < V; ++l) part[r][l] += fast_exp(IO::load(xr + l) - row_max[r]);
+      }
+    for (int r = 0; r < NR; ++r)
+      for (int l = 0; l < V; ++l) s[r][l] += double(part[r][l]);
+  }
   for (int r = 0; r < NR; ++r) {
     double sum = 0.0;
     for (int l = 0; l < V; ++l) sum += s[r][l];
