@@ -71,4 +71,26 @@ int64_t config_value(const std::map<std::string, int64_t>& config, const std::ve
   return fallback;
 }
 
+std::string check_rows_cols(const std::string& type, const std::vector<int64_t>& shape) {
+  if (shape.size() != 2)
+    return type + " needs a [rows, cols] shape; got " + std::to_string(shape.size()) + " dims";
+  if (shape[0] < 1 || shape[1] < 1)
+    return type + " needs rows >= 1 and cols >= 1; got " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+  if (shape[1] > (int64_t{1} << 31)) return type + " supports cols <= 2^31";
+  return "";
+}
+
+LaunchGeometry row_geometry(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
+                            const std::vector<int64_t>& shape) {
+  const int64_t threads = config_value(config, space, "AK_THREADS", 256);
+  const bool warp_per_row = config_value(config, space, "AK_WARP_PER_ROW", 0) != 0;
+  const int64_t rows = shape.at(0);
+  const int64_t rows_per_block = warp_per_row ? std::max<int64_t>(1, threads / 32) : 1;
+  const int64_t blocks = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, 0x7fffffff);
+  LaunchGeometry g;
+  g.grid[0] = unsigned(blocks);
+  g.block[0] = unsigned(threads);
+  return g;
+}
+
 }  // namespace ak::kernels

@@ -83,4 +83,13 @@ std::map<std::string, int64_t> default_config(const std::vector<Tunable>& space)
 int64_t config_value(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
                      const std::string& name, int64_t fallback);
 
+// Shared by the row-wise types (softmax, reduce, ...), whose shape is [rows, cols]:
+// "<type> needs a [rows, cols] shape ..." when the shape is not two dims >= 1 with cols <= 2^31.
+std::string check_rows_cols(const std::string& type, const std::vector<int64_t>& shape);
+// Block = AK_THREADS threads; grid = rows blocks (AK_WARP_PER_ROW=0) or ceil(rows / (AK_THREADS /
+// 32)) (AK_WARP_PER_ROW=1), capped at 2^31 - 1 (the kernels visit rows with a grid-stride loop);
+// no dynamic shared memory.
+LaunchGeometry row_geometry(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
+                            const std::vector<int64_t>& shape);
+
 }  // namespace ak::kernels

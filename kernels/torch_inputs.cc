@@ -70,4 +70,20 @@ std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, D
   return cases;
 }
 
+using RowsCpuEntry = int (*)(const void*, void*, int64_t, int64_t, int);
+
+int call_cpu_rows(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
+  const at::Tensor& x = inputs.at(0);
+  return reinterpret_cast<RowsCpuEntry>(entry)(x.const_data_ptr(), out.mutable_data_ptr(), x.size(0), x.size(1),
+                                               static_cast<int>(dtype));
+}
+
+void cuda_params_rows(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
+  const at::Tensor& x = inputs.at(0);
+  params.add_pointer(x.const_data_ptr());
+  params.add_pointer(out.mutable_data_ptr());
+  params.add_i64(x.size(0));
+  params.add_i64(x.size(1));
+}
+
 }  // namespace ak::kernels

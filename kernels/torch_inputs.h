@@ -1,5 +1,6 @@
 // Shared libtorch helpers of the kernel types' harnesses (kernels/<type>/reference.cc): the
-// torch dtype of a DType and the hostile input sets of row-wise ops. Sandbox only (libtorch).
+// torch dtype of a DType, the hostile input sets and the calling convention of row-wise ops.
+// Sandbox only (libtorch).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -26,5 +27,11 @@ double dtype_max(DType d);
 // values overflows to inf.
 std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                             uint64_t seed);
+
+// The calling convention shared by the row-wise types: cpu entry
+// int (*)(const void* in, void* out, int64_t rows, int64_t cols, int dtype); cuda parameters
+// (in, out, rows, cols), rows and cols from inputs[0].
+int call_cpu_rows(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype);
+void cuda_params_rows(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params);
 
 }  // namespace ak::kernels

@@ -15,9 +15,6 @@
 // Semantics as in PyTorch: sum gives inf for overflow, NaN for NaN or inf - inf; max propagates
 // NaN (the reduction uses a max that keeps NaN, not fmaxf).
 
-#ifndef AK_DTYPE
-#define AK_DTYPE 0
-#endif
 #ifndef AK_REDUCE_MAX
 #define AK_REDUCE_MAX 0
 #endif
@@ -38,33 +35,7 @@
 #error "AK_VEC must be 1, 2, 4 or 8"
 #endif
 
-#if AK_DTYPE == 0
-typedef float elem_t;
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float from_f32(float v) { return v; }
-#elif AK_DTYPE == 1
-typedef unsigned short elem_t;
-__device__ __forceinline__ float to_f32(unsigned short v) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
-  return f;
-}
-__device__ __forceinline__ unsigned short from_f32(float v) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  return h;
-}
-#elif AK_DTYPE == 2
-typedef unsigned short elem_t;
-__device__ __forceinline__ float to_f32(unsigned short v) { return __uint_as_float(((unsigned)v) << 16); }
-__device__ __forceinline__ unsigned short from_f32(float v) {
-  unsigned short h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  return h;
-}
-#else
-#error "AK_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
-#endif
+#include "../common/elem.cuh"
 
 // fp32 with 8 elements would be 32 bytes: loads stay at most 16 bytes wide.
 #define AK_PACK (AK_VEC * sizeof(elem_t) > 16 ? 16 / sizeof(elem_t) : AK_VEC)

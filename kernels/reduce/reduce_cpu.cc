@@ -20,58 +20,7 @@
 
 namespace {
 
-inline float bits_to_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint32_t float_to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-// IEEE half <-> float (normals, subnormals, inf, NaN), round to nearest even.
-inline float half_to_float(uint16_t h) {
-  uint32_t em = uint32_t(h & 0x7fffu) << 13;
-  float f = bits_to_float(em) * bits_to_float(uint32_t(254 - 15) << 23);
-  uint32_t u = float_to_bits(f);
-  u = f >= bits_to_float(uint32_t(127 + 16) << 23) ? (u | 0x7f800000u) : u;
-  return bits_to_float(u | (uint32_t(h & 0x8000u) << 16));
-}
-inline uint16_t float_to_half(float f) {
-  uint32_t u = float_to_bits(f);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t a = u & 0x7fffffffu;
-  uint32_t sub = float_to_bits(bits_to_float(a) + 0.5f) - 0x3f000000u;
-  uint32_t norm = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
-  uint32_t big = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  uint32_t r = a >= 0x47800000u ? big : (a < 0x38800000u ? sub : norm);
-  return uint16_t(sign | r);
-}
-inline float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
-inline uint16_t float_to_bf16(float f) {
-  uint32_t u = float_to_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-struct F32 {
-  using T = float;
-  static float load(const T* p) { return *p; }
-  static void store(T* p, double v) { *p = float(v); }
-};
-struct F16 {
-  using T = uint16_t;
-  static float load(const T* p) { return half_to_float(*p); }
-  static void store(T* p, double v) { *p = float_to_half(float(v)); }
-};
-struct BF16 {
-  using T = uint16_t;
-  static float load(const T* p) { return bf16_to_float(*p); }
-  static void store(T* p, double v) { *p = float_to_bf16(float(v)); }
-};
+#include "../common/elem_cpu.h"
 
 #if AK_REDUCE_MAX
 using acc_t = float;
@@ -99,7 +48,7 @@ void reduce(const void* in, void* out, int64_t rows, int64_t cols) {
     acc_t acc = kIdentity;
     for (int l = 0; l < V; ++l) acc = op(acc, lane[l]);
     for (int64_t j = body; j < cols; ++j) acc = op(acc, acc_t(IO::load(xr + j)));
-    IO::store(y + r, double(acc));
+    IO::store(y + r, float(acc));
   }
 }
 

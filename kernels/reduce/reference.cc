@@ -41,27 +41,12 @@ at::Tensor sum_scale(const std::vector<at::Tensor>& inputs) {
   return at::sum(inputs.at(0).to(at::kDouble).abs(), {1}).to(at::kFloat);
 }
 
-using CpuEntry = int (*)(const void*, void*, int64_t, int64_t, int);
-
-int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
-  const at::Tensor& x = inputs.at(0);
-  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), out.mutable_data_ptr(), x.size(0), x.size(1),
-                                           static_cast<int>(dtype));
-}
-
-void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
-  const at::Tensor& x = inputs.at(0);
-  params.add_pointer(x.const_data_ptr());
-  params.add_pointer(out.mutable_data_ptr());
-  params.add_i64(x.size(0));
-  params.add_i64(x.size(1));
-}
 
 }  // namespace
 
 extern const TorchHarness kSumHarness = {make_inputs, make_output, sum_reference, sum_baseline,
-                                         call_cpu,    cuda_params, row_hostile_inputs, sum_scale};
+                                         call_cpu_rows, cuda_params_rows, row_hostile_inputs, sum_scale};
 extern const TorchHarness kMaxHarness = {make_inputs, make_output, max_reference, max_baseline,
-                                         call_cpu,    cuda_params, row_hostile_inputs, nullptr};
+                                         call_cpu_rows, cuda_params_rows, row_hostile_inputs, nullptr};
 
 }  // namespace ak::kernels::reduce

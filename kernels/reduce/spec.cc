@@ -23,14 +23,7 @@ double bytes(const std::vector<int64_t>& shape, DType dtype) {
   return (double(shape.at(0)) * double(shape.at(1)) + double(shape.at(0))) * dtype_bytes(dtype);
 }
 
-std::string check_shape(const std::vector<int64_t>& shape) {
-  if (shape.size() != 2)
-    return "reduce needs a [rows, cols] shape; got " + std::to_string(shape.size()) + " dims";
-  if (shape[0] < 1 || shape[1] < 1)
-    return "reduce needs rows >= 1 and cols >= 1; got " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
-  if (shape[1] > (int64_t{1} << 31)) return "reduce supports cols <= 2^31";
-  return "";
-}
+std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("reduce", shape); }
 
 std::vector<Tunable> cuda_space() {
   return {
@@ -43,16 +36,7 @@ std::vector<Tunable> cuda_space() {
 LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
                              DType) {
   static const std::vector<Tunable> space = cuda_space();
-  const int64_t threads = config_value(config, space, "AK_THREADS", 256);
-  const bool warp_per_row = config_value(config, space, "AK_WARP_PER_ROW", 0) != 0;
-  const int64_t rows = shape.at(0);
-  const int64_t rows_per_block = warp_per_row ? std::max<int64_t>(1, threads / 32) : 1;
-  // grid-stride over rows inside the kernel, so a capped grid stays correct
-  const int64_t blocks = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, 0x7fffffff);
-  LaunchGeometry g;
-  g.grid[0] = unsigned(blocks);
-  g.block[0] = unsigned(threads);
-  return g;
+  return row_geometry(config, space, shape);
 }
 
 KernelSpec make(const std::string& name, const std::string& prefix) {

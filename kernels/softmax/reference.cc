@@ -30,30 +30,9 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) {
   at::_softmax_out(out, inputs.at(0), /*dim=*/1, /*half_to_float=*/false);
 }
 
-using CpuEntry = int (*)(const void*, void*, int64_t, int64_t, int);
-
-int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
-  const at::Tensor& x = inputs.at(0);
-  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), out.mutable_data_ptr(), x.size(0), x.size(1),
-                                           static_cast<int>(dtype));
-}
-
-void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
-  const at::Tensor& x = inputs.at(0);
-  params.add_pointer(x.const_data_ptr());
-  params.add_pointer(out.mutable_data_ptr());
-  params.add_i64(x.size(0));
-  params.add_i64(x.size(1));
-}
-
-std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
-                                        uint64_t seed) {
-  return row_hostile_inputs(shape, dtype, device, seed);
-}
-
 }  // namespace
 
-extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline, call_cpu, cuda_params,
-                                      hostile_inputs, nullptr};
+extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline, call_cpu_rows, cuda_params_rows,
+                                      row_hostile_inputs, nullptr};
 
 }  // namespace ak::kernels::softmax

@@ -22,9 +22,6 @@
 // biases terms by up to |max| * 2^-24 relative, which broke the fp32 tolerance on the H200 for
 // rows with a large offset.
 
-#ifndef AK_DTYPE
-#define AK_DTYPE 0
-#endif
 #ifndef AK_THREADS
 #define AK_THREADS 256
 #endif
@@ -42,33 +39,7 @@
 #error "AK_VEC must be 1, 2 or 4"
 #endif
 
-#if AK_DTYPE == 0
-typedef float elem_t;
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float from_f32(float v) { return v; }
-#elif AK_DTYPE == 1
-typedef unsigned short elem_t;
-__device__ __forceinline__ float to_f32(unsigned short v) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
-  return f;
-}
-__device__ __forceinline__ unsigned short from_f32(float v) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  return h;
-}
-#elif AK_DTYPE == 2
-typedef unsigned short elem_t;
-__device__ __forceinline__ float to_f32(unsigned short v) { return __uint_as_float(((unsigned)v) << 16); }
-__device__ __forceinline__ unsigned short from_f32(float v) {
-  unsigned short h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  return h;
-}
-#else
-#error "AK_DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
-#endif
+#include "../common/elem.cuh"
 
 #define AK_LOG2E 1.4426950408889634f
 

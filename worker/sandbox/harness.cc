@@ -63,8 +63,6 @@ std::string fmt(double v) {
   return buf;
 }
 
-std::string dtype_key(DType d) { return dtype_name(d); }  // "fp32", "fp16", "bf16"
-
 // A loaded candidate: launch() queues one call on the inputs of `shape`, writing out; throws
 // StageError (launch errors).
 class Candidate {
@@ -500,7 +498,7 @@ class HarnessBase : public Harness {
       m.throughput_tflops = m.flops / seconds / 1e12;
       m.bandwidth_gbps = m.bytes / seconds / 1e9;
     }
-    const std::string key = dtype_key(spec.dtype);
+    const std::string key = dtype_name(spec.dtype);  // the ceilings' keys
     auto get = [](const std::map<std::string, double>& mp, const std::string& k) {
       auto it = mp.find(k);
       return it == mp.end() ? 0.0 : it->second;
