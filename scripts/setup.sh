@@ -35,7 +35,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.11.0") else 1)' 2>/dev/null; then
   echo "setup: installing torch==2.11.0 into $VENV (libtorch for the sandbox)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check torch==2.11.0 numpy
+  "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check torch==2.11.0 numpy
 fi
 TORCH_PREFIX=$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 
