@@ -8,11 +8,15 @@ namespace reduce {
 extern const TorchHarness kSumHarness;
 extern const TorchHarness kMaxHarness;
 }  // namespace reduce
+namespace rmsnorm { extern const TorchHarness kHarness; }
+namespace layernorm { extern const TorchHarness kHarness; }
 
 const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "softmax") return &softmax::kHarness;
   if (kernel_type == "reduce") return &reduce::kSumHarness;
   if (kernel_type == "reduce_max") return &reduce::kMaxHarness;
+  if (kernel_type == "rmsnorm") return &rmsnorm::kHarness;
+  if (kernel_type == "layernorm") return &layernorm::kHarness;
   return nullptr;
 }
 

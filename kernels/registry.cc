@@ -10,6 +10,8 @@ namespace reduce {
 KernelSpec make_sum_spec();
 KernelSpec make_max_spec();
 }  // namespace reduce
+namespace rmsnorm { KernelSpec make_spec(); }
+namespace layernorm { KernelSpec make_spec(); }
 
 namespace {
 
@@ -18,6 +20,8 @@ const std::vector<KernelSpec>& table() {
       softmax::make_spec(),
       reduce::make_sum_spec(),
       reduce::make_max_spec(),
+      rmsnorm::make_spec(),
+      layernorm::make_spec(),
   };
   return specs;
 }

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -26,6 +27,37 @@ double dtype_max(DType d) {
   return 0;
 }
 
+namespace {
+
+// near_max: magnitudes `top` or the value just below it, in the dtype; random signs if `signed_values`.
+at::Tensor near_max(int64_t rows, int64_t cols, DType dtype, c10::Device device, double top_value, bool signed_values) {
+  const at::ScalarType st = torch_dtype(dtype);
+  auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  at::Tensor top = at::full({rows, cols}, top_value, f32.dtype(at::kDouble)).to(st);
+  at::Tensor below = at::nextafter(top, at::zeros_like(top));
+  at::Tensor pick = at::rand({rows, cols}, f32) < 0.5;
+  at::Tensor x = at::where(pick, top, below);
+  if (signed_values) x = at::where(at::rand({rows, cols}, f32) < 0.5, x, -x);
+  return x.contiguous();
+}
+
+}  // namespace
+
+std::vector<HostileCase> norm_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                             uint64_t seed, double max_magnitude) {
+  std::vector<HostileCase> cases = row_hostile_inputs(shape, dtype, device, seed);
+  at::manual_seed(seed ^ 0x5eed);
+  for (HostileCase& c : cases)
+    if (c.name == "near_max")
+      c.inputs = {near_max(shape.at(0), shape.at(1), dtype, device, std::min(dtype_max(dtype), max_magnitude), true)};
+  return cases;
+}
+
+std::vector<HostileCase> with_params(std::vector<HostileCase> cases, const std::vector<at::Tensor>& params) {
+  for (HostileCase& c : cases) c.inputs.insert(c.inputs.end(), params.begin(), params.end());
+  return cases;
+}
+
 std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                             uint64_t seed) {
   at::manual_seed(seed);
@@ -35,13 +67,8 @@ std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, D
   auto cast = [&](const at::Tensor& x) { return std::vector<at::Tensor>{x.to(st).contiguous()}; };
   at::Tensor noise = at::randn({rows, cols}, f32);
   std::vector<HostileCase> cases;
-  {
-    // The largest finite value, minus a few of its units in the last place (in the job's dtype).
-    at::Tensor top = at::full({rows, cols}, dtype_max(dtype), f32.dtype(at::kDouble)).to(st);
-    at::Tensor below = at::nextafter(top, at::zeros_like(top));
-    at::Tensor pick = at::rand({rows, cols}, f32) < 0.5;
-    cases.push_back({"near_max", {at::where(pick.to(device), top, below).contiguous()}});
-  }
+  // The largest finite value or the one just below it (in the job's dtype).
+  cases.push_back({"near_max", {near_max(rows, cols, dtype, device, dtype_max(dtype), false)}});
   cases.push_back({"near_zero", cast(noise * 1e-4)});
   {
     at::Tensor scale = at::pow(10.0, at::linspace(-3.0, 3.0, rows, f32)).reshape({rows, 1});

@@ -149,6 +149,30 @@ TEST_F(CompilerTest, NvrtcBuildsSm90aCubinsForEveryDtypeAndSeveralConfigs) {
   EXPECT_GE(paths.size(), 9u);
 }
 
+// Every kernel type's starters build with their default configuration: cuda for sm_90a (Hopper)
+// and sm_80 (the fallback of older GPUs) in every dtype, cpu in fp32.
+TEST_F(CompilerTest, EveryKernelTypesStartersBuildWithTheirDefaultConfig) {
+  for (const kernels::KernelSpec* k : kernels::all()) {
+    for (const auto& [backend, src] : k->backends) {
+      for (DType d : k->dtypes) {
+        if (backend == Backend::kCpu && d != DType::kF32) continue;
+        for (const char* arch : {"sm_90a", "sm_80"}) {
+          if (backend == Backend::kCpu && std::string(arch) != "sm_90a") continue;
+          JobSpec j = job(backend, d);
+          j.kernel_type = k->name;
+          j.shape = k->backends.at(backend).default_shapes.at(0);
+          j.source = src.source;
+          j.config = kernels::default_config(src.space);
+          auto art = compiler_->compile(j, backend == Backend::kCpu ? cpu_caps() : gpu_caps(arch));
+          ASSERT_TRUE(art.ok()) << k->name << " " << backend_name(backend) << " " << dtype_name(d) << " " << arch
+                                << ": " << art.status().to_string();
+          EXPECT_EQ(art->entry, src.entry);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CompilerTest, HopperSm90IsCompiledAsSm90aAndOtherArchsAsGiven) {
   auto a = compiler_->compile(job(Backend::kCuda), gpu_caps("sm_90"));
   auto b = compiler_->compile(job(Backend::kCuda), gpu_caps("sm_90a"));

@@ -1,0 +1,84 @@
+// libtorch side of layernorm: inputs (x, a non-trivial weight and bias), the fp64 reference
+// (at::layer_norm), the baseline in the job's dtype and the calling conventions of
+// kernels/layernorm/spec.cc.
+#include <ATen/ATen.h>
+
+#include "kernels/reference.h"
+#include "kernels/torch_inputs.h"
+
+namespace ak::kernels::layernorm {
+namespace {
+
+constexpr double kEps = 1e-5;
+
+// Weight around 1 and bias around 0, the same for every input set of a seed.
+std::vector<at::Tensor> params(int64_t cols, DType dtype, c10::Device device, uint64_t seed) {
+  at::manual_seed(seed ^ 0x1a7e);
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  const at::ScalarType st = torch_dtype(dtype);
+  at::Tensor w = (1.0 + 0.2 * at::randn({cols}, opts)).to(st).contiguous();
+  at::Tensor b = (0.1 * at::randn({cols}, opts)).to(st).contiguous();
+  return {w, b};
+}
+
+std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                    uint64_t seed) {
+  at::manual_seed(seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  // Rows with their own offset (mean up to ~2) and scale (0.25 to 4).
+  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) * at::exp2(at::rand({shape.at(0), 1}, opts) * 4.0 - 2.0) +
+                 at::randn({shape.at(0), 1}, opts);
+  std::vector<at::Tensor> in = {x.to(torch_dtype(dtype)).contiguous()};
+  for (at::Tensor& p : params(shape.at(1), dtype, device, seed)) in.push_back(p);
+  return in;
+}
+
+at::Tensor make_output(const std::vector<at::Tensor>& inputs) { return at::empty_like(inputs.at(0)); }
+
+// fp64, rounded to the job's dtype, returned as fp32.
+at::Tensor reference(const std::vector<at::Tensor>& inputs) {
+  const at::Tensor& x = inputs.at(0);
+  return at::layer_norm(x.to(at::kDouble), {x.size(1)}, inputs.at(1).to(at::kDouble), inputs.at(2).to(at::kDouble),
+                        kEps)
+      .to(x.scalar_type())
+      .to(at::kFloat);
+}
+
+// at::layer_norm has no out= kernel (native_layer_norm.out computes, then copies), so the
+// baseline allocates its result as eager code does (from the caching allocator) and `out` is
+// left alone.
+void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
+  const at::Tensor& x = inputs.at(0);
+  (void)at::layer_norm(x, {x.size(1)}, inputs.at(1), inputs.at(2), kEps);
+}
+
+using CpuEntry = int (*)(const void*, const void*, const void*, void*, int64_t, int64_t, int);
+
+int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
+  const at::Tensor& x = inputs.at(0);
+  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), inputs.at(1).const_data_ptr(),
+                                           inputs.at(2).const_data_ptr(), out.mutable_data_ptr(), x.size(0),
+                                           x.size(1), static_cast<int>(dtype));
+}
+
+void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
+  const at::Tensor& x = inputs.at(0);
+  params.add_pointer(x.const_data_ptr());
+  params.add_pointer(inputs.at(1).const_data_ptr());
+  params.add_pointer(inputs.at(2).const_data_ptr());
+  params.add_pointer(out.mutable_data_ptr());
+  params.add_i64(x.size(0));
+  params.add_i64(x.size(1));
+}
+
+std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                        uint64_t seed) {
+  return with_params(norm_hostile_inputs(shape, dtype, device, seed, 1e15), params(shape.at(1), dtype, device, seed));
+}
+
+}  // namespace
+
+extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
+                                      call_cpu,    cuda_params, hostile_inputs, nullptr};
+
+}  // namespace ak::kernels::layernorm

@@ -1,0 +1,78 @@
+// The layernorm kernel type: y = (x - mean) * rsqrt(var + 1e-5) * w + b over the last dim of x
+// [rows, cols] (biased variance), weight w and bias b [cols], one dtype for all four.
+//
+// cpu entry:  extern "C" int ak_layernorm_cpu(const void* x, const void* w, const void* b, void* y,
+//                                             int64_t rows, int64_t cols, int dtype)   // 0 = success
+// cuda entry: extern "C" __global__ void ak_layernorm(const void* x, const void* w, const void* b,
+//                                                     void* y, long long rows, long long cols)
+// See layernorm_cpu.cc and layernorm.cu for the tunables.
+#include <string>
+
+#include "kernels/registry.h"
+#include "kernels/layernorm/sources.h"
+
+namespace ak::kernels::layernorm {
+namespace {
+
+double flops(const std::vector<int64_t>& shape) {
+  // per element: sum (1), subtract and square-accumulate (3), subtract, scale, weight and bias (4)
+  return 8.0 * double(shape.at(0)) * double(shape.at(1));
+}
+
+double bytes(const std::vector<int64_t>& shape, DType dtype) {
+  // x read once, y written once, weight and bias read once
+  return (2.0 * double(shape.at(0)) + 2.0) * double(shape.at(1)) * dtype_bytes(dtype);
+}
+
+std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("layernorm", shape); }
+
+std::vector<Tunable> cuda_space() {
+  return {
+      {"AK_THREADS", {128, 256, 512, 1024}, 256},
+      {"AK_VEC", {1, 2, 4, 8}, 8},
+      {"AK_WARP_PER_ROW", {0, 1}, 0},
+  };
+}
+
+LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                             DType) {
+  static const std::vector<Tunable> space = cuda_space();
+  return row_geometry(config, space, shape);
+}
+
+}  // namespace
+
+KernelSpec make_spec() {
+  KernelSpec k;
+  k.name = "layernorm";
+  k.dtypes = {DType::kF32, DType::kF16, DType::kBF16};
+  k.backends[Backend::kCpu] = BackendSource{
+      std::string(kCpuSource),
+      "ak_layernorm_cpu",
+      {{"AK_VEC", {1, 4, 8, 16}, 8}},
+      {{64, 1024}, {256, 4096}, {1024, 1000}},
+  };
+  // Transformer hidden sizes: 4096 and 8192 over 4k-16k tokens.
+  k.backends[Backend::kCuda] = BackendSource{
+      std::string(kCudaSource),
+      "ak_layernorm",
+      cuda_space(),
+      {{4096, 4096}, {16384, 4096}, {8192, 8192}, {1000, 1023}},
+  };
+  // Outputs are about |w| + |b| in size; the reference is fp64. fp32: fp32 sums and rsqrtf (2 ulp)
+  // stay near 1e-6 relative; atol covers a sum with the bias that cancels. fp16/bf16: one rounding
+  // of the output (2^-11 resp. 2^-8 relative), and the reference's own rounding, on top.
+  k.tolerance = {
+      {DType::kF32, {1e-5, 1e-5}},
+      {DType::kF16, {1e-4, 2e-3}},
+      {DType::kBF16, {1e-3, 1.6e-2}},
+  };
+  k.flops = flops;
+  k.bytes = bytes;
+  k.check_shape = check_shape;
+  k.cuda_geometry = cuda_geometry;
+  k.edge_shapes = {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
+  return k;
+}
+
+}  // namespace ak::kernels::layernorm

@@ -1,0 +1,74 @@
+// libtorch side of rmsnorm: inputs (x and a non-trivial weight), the fp64 reference
+// (at::rms_norm), the baseline in the job's dtype and the calling conventions of
+// kernels/rmsnorm/spec.cc.
+#include <ATen/ATen.h>
+
+#include "kernels/reference.h"
+#include "kernels/torch_inputs.h"
+
+namespace ak::kernels::rmsnorm {
+namespace {
+
+constexpr double kEps = 1e-6;
+
+// A weight of LLM-like spread around 1, the same for every input set of a seed.
+at::Tensor weight(int64_t cols, DType dtype, c10::Device device, uint64_t seed) {
+  at::manual_seed(seed ^ 0x3e16);
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  return (1.0 + 0.2 * at::randn({cols}, opts)).to(torch_dtype(dtype)).contiguous();
+}
+
+std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                    uint64_t seed) {
+  at::manual_seed(seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  // Activations with a per-row scale between 0.25 and 4, as rows of a residual stream differ.
+  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) * at::exp2(at::rand({shape.at(0), 1}, opts) * 4.0 - 2.0);
+  return {x.to(torch_dtype(dtype)).contiguous(), weight(shape.at(1), dtype, device, seed)};
+}
+
+at::Tensor make_output(const std::vector<at::Tensor>& inputs) { return at::empty_like(inputs.at(0)); }
+
+// fp64, rounded to the job's dtype, returned as fp32.
+at::Tensor reference(const std::vector<at::Tensor>& inputs) {
+  const at::Tensor& x = inputs.at(0);
+  return at::rms_norm(x.to(at::kDouble), {x.size(1)}, inputs.at(1).to(at::kDouble), kEps)
+      .to(x.scalar_type())
+      .to(at::kFloat);
+}
+
+// at::rms_norm has no out= variant, so the baseline allocates its result as eager code does (from
+// the caching allocator: no cudaMalloc in the timed region) and `out` is left alone.
+void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
+  const at::Tensor& x = inputs.at(0);
+  (void)at::rms_norm(x, {x.size(1)}, inputs.at(1), kEps);
+}
+
+using CpuEntry = int (*)(const void*, const void*, void*, int64_t, int64_t, int);
+
+int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
+  const at::Tensor& x = inputs.at(0);
+  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), inputs.at(1).const_data_ptr(), out.mutable_data_ptr(),
+                                           x.size(0), x.size(1), static_cast<int>(dtype));
+}
+
+void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
+  const at::Tensor& x = inputs.at(0);
+  params.add_pointer(x.const_data_ptr());
+  params.add_pointer(inputs.at(1).const_data_ptr());
+  params.add_pointer(out.mutable_data_ptr());
+  params.add_i64(x.size(0));
+  params.add_i64(x.size(1));
+}
+
+std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                        uint64_t seed) {
+  return with_params(norm_hostile_inputs(shape, dtype, device, seed, 1e15), {weight(shape.at(1), dtype, device, seed)});
+}
+
+}  // namespace
+
+extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
+                                      call_cpu,    cuda_params, hostile_inputs, nullptr};
+
+}  // namespace ak::kernels::rmsnorm

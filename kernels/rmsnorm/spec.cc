@@ -1,0 +1,78 @@
+// The rmsnorm kernel type: y = x * rsqrt(mean(x^2, last dim) + 1e-6) * w for x [rows, cols] and
+// a weight w [cols], one dtype for all three (as in LLaMA-style models).
+//
+// cpu entry:  extern "C" int ak_rmsnorm_cpu(const void* x, const void* w, void* y, int64_t rows,
+//                                           int64_t cols, int dtype)   // 0 = success
+// cuda entry: extern "C" __global__ void ak_rmsnorm(const void* x, const void* w, void* y,
+//                                                   long long rows, long long cols)
+// See rmsnorm_cpu.cc and rmsnorm.cu for the tunables.
+#include <string>
+
+#include "kernels/registry.h"
+#include "kernels/rmsnorm/sources.h"
+
+namespace ak::kernels::rmsnorm {
+namespace {
+
+double flops(const std::vector<int64_t>& shape) {
+  // per element: square-accumulate (2), scale by rstd and by the weight (2)
+  return 4.0 * double(shape.at(0)) * double(shape.at(1));
+}
+
+double bytes(const std::vector<int64_t>& shape, DType dtype) {
+  // x read once, y written once, the weight read once
+  return (2.0 * double(shape.at(0)) + 1.0) * double(shape.at(1)) * dtype_bytes(dtype);
+}
+
+std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("rmsnorm", shape); }
+
+std::vector<Tunable> cuda_space() {
+  return {
+      {"AK_THREADS", {128, 256, 512, 1024}, 256},
+      {"AK_VEC", {1, 2, 4, 8}, 8},
+      {"AK_WARP_PER_ROW", {0, 1}, 0},
+  };
+}
+
+LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                             DType) {
+  static const std::vector<Tunable> space = cuda_space();
+  return row_geometry(config, space, shape);
+}
+
+}  // namespace
+
+KernelSpec make_spec() {
+  KernelSpec k;
+  k.name = "rmsnorm";
+  k.dtypes = {DType::kF32, DType::kF16, DType::kBF16};
+  k.backends[Backend::kCpu] = BackendSource{
+      std::string(kCpuSource),
+      "ak_rmsnorm_cpu",
+      {{"AK_VEC", {1, 4, 8, 16}, 8}},
+      {{64, 1024}, {256, 4096}, {1024, 1000}},
+  };
+  // LLM hidden sizes: 4096 (7B), 8192 (70B) over 4k-16k tokens.
+  k.backends[Backend::kCuda] = BackendSource{
+      std::string(kCudaSource),
+      "ak_rmsnorm",
+      cuda_space(),
+      {{4096, 4096}, {16384, 4096}, {8192, 8192}, {1000, 1023}},
+  };
+  // Outputs are about |w| in size; the reference is fp64. fp32: an fp32 sum of squares and
+  // rsqrtf (2 ulp) stay near 1e-6 relative. fp16/bf16: one rounding of the output (2^-11 resp.
+  // 2^-8 relative), and the reference's own rounding to the dtype, on top.
+  k.tolerance = {
+      {DType::kF32, {1e-5, 1e-5}},
+      {DType::kF16, {1e-4, 2e-3}},
+      {DType::kBF16, {1e-3, 1.6e-2}},
+  };
+  k.flops = flops;
+  k.bytes = bytes;
+  k.check_shape = check_shape;
+  k.cuda_geometry = cuda_geometry;
+  k.edge_shapes = {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
+  return k;
+}
+
+}  // namespace ak::kernels::rmsnorm
