@@ -10,6 +10,8 @@ extern const TorchHarness kMaxHarness;
 }  // namespace reduce
 namespace rmsnorm { extern const TorchHarness kHarness; }
 namespace layernorm { extern const TorchHarness kHarness; }
+namespace cross_entropy { extern const TorchHarness kHarness; }
+namespace rotary_embedding { extern const TorchHarness kHarness; }
 
 const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "softmax") return &softmax::kHarness;
@@ -17,6 +19,8 @@ const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "reduce_max") return &reduce::kMaxHarness;
   if (kernel_type == "rmsnorm") return &rmsnorm::kHarness;
   if (kernel_type == "layernorm") return &layernorm::kHarness;
+  if (kernel_type == "cross_entropy") return &cross_entropy::kHarness;
+  if (kernel_type == "rotary_embedding") return &rotary_embedding::kHarness;
   return nullptr;
 }
 

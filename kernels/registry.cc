@@ -12,6 +12,8 @@ KernelSpec make_max_spec();
 }  // namespace reduce
 namespace rmsnorm { KernelSpec make_spec(); }
 namespace layernorm { KernelSpec make_spec(); }
+namespace cross_entropy { KernelSpec make_spec(); }
+namespace rotary_embedding { KernelSpec make_spec(); }
 
 namespace {
 
@@ -22,6 +24,8 @@ const std::vector<KernelSpec>& table() {
       reduce::make_max_spec(),
       rmsnorm::make_spec(),
       layernorm::make_spec(),
+      cross_entropy::make_spec(),
+      rotary_embedding::make_spec(),
   };
   return specs;
 }

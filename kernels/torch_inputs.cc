@@ -43,7 +43,7 @@ at::Tensor near_max(int64_t rows, int64_t cols, DType dtype, c10::Device device,
 
 }  // namespace
 
-std::vector<HostileCase> norm_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+std::vector<HostileCase> bounded_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                              uint64_t seed, double max_magnitude) {
   std::vector<HostileCase> cases = row_hostile_inputs(shape, dtype, device, seed);
   at::manual_seed(seed ^ 0x5eed);

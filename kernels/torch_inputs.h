@@ -28,13 +28,14 @@ double dtype_max(DType d);
 std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                             uint64_t seed);
 
-// The same sets with near_max changed for the normalisations: magnitudes near
-// min(dtype max, max_magnitude) (rounded to the dtype) with random signs. A norm accumulates x^2
-// in fp32, which overflows beyond ~1e19 for any dtype whose max is larger (fp32, bf16), and
-// all-positive values near the max leave layernorm a row whose deviations are one unit in the
-// last place of its mean, so the output would be rounding noise in any precision but the
-// reference's. Signed values near the max keep the row well conditioned.
-std::vector<HostileCase> norm_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+// The same sets with near_max bounded: magnitudes near min(dtype max, max_magnitude) (rounded to
+// the dtype) with random signs, for ops whose result overflows before the inputs do. A norm
+// accumulates x^2 in fp32, which overflows beyond ~1e19 for any dtype whose max is larger (fp32,
+// bf16), and all-positive values near the max leave layernorm a row whose deviations are one
+// unit in the last place of its mean, so the output would be rounding noise in any precision but
+// the reference's; signed values keep the row well conditioned. A rotation grows an element by
+// up to sqrt(2) (rotary_embedding: half the max).
+std::vector<HostileCase> bounded_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                              uint64_t seed, double max_magnitude);
 
 // Appends `params` (weights, biases, tables: the inputs after the first) to every case.

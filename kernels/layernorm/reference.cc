@@ -73,7 +73,7 @@ void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelP
 
 std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                         uint64_t seed) {
-  return with_params(norm_hostile_inputs(shape, dtype, device, seed, 1e15), params(shape.at(1), dtype, device, seed));
+  return with_params(bounded_hostile_inputs(shape, dtype, device, seed, 1e15), params(shape.at(1), dtype, device, seed));
 }
 
 }  // namespace

@@ -290,6 +290,43 @@ TEST_F(SandboxFixture, EveryKernelTypesCpuStarterPassesAtItsDefaultShapesInEvery
   }
 }
 
+// Each type's verification catches a starter with one slip: the oracle and tolerance of every
+// type are tight enough to see a forgotten weight, bias, log term or sign.
+TEST_F(SandboxFixture, EveryKernelTypesCpuStarterWithOneSlipFailsVerification) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready) << hello.error;
+  struct Slip {
+    const char* type;
+    const char* from;
+    const char* to;
+  };
+  const Slip slips[] = {
+      {"rmsnorm", "IO::load(xr + j) * rs * IO::load(w + j)", "IO::load(xr + j) * rs"},
+      {"rmsnorm", "ss / double(cols) + kEps", "ss / double(cols)"},
+      {"layernorm", "+ IO::load(b + j)", ""},
+      {"layernorm", "/ double(cols);\n    const float rs", "/ double(cols - 1);\n    const float rs"},
+      {"cross_entropy", "std::log(s) - ", "std::log(s + 1e-3) - "},
+      {"cross_entropy", "IO::load(xr + t)", "IO::load(xr + (t + 1) % cols)"},
+      {"rotary_embedding", "std::fma(a, cj, -b * sj)", "std::fma(a, cj, b * sj)"},
+      {"rotary_embedding", "const float cj = IO::load(ct + j)", "const float cj = IO::load(c + j)"},
+  };
+  for (const Slip& slip : slips) {
+    const kernels::KernelSpec* k = kernels::find(slip.type);
+    ASSERT_NE(k, nullptr) << slip.type;
+    const kernels::BackendSource& src = k->backends.at(Backend::kCpu);
+    std::string s = src.source;
+    const size_t at = s.find(slip.from);
+    ASSERT_NE(at, std::string::npos) << slip.type << ": the starter no longer contains " << slip.from;
+    s.replace(at, std::string(slip.from).size(), slip.to);
+    JobSpec j = job(Backend::kCpu, DType::kF32, src.default_shapes.at(0), kernels::default_config(src.space), s);
+    j.kernel_type = slip.type;
+    SandboxReply r = run(*p, j, cpu_caps());
+    EXPECT_EQ(r.status, ResultStatus::kFail) << slip.type << " with " << slip.to << ": " << r.stage << " " << r.reason;
+    EXPECT_EQ(r.stage.rfind("verify.", 0), 0u) << slip.type << ": " << r.stage;
+  }
+}
+
 TEST_F(SandboxFixture, CpuDefaultShapesPassWithTheStarterConfig) {
   SandboxHello hello;
   auto p = start("cpu", &hello);
