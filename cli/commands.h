@@ -49,7 +49,9 @@ int export_results(const ClientArgs& c, const std::string& campaign, const std::
                    const std::string& json_path);
 
 struct RunArgs {
-  std::string campaign_file;  // empty: the default softmax campaign for the local backend
+  // Run one after the other, results of all in one results.tsv; empty: the default softmax
+  // campaign for the local backend.
+  std::vector<std::string> campaign_files;
   std::string redis_url;
   std::string data_dir = ".ak";
   std::string out_dir = ".";

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
 
   RunArgs run_args;
   auto* run = app.add_subcommand("run", "All in one on this machine: Redis, a coordinator, a worker per GPU (or CPU workers), a campaign, results.tsv");
-  run->add_option("--campaign", run_args.campaign_file, "campaign file (.json or .toml); default: the softmax campaign for the local backend");
+  run->add_option("--campaign", run_args.campaign_files, "campaign file (.json or .toml), repeatable: run in order, one results.tsv; default: the softmax campaign for the local backend");
   run->add_option("--redis", run_args.redis_url, "redis://host:port or unix:///path; default: a private redis-server with AOF under --data-dir");
   run->add_option("--data-dir", run_args.data_dir, "state: Redis data, compile cache, worker outboxes")->capture_default_str();
   run->add_option("--out", run_args.out_dir, "where results.tsv and results.json go")->capture_default_str();

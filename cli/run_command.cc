@@ -44,15 +44,16 @@ int run(const RunArgs& a) {
     std::cerr << "autokernel run: unknown --backend " << a.backend << "; expected auto, cpu or cuda\n";
     return 2;
   }
-  json campaign = default_campaign(backend);
-  if (!a.campaign_file.empty()) {
-    auto doc = load_campaign_file(a.campaign_file);
+  std::vector<json> campaigns;
+  for (const std::string& file : a.campaign_files) {
+    auto doc = load_campaign_file(file);
     if (!doc.ok()) {
       std::cerr << "autokernel run: " << doc.status().message() << "\n";
       return 2;
     }
-    campaign = *doc;
+    campaigns.push_back(*doc);
   }
+  if (campaigns.empty()) campaigns.push_back(default_campaign(backend));
 
   // 3. Coordinator process, on free loopback ports.
   const std::string self = self_exe_path();
@@ -105,30 +106,36 @@ int run(const RunArgs& a) {
 
   // 5. Submit, follow, export.
   CoordinatorClient client(clients_ep, std::chrono::seconds(30));
-  auto sub = client.submit(campaign);
-  if (!sub.ok()) {
-    std::cerr << "autokernel run: campaign rejected: " << sub.status().message() << "\n";
-    return 1;
-  }
-  const std::string cid = (*sub)["campaign_id"];
-  std::cout << "campaign " << cid << " (" << (*sub)["name"].get<std::string>() << "): " << (*sub)["jobs"]
-            << " jobs\n";
-  const bool done = wait_for_campaign(client, cid, stop_flag());
-  int rc = done ? 0 : 1;
-  auto rows = client.results(cid, "");
-  if (rows.ok()) {
-    const std::string tsv = a.out_dir + "/results.tsv", js = a.out_dir + "/results.json";
-    Status s = write_exports((*rows)["rows"], tsv, js);
-    if (!s.ok()) {
-      std::cerr << "autokernel run: " << s.message() << "\n";
+  int rc = 0;
+  json all_rows = json::array();
+  for (const json& campaign : campaigns) {
+    auto sub = client.submit(campaign);
+    if (!sub.ok()) {
+      std::cerr << "autokernel run: campaign rejected: " << sub.status().message() << "\n";
       rc = 1;
-    } else {
-      std::cout << format_results((*rows)["rows"], 40);
-      std::cout << "wrote " << (*rows)["rows"].size() << " rows to " << tsv << " and " << js << "\n";
+      break;
     }
-  } else {
-    std::cerr << "autokernel run: could not fetch results: " << rows.status().message() << "\n";
+    const std::string cid = (*sub)["campaign_id"];
+    std::cout << "campaign " << cid << " (" << (*sub)["name"].get<std::string>() << "): " << (*sub)["jobs"]
+              << " jobs\n";
+    if (!wait_for_campaign(client, cid, stop_flag())) rc = 1;
+    auto rows = client.results(cid, "");
+    if (!rows.ok()) {
+      std::cerr << "autokernel run: could not fetch results: " << rows.status().message() << "\n";
+      rc = 1;
+      break;
+    }
+    for (const json& r : (*rows)["rows"]) all_rows.push_back(r);
+    if (rc != 0) break;  // interrupted
+  }
+  const std::string tsv = a.out_dir + "/results.tsv", js = a.out_dir + "/results.json";
+  Status s = write_exports(all_rows, tsv, js);
+  if (!s.ok()) {
+    std::cerr << "autokernel run: " << s.message() << "\n";
     rc = 1;
+  } else {
+    std::cout << format_results(all_rows, 40);
+    std::cout << "wrote " << all_rows.size() << " rows to " << tsv << " and " << js << "\n";
   }
   for (auto& w : workers) w.signal(SIGTERM);
   for (auto& w : workers) w.stop(std::chrono::seconds(10));

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The kernel library's benchmark on a GPU: every kernel type's CUDA starter, default
+# configuration, at each of its declared shapes in every dtype, through the farm (five-stage
+# verification, cold timing in alternation with PyTorch eager), then torch.compile(mode=
+# "max-autotune") of the same ops timed cold by triton.testing.do_bench; prints the results table.
+#   bench/library.sh [BUILD_DIR] [TYPES]       (TYPES: comma-separated, default every type)
+#   AK_LIBRARY_COMPILE=all|largest|none        (default largest: one shape per type and dtype)
+# Writes under $OUT/library (default ./bench-out/library): results.tsv/json, table.md, compile.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+TYPES=${2:-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul}
+OUT=${OUT:-$PWD/bench-out}/library
+mkdir -p "$OUT"
+WORK=$(mktemp -d /tmp/ak-library-XXXXXX)
+args=()
+for t in ${TYPES//,/ }; do
+  cat > "$WORK/$t.json" <<JSON
+{"name": "library-$t", "kernel_type": "$t", "backend": "cuda", "configs": "default",
+ "tag": "bench/library", "description": "starter, default config", "timeout_ms": 300000,
+ "measure": {"warmup": 10, "min_samples": 20, "max_samples": 500, "max_time_ms": 2000, "noise_target": 0.005, "cold": true}}
+JSON
+  args+=(--campaign "$WORK/$t.json")
+done
+"$BUILD/bin/autokernel" run --backend cuda "${args[@]}" --data-dir "$WORK/.ak" --out "$OUT" > "$OUT/run.log" 2>&1 || {
+  echo "farm run failed (rc=$?); tail of $OUT/run.log:"; tail -20 "$OUT/run.log"; }
+date -u +"%Y-%m-%dT%H:%M:%SZ" > "$OUT/date.txt"
+awk -v cols=kernel_type,shape,dtype,correctness,stage,reason -f bench/tsv.awk "$OUT/results.tsv" | awk -F'\t' '$4 != "PASS"' | cut -c1-300
+MODE=${AK_LIBRARY_COMPILE:-largest}
+flags=()
+[ "$MODE" = largest ] && flags+=(--only-largest)
+if [ "$MODE" = none ]; then flags+=(--dtypes none); fi
+python3 bench/library_compile.py "$OUT/results.tsv" "$OUT/compile.json" "${flags[@]}" > "$OUT/table.md" 2> "$OUT/compile.log" || {
+  echo "torch.compile column failed; tail of $OUT/compile.log:"; tail -20 "$OUT/compile.log"; }
+echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(cat "$OUT/date.txt")"
+cat "$OUT/table.md"
