@@ -5,6 +5,7 @@
 # "max-autotune") of the same ops timed cold by triton.testing.do_bench; prints the results table.
 #   bench/library.sh [BUILD_DIR] [TYPES]       (TYPES: comma-separated, default every type)
 #   AK_LIBRARY_COMPILE=all|largest|none        (default largest: one shape per type and dtype)
+#   AK_LIBRARY_DTYPES=bf16,fp16                 (dtypes of the torch.compile column; default all)
 # Writes under $OUT/library (default ./bench-out/library): results.tsv/json, table.md, compile.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ awk -v cols=kernel_type,shape,dtype,correctness,stage,reason -f bench/tsv.awk "$
 MODE=${AK_LIBRARY_COMPILE:-largest}
 flags=()
 [ "$MODE" = largest ] && flags+=(--only-largest)
-if [ "$MODE" = none ]; then flags+=(--dtypes none); fi
+if [ "$MODE" = none ]; then flags+=(--dtypes none); elif [ -n "${AK_LIBRARY_DTYPES:-}" ]; then flags+=(--dtypes "$AK_LIBRARY_DTYPES"); fi
 python3 bench/library_compile.py "$OUT/results.tsv" "$OUT/compile.json" "${flags[@]}" > "$OUT/table.md" 2> "$OUT/compile.log" || {
   echo "torch.compile column failed; tail of $OUT/compile.log:"; tail -20 "$OUT/compile.log"; }
 echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(cat "$OUT/date.txt")"

@@ -12,6 +12,7 @@ namespace rmsnorm { extern const TorchHarness kHarness; }
 namespace layernorm { extern const TorchHarness kHarness; }
 namespace cross_entropy { extern const TorchHarness kHarness; }
 namespace rotary_embedding { extern const TorchHarness kHarness; }
+namespace matmul { extern const TorchHarness kHarness; }
 
 const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "softmax") return &softmax::kHarness;
@@ -21,6 +22,7 @@ const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "layernorm") return &layernorm::kHarness;
   if (kernel_type == "cross_entropy") return &cross_entropy::kHarness;
   if (kernel_type == "rotary_embedding") return &rotary_embedding::kHarness;
+  if (kernel_type == "matmul") return &matmul::kHarness;
   return nullptr;
 }
 

@@ -14,6 +14,7 @@ namespace rmsnorm { KernelSpec make_spec(); }
 namespace layernorm { KernelSpec make_spec(); }
 namespace cross_entropy { KernelSpec make_spec(); }
 namespace rotary_embedding { KernelSpec make_spec(); }
+namespace matmul { KernelSpec make_spec(); }
 
 namespace {
 
@@ -26,6 +27,7 @@ const std::vector<KernelSpec>& table() {
       layernorm::make_spec(),
       cross_entropy::make_spec(),
       rotary_embedding::make_spec(),
+      matmul::make_spec(),
   };
   return specs;
 }

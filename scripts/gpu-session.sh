@@ -4,7 +4,8 @@
 # (fetched beforehand with shared/gpu/fetch-debs.sh plus googletest, spdlog, CLI11, toml++,
 # xxhash, nlohmann-json). Logs and results go to $OUT (default ./gpu-out).
 # Then: the device's calibration, ctest -L gpu (sandbox and hostile suites), bench/repeatability.sh
-# and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput").
+# and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
+# bench/library.sh (the kernel library's results table).
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,5 +44,7 @@ for step in $STEPS; do
     throughput)
       timeout 400 bash bench/throughput.sh "$B"; echo "throughput rc=$?"
       awk -v cols=correctness,stage -f bench/tsv.awk "$OUT/throughput/results.tsv" | sort | uniq -c ;;
+    library)
+      timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac
 done

@@ -61,9 +61,16 @@ void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelP
   params.add_i64(x.size(1));
 }
 
+// Without neg_inf and pos_inf: PyTorch defines no one result for a row holding an infinity
+// (at::rms_norm in fp64 makes the row's finite elements 0 on the CPU and NaN on CUDA, seen on
+// the H200 with torch 2.11), so there is nothing to hold a candidate to. NaN stays: every
+// backend gives NaN for the whole row.
 std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                         uint64_t seed) {
-  return with_params(bounded_hostile_inputs(shape, dtype, device, seed, 1e15), {weight(shape.at(1), dtype, device, seed)});
+  std::vector<HostileCase> cases;
+  for (HostileCase& c : bounded_hostile_inputs(shape, dtype, device, seed, 1e15))
+    if (c.name != "neg_inf" && c.name != "pos_inf") cases.push_back(std::move(c));
+  return with_params(std::move(cases), {weight(shape.at(1), dtype, device, seed)});
 }
 
 }  // namespace

@@ -1,0 +1,12 @@
+// The matmul starter sources, embedded at build time from matmul_cpu.cc and matmul.cu
+// (kernels/CMakeLists.txt generates their definitions).
+#pragma once
+
+#include <string_view>
+
+namespace ak::kernels::matmul {
+
+extern const std::string_view kCpuSource;   // matmul_cpu.cc
+extern const std::string_view kCudaSource;  // matmul.cu
+
+}  // namespace ak::kernels::matmul

@@ -1,0 +1,108 @@
+// The matmul kernel type: C = A @ B for A [M, K], B [K, N], C [M, N], row-major, one dtype, fp32
+// accumulation. The shape is [M, N, K]. fp32 means fp32 arithmetic (no TF32).
+//
+// cpu entry:  extern "C" int ak_matmul_cpu(const void* a, const void* b, void* c, int64_t M,
+//                                          int64_t N, int64_t K, int dtype)   // 0 = success
+// cuda entry: extern "C" __global__ void ak_matmul(const void* a, const void* b, void* c,
+//                                                  long long M, long long N, long long K)
+// See matmul_cpu.cc and matmul.cu for the tunables and the launch geometry.
+#include <algorithm>
+#include <string>
+
+#include "kernels/matmul/sources.h"
+#include "kernels/registry.h"
+
+namespace ak::kernels::matmul {
+namespace {
+
+double flops(const std::vector<int64_t>& shape) {
+  return 2.0 * double(shape.at(0)) * double(shape.at(1)) * double(shape.at(2));
+}
+
+double bytes(const std::vector<int64_t>& shape, DType dtype) {
+  // A and B read once, C written once
+  const double m = double(shape.at(0)), n = double(shape.at(1)), k = double(shape.at(2));
+  return (m * k + k * n + m * n) * dtype_bytes(dtype);
+}
+
+std::string check_shape(const std::vector<int64_t>& shape) {
+  if (shape.size() != 3) return "matmul needs an [M, N, K] shape; got " + std::to_string(shape.size()) + " dims";
+  if (shape[0] < 1 || shape[1] < 1 || shape[2] < 1) return "matmul needs M, N and K >= 1";
+  if (shape[0] > (int64_t{1} << 31) || shape[1] > (int64_t{1} << 31) || shape[2] > (int64_t{1} << 31))
+    return "matmul supports M, N and K <= 2^31";
+  return "";
+}
+
+std::vector<Tunable> cuda_space() {
+  return {
+      {"AK_BM", {64, 128, 256}, 128},
+      {"AK_BN", {64, 128, 256}, 128},
+      {"AK_BK", {16, 32, 64}, 32},
+      {"AK_WARPS_M", {1, 2, 4}, 2},
+      {"AK_WARPS_N", {1, 2, 4}, 2},
+      {"AK_STAGES", {2, 3, 4, 5}, 4},
+      {"AK_GROUP_M", {1, 8}, 8},
+  };
+}
+
+// matmul.cu's header: block = WARPS_M * WARPS_N warps; a 1-D grid of one block per BM x BN tile
+// of C; dynamic shared memory of STAGES stages of an A and a B tile (fp32: A transposed, rows
+// padded by 4).
+LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                             DType dtype) {
+  static const std::vector<Tunable> space = cuda_space();
+  auto v = [&](const char* name) { return std::max<int64_t>(1, config_value(config, space, name, 1)); };
+  const int64_t bm = v("AK_BM"), bn = v("AK_BN"), bk = v("AK_BK"), stages = v("AK_STAGES");
+  const int64_t tiles = ((shape.at(0) + bm - 1) / bm) * ((shape.at(1) + bn - 1) / bn);
+  const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
+                                            : stages * (bm * bk + bk * bn) * 2;
+  LaunchGeometry g;
+  g.grid[0] = unsigned(std::clamp<int64_t>(tiles, 1, 0x7fffffff));
+  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32, 1 << 20));
+  g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
+  return g;
+}
+
+}  // namespace
+
+KernelSpec make_spec() {
+  KernelSpec k;
+  k.name = "matmul";
+  k.dtypes = {DType::kF32, DType::kF16, DType::kBF16};
+  k.backends[Backend::kCpu] = BackendSource{
+      std::string(kCpuSource),
+      "ak_matmul_cpu",
+      {
+          {"AK_BM", {8, 32, 64}, 32},
+          {"AK_BN", {64, 128, 256}, 128},
+          {"AK_BK", {32, 128, 256}, 128},
+      },
+      {{64, 64, 64}, {128, 256, 512}, {200, 100, 300}},
+  };
+  // Square GEMMs and an LLaMA-7B MLP projection (4096 tokens, 4096 -> 11008), and a shape that no
+  // tile divides.
+  k.backends[Backend::kCuda] = BackendSource{
+      std::string(kCudaSource),
+      "ak_matmul",
+      cuda_space(),
+      {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 11008, 4096}, {1000, 1023, 1025}},
+  };
+  // Checked as |out - ref| <= atol * (|A| @ |B|) + rtol * |ref| (the harness's tolerance_scale):
+  // a dot product's rounding error grows with the sum of |a_ik * b_kj|, not with the result,
+  // which may cancel. atol: fp32 accumulation over K up to a few thousand terms (~sqrt(K) * 2^-24
+  // typical) with a margin, in every dtype since every dtype accumulates in fp32; rtol: one
+  // rounding of the output (fp32 2^-24, fp16 2^-11, bf16 2^-8), and the reference's own.
+  k.tolerance = {
+      {DType::kF32, {2e-5, 1e-6}},
+      {DType::kF16, {2e-5, 2e-3}},
+      {DType::kBF16, {2e-5, 1.6e-2}},
+  };
+  k.flops = flops;
+  k.bytes = bytes;
+  k.check_shape = check_shape;
+  k.cuda_geometry = cuda_geometry;
+  k.edge_shapes = {{1, 1, 1}, {127, 1, 1}, {1, 127, 1}, {1, 1, 127}, {3, 1023, 5}, {129, 257, 65}, {17, 33, 4097}};
+  return k;
+}
+
+}  // namespace ak::kernels::matmul
