@@ -32,6 +32,7 @@ struct WorkerArgs {
   std::string id;                // default: <hostname>-<gpu|cpu>-<pid>
   int slots = 2;
   std::string cache_dir = ".ak/cache";
+  std::string python = AK_DEFAULT_PYTHON;  // the triton backend's compiler runs it
   std::string state_dir = ".ak/worker";
   std::string sandbox;           // default: autokernel-sandbox next to this executable
   int64_t heartbeat_ms = 500;

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   work->add_option("--id", wo.id, "worker id (default: host, device and pid)");
   work->add_option("--slots", wo.slots, "jobs held at once (one measuring, the rest compiling ahead)")->capture_default_str()->check(CLI::Range(1, 64));
   work->add_option("--cache-dir", wo.cache_dir, "compiled artefact cache")->capture_default_str();
+  work->add_option("--python", wo.python, "Python with triton 3.6, for triton jobs")->capture_default_str();
   work->add_option("--state-dir", wo.state_dir, "outbox of unacknowledged results")->capture_default_str();
   work->add_option("--sandbox", wo.sandbox, "sandbox executable (default: next to autokernel)");
   work->add_option("--heartbeat-ms", wo.heartbeat_ms, "heartbeat interval")->capture_default_str();

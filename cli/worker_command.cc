@@ -60,6 +60,7 @@ int worker(const WorkerArgs& a) {
     o.slots = a.slots;
     o.sandbox_path = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
     o.cache_dir = a.cache_dir;
+    o.python = a.python;
     o.state_dir = a.state_dir;  // the outbox file, one per worker id
     o.heartbeat_ms = a.heartbeat_ms;
     if (!a.id.empty()) o.worker_id = devices.size() == 1 ? a.id : a.id + "-gpu" + std::to_string(d);

@@ -13,7 +13,7 @@ std::optional<E> parse_enum(const std::string& s, const char* const (&names)[N])
     if (s == names[i]) return static_cast<E>(i);
   return std::nullopt;
 }
-constexpr const char* kBackendNames[] = {"cpu", "cuda"};
+constexpr const char* kBackendNames[] = {"cpu", "cuda", "triton"};
 constexpr const char* kDTypeNames[] = {"fp32", "fp16", "bf16"};
 constexpr const char* kJobStateNames[] = {"QUEUED", "LEASED", "DONE", "LOST"};
 constexpr const char* kResultStatusNames[] = {"PASS",  "FAIL",     "COMPILE_ERROR", "TIMEOUT",

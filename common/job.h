@@ -18,7 +18,9 @@
 
 namespace ak {
 
-enum class Backend { kCpu = 0, kCuda = 1 };
+// kTriton: Triton sources compiled ahead of time to a cubin (kernels/triton/compile.py) and run on
+// a CUDA device by the same sandbox as kCuda.
+enum class Backend { kCpu = 0, kCuda = 1, kTriton = 2 };
 enum class DType { kF32 = 0, kF16 = 1, kBF16 = 2 };
 enum class JobState { kQueued = 0, kLeased = 1, kDone = 2, kLost = 3 };
 enum class ResultStatus {
@@ -31,7 +33,7 @@ enum class ResultStatus {
   kLost,          // the coordinator gave up after too many attempts
 };
 
-const char* backend_name(Backend b);      // "cpu", "cuda"
+const char* backend_name(Backend b);      // "cpu", "cuda", "triton"
 const char* dtype_name(DType d);          // "fp32", "fp16", "bf16"
 const char* job_state_name(JobState s);   // "QUEUED", ...
 const char* result_status_name(ResultStatus s);  // "PASS", ...

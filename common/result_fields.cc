@@ -24,7 +24,7 @@ const std::vector<ResultColumn>& result_columns() {
       {"dtype", "", "fp32, fp16 or bf16"},
       {"config", "", "tunables, NAME=value,..."},
       {"source_hash", "", "xxh64 of the candidate source"},
-      {"backend", "", "cpu or cuda"},
+      {"backend", "", "cpu, cuda or triton"},
       {"baseline_us", "us", "median of the PyTorch op"},
       {"bandwidth_gbps", "GB/s", "minimum bytes of the op over the median latency"},
       {"samples", "", "timed samples of the candidate"},

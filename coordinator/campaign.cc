@@ -34,7 +34,7 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
     if (!spec) return Status::invalid("unknown kernel_type '" + type + "'");
     const std::string backend_s = doc.value("backend", "cpu");
     auto backend = parse_backend(backend_s);
-    if (!backend) return Status::invalid("unknown backend '" + backend_s + "'; expected cpu or cuda");
+    if (!backend) return Status::invalid("unknown backend '" + backend_s + "'; expected cpu, cuda or triton");
     auto bit = spec->backends.find(*backend);
     if (bit == spec->backends.end())
       return Status::invalid("kernel " + type + " has no " + backend_s + " source");

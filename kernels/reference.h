@@ -31,6 +31,8 @@ class KernelParams {
     return ptrs_.data();
   }
   size_t size() const { return values_.size(); }
+  // The i-th parameter's value (a pointer as its address).
+  uint64_t value(size_t i) const { return values_.at(i); }
 
  private:
   std::vector<uint64_t> values_;

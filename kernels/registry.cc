@@ -103,4 +103,10 @@ LaunchGeometry row_geometry(const std::map<std::string, int64_t>& config, const 
   return g;
 }
 
+LaunchGeometry one_program_per_row(const std::map<std::string, int64_t>&, const std::vector<int64_t>& shape, DType) {
+  LaunchGeometry g;
+  g.grid[0] = unsigned(std::clamp<int64_t>(shape.at(0), 1, 0x7fffffff));
+  return g;
+}
+
 }  // namespace ak::kernels

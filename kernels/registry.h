@@ -66,6 +66,19 @@ struct KernelSpec {
   // a tunable it lacks takes the space's default.
   LaunchGeometry (*cuda_geometry)(const std::map<std::string, int64_t>& config,
                                   const std::vector<int64_t>& shape, DType dtype) = nullptr;
+  // triton backend: the grid of a launch (block and dynamic shared memory come from the compiled
+  // kernel's metadata, kernels/triton/README.md) and the runtime parameters of the Triton kernel
+  // in its order, in compile.py's --signature syntax ("x_ptr:*fp16,y_ptr:*fp16,rows:i64,cols:i64").
+  // Its parameters are passed as the cuda backend's (cuda_params), so the order must agree.
+  // The tunables AK_NUM_WARPS and AK_NUM_STAGES become Triton's num_warps and num_stages; every
+  // other tunable is a tl.constexpr parameter of that name.
+  LaunchGeometry (*triton_grid)(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                                DType dtype) = nullptr;
+  std::string (*triton_signature)(DType dtype) = nullptr;
+  // Parameters (signature names) of a second build that assumes them 16-divisible (pointers: the
+  // address in bytes; integers: the value), for vector loads and asynchronous copies; the sandbox
+  // launches it whenever every named value is. Empty: one build.
+  std::vector<std::string> triton_divisible;
   // Sizes that are multiples of no tile (1, 127, 1023, 4097, ...): stage verify.edge runs the
   // candidate at each of them. Small enough for the CPU backend.
   std::vector<std::vector<int64_t>> edge_shapes;
@@ -91,5 +104,9 @@ std::string check_rows_cols(const std::string& type, const std::vector<int64_t>&
 // no dynamic shared memory.
 LaunchGeometry row_geometry(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
                             const std::vector<int64_t>& shape);
+
+// Triton grid of the row-wise sources: one program per row, grid = (rows, 1, 1) (at most 2^31 - 1).
+LaunchGeometry one_program_per_row(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                                   DType dtype);
 
 }  // namespace ak::kernels

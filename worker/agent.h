@@ -56,6 +56,7 @@ struct WorkerOptions {
   std::string sandbox_path;          // autokernel-sandbox executable
   std::string sandbox_log;           // the sandbox's stderr, appended; empty: inherit ours
   std::string cache_dir;             // compiled artefacts
+  std::string python = "python3";    // Python with triton, for the triton backend's compiler
   std::string state_dir;             // the outbox file; empty: the outbox lives in memory only
   int64_t heartbeat_ms = 500;
   int64_t resend_ms = 2'000;         // first resend of an unacknowledged result [ms]

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/registry.h"
+#include "kernels/triton/sources.h"
 
 extern char** environ;
 
@@ -175,6 +176,7 @@ class RealCompiler final : public Compiler {
     if (ec) return Status::internal("cannot create cache dir " + options_.cache_dir + ": " + ec.message());
 
     if (backend == Backend::kCpu) return compile_cpu(job, caps, source, bs->second.entry);
+    if (backend == Backend::kTriton) return compile_triton(job, caps, *spec, source, bs->second.entry);
     return compile_cuda(job, caps, source, bs->second.entry);
   }
 
@@ -310,6 +312,114 @@ class RealCompiler final : public Compiler {
     return art;
   }
 
+  // `python -c "import triton"`'s version and compile.py written into the cache dir, once.
+  Status triton_setup() {
+    std::call_once(triton_once_, [&] {
+      const fs::path dir = options_.cache_dir;
+      const std::string script(kernels::triton::kCompileScript);
+      const fs::path path = dir / ("triton-compile-" + xxh64_hex(script) + ".py");
+      std::error_code ec;
+      if (!fs::exists(path, ec)) {
+        const fs::path tmp = temp_path(dir, "compile", ".py");
+        if (Status s = write_file(tmp, script); !s.ok()) {
+          triton_status_ = s;
+          return;
+        }
+        if (Status s = install(tmp, path); !s.ok()) {
+          triton_status_ = s;
+          return;
+        }
+      }
+      triton_script_ = path.string();
+      auto v = run_process({options_.python, "-c", "import triton; print(triton.__version__)"},
+                           temp_path(dir, "triton-version", ".log"));
+      if (!v.ok()) {
+        triton_status_ = Status::unavailable("cannot run " + options_.python + " for the triton backend: " +
+                                             v.status().message());
+      } else if (v->exit_code != 0) {
+        triton_status_ = Status::unavailable(options_.python + " cannot import triton (the triton backend needs it):\n" +
+                                             truncate_log(v->output));
+      } else {
+        triton_version_ = "triton " + v->output.substr(0, v->output.find('\n'));
+      }
+    });
+    return triton_status_;
+  }
+
+  Result<CompiledArtifact> compile_triton(const JobSpec& job, const Capabilities& caps, const kernels::KernelSpec& spec,
+                                          const std::string& source, const std::string& entry) {
+    auto arch = nvrtc_arch(caps);
+    if (!arch.ok()) return arch.status();
+    if (!spec.triton_signature || !spec.triton_grid)
+      return Status::invalid("kernel type '" + spec.name + "' declares no triton signature or grid");
+    if (Status s = triton_setup(); !s.ok()) return s;
+    std::vector<std::string> options = {"--kernel", entry, "--signature", spec.triton_signature(job.dtype),
+                                        "--arch", arch.value()};
+    int64_t warps = 4, stages = 3;
+    for (const auto& [name, value] : job.config) {
+      if (name == "AK_NUM_WARPS") {
+        warps = value;
+      } else if (name == "AK_NUM_STAGES") {
+        stages = value;
+      } else {
+        options.insert(options.end(), {"--constexpr", name + "=" + std::to_string(value)});
+      }
+    }
+    options.insert(options.end(), {"--num-warps", std::to_string(warps), "--num-stages", std::to_string(stages)});
+    Key key = make_key(source, options, triton_version_ + '\0' + triton_script_, arch.value());
+
+    const fs::path dir = options_.cache_dir;
+    const fs::path stem = dir / ("triton-" + key.cache_key);
+    const fs::path final_path = stem.string() + ".cubin";
+    CompiledArtifact art = lookup(key, entry, final_path);
+    if (art.cache_hit) return art;
+    std::error_code ec;
+
+    const auto t0 = std::chrono::steady_clock::now();
+    const fs::path work = temp_path(dir, key.cache_key, ".triton");
+    fs::create_directories(work, ec);
+    if (ec) return Status::internal("cannot create " + work.string() + ": " + ec.message());
+    struct Cleanup {
+      fs::path p;
+      ~Cleanup() {
+        std::error_code e;
+        fs::remove_all(p, e);
+      }
+    } cleanup{work};
+    const fs::path src_path = work / "candidate.py";
+    if (Status s = write_file(src_path, source); !s.ok()) return s;
+    // The generic build, then (if the type names any) the one that assumes 16-divisible values.
+    std::vector<std::pair<std::string, std::vector<std::string>>> builds = {{"", {}}};
+    if (!spec.triton_divisible.empty()) {
+      std::vector<std::string> div;
+      for (const std::string& p : spec.triton_divisible) div.insert(div.end(), {"--divisible", p});
+      builds.push_back({".div16", div});
+    }
+    for (const auto& [suffix, extra] : builds) {
+      const fs::path out = work / ("out" + suffix);
+      std::vector<std::string> argv = {options_.python, triton_script_, "--source", src_path.string(), "--out-dir",
+                                       out.string()};
+      argv.insert(argv.end(), options.begin(), options.end());
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      auto run = run_process(argv, work / ("compile" + suffix + ".log"));
+      if (!run.ok()) return run.status();
+      if (run->exit_code != 0)
+        return Status::invalid("triton compile failed (exit " + std::to_string(run->exit_code) + ") for " +
+                               job.kernel_type + " " + dtype_name(job.dtype) + " config " + config_string(job.config) +
+                               " on " + arch.value() + ":\n" + truncate_log(run->output));
+    }
+    // Metadata first, the generic cubin last: its presence is the cache hit.
+    for (const auto& [suffix, extra] : builds) {
+      const fs::path out = work / ("out" + suffix);
+      if (Status s = install(out / "kernel.json", stem.string() + suffix + ".json"); !s.ok()) return s;
+      if (!suffix.empty())
+        if (Status s = install(out / "kernel.cubin", stem.string() + suffix + ".cubin"); !s.ok()) return s;
+    }
+    if (Status s = install(work / "out" / "kernel.cubin", final_path); !s.ok()) return s;
+    art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return art;
+  }
+
   static Result<std::string> nvrtc_compile(const JobSpec& job, const std::string& source,
                                            const std::vector<std::string>& options, const std::string& arch) {
     nvrtcProgram prog = nullptr;
@@ -346,6 +456,10 @@ class RealCompiler final : public Compiler {
   const CompilerOptions options_;
   std::once_flag host_once_;
   std::string host_identity_;
+  std::once_flag triton_once_;
+  Status triton_status_;
+  std::string triton_script_;
+  std::string triton_version_;
   std::once_flag nvrtc_once_;
   std::string nvrtc_version_;
   std::string include_dir_;

@@ -3,7 +3,11 @@
 //
 // Backends: cpu -> the host C++ compiler builds a shared object (-O3 -march=native -shared -fPIC,
 // config as -D<NAME>=<value>); cuda -> NVRTC builds a cubin for the device's real architecture
-// (sm_90a on Hopper; never PTX only), config as -D defines. Artefacts are cached in a directory
+// (sm_90a on Hopper; never PTX only), config as -D defines; triton -> a Python subprocess
+// (kernels/triton/compile.py, embedded in the binary) builds a cubin and its launch metadata
+// (<path>.json), plus, for a kernel type that names divisible parameters, a second cubin that
+// assumes them 16-divisible (<stem>.div16.cubin and .json; the sandbox picks it per launch when
+// the values allow). Artefacts are cached in a directory
 // by xxh64(source, options, compiler version, arch); concurrent compiles of the same key from
 // several threads or processes are safe (write to a temp file, rename).
 // compile() is thread-safe. A compile error is returned as a non-ok Status of code
@@ -24,7 +28,7 @@
 namespace ak {
 
 struct CompiledArtifact {
-  std::string path;          // .so or .cubin
+  std::string path;          // .so or .cubin (triton: its launch metadata beside it, .json)
   std::string entry;         // symbol (cpu) or kernel name (cuda)
   std::string source_hash;   // xxh64 hex of the source text
   std::string options_hash;  // xxh64 hex of options + compiler version + arch
@@ -41,6 +45,8 @@ class Compiler {
 struct CompilerOptions {
   std::string cache_dir;      // created if missing
   std::string host_cxx = "c++";
+  // Python with triton 3.6, for the triton backend (searched in PATH unless a path).
+  std::string python = "python3";
 };
 
 // The real compiler for both backends.

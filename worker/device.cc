@@ -67,7 +67,7 @@ Result<std::vector<Capabilities>> detect_gpus(const CudaDriver& drv) {
     Capabilities c;
     c.hostname = host;
     c.device_index = i;
-    c.backends = {Backend::kCuda};
+    c.backends = {Backend::kCuda, Backend::kTriton};  // the cuda sandbox runs both
     char name[256] = {};
     AK_CU_CHECK(drv, cuDeviceGetName(name, sizeof(name) - 1, dev));
     c.gpu_name = name;

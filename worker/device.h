@@ -16,7 +16,7 @@
 
 namespace ak {
 
-// One Capabilities per CUDA device, in ordinal order (device_index = ordinal), backends {kCuda}.
+// One Capabilities per CUDA device, in ordinal order (device_index = ordinal), backends {kCuda, kTriton}.
 // Fails with kUnavailable when libcuda.so.1 cannot be loaded or reports no device.
 Result<std::vector<Capabilities>> detect_gpus();
 // The same against a given driver table (tests pass a fake one).

@@ -8,5 +8,6 @@ namespace ak::kernels::layernorm {
 
 extern const std::string_view kCpuSource;   // layernorm_cpu.cc
 extern const std::string_view kCudaSource;  // layernorm.cu
+extern const std::string_view kTritonSource;  // layernorm.py
 
 }  // namespace ak::kernels::layernorm

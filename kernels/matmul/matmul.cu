@@ -42,7 +42,7 @@
 //   AK_BN       block tile columns       128   {64, 128, 256}
 //   AK_BK       K step                   32    {8, 16, 32, 64}   (8 and 16: fp32 only)
 //   AK_WARPS_M  warps along M            2     {1, 2, 4}
-//   AK_WARPS_N  warps along N            2     {1, 2, 4}
+//   AK_WARPS_N  warps along N            2     {1, 2, 4}         (default 4 for fp32)
 //   AK_STAGES   shared-memory stages     4     {2, 3, 4, 5}
 //   AK_GROUP_M  tile rows per L2 group   8     {1, 8}
 // Rejected at compile time (#error), so the compile stage drops them from a sweep:
@@ -53,9 +53,9 @@
 //              either dimension or over 64 x 64 elements in area (128 accumulators a thread);
 //              AK_BN / 8 not dividing the thread count.
 //   fp32:      AK_BK < 4; a thread tile TM or TN (above) under 4, or TM * TN over 128.
-// The defaults suit fp16/bf16 (64 x 64 warp tiles, two blocks an SM). fp32 is valid there but
-// spills (128 outputs a thread plus 16 four-byte copies a stage); it wants 2 x 4 warps, i.e.
-// AK_WARPS_N = 4 with the other defaults, or BK 8 with a 128 x 256 tile.
+// The defaults differ in AK_WARPS_N only. fp16/bf16: 2 x 2 warps of 64 x 64, two blocks an SM.
+// fp32: 2 x 4 warps of 64 x 32 (8 x 8 outputs a thread); at 2 x 2 it is valid but spills (128
+// outputs a thread plus the four-byte copies of A) and runs at less than half the speed.
 
 #ifndef AK_BM
 #define AK_BM 128
@@ -70,7 +70,11 @@
 #define AK_WARPS_M 2
 #endif
 #ifndef AK_WARPS_N
+#if !defined(AK_DTYPE) || AK_DTYPE == 0  // elem.cuh's default dtype is fp32
+#define AK_WARPS_N 4
+#else
 #define AK_WARPS_N 2
+#endif
 #endif
 #ifndef AK_STAGES
 #define AK_STAGES 4
@@ -342,12 +346,10 @@ __device__ __forceinline__ void load_frags(unsigned (&af)[AK_MI][4], unsigned (&
 // The block's tile: an AK_STAGES ring of shared-memory stages, fragments double-buffered in
 // registers so that the ldmatrix of k16 step kk + 1 (or of the next stage's step 0) is in
 // flight while step kk's mma run. kAVec / kBVec: the operand is copied by 16-byte cp.async.
-// Not inlined so that ptxas allocates registers for each of the four variants on its own:
-// inlined into one kernel they spilled at the default tile (the fast variant alone takes 219).
 template <bool kAVec, bool kBVec>
-__device__ __noinline__ void block_gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
-                                        elem_t* __restrict__ C, long long M, long long N, long long K, long long m0,
-                                        long long n0, unsigned sbase) {
+__device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
+                                           elem_t* __restrict__ C, long long M, long long N, long long K,
+                                           long long m0, long long n0, unsigned sbase) {
   constexpr int kSteps = AK_BK / 16;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -442,6 +444,15 @@ __device__ __noinline__ void block_gemm(const elem_t* __restrict__ A, const elem
   }
 }
 
+// The variants with a guarded operand, kept out of line so that ptxas allocates their registers
+// on their own: inlined next to the fast variant, all four spilled at the default tile.
+template <bool kAVec, bool kBVec>
+__device__ __noinline__ void block_gemm_guarded(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
+                                                elem_t* __restrict__ C, long long M, long long N, long long K,
+                                                long long m0, long long n0, unsigned sbase) {
+  block_gemm<kAVec, kBVec>(A, B, C, M, N, K, m0, n0, sbase);
+}
+
 extern "C" __global__ void __launch_bounds__(AK_THREADS)
 ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long long K) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -459,11 +470,11 @@ ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long 
   if (a_vec && b_vec)
     block_gemm<true, true>(A, B, C, M, N, K, m0, n0, sbase);
   else if (a_vec)
-    block_gemm<true, false>(A, B, C, M, N, K, m0, n0, sbase);
+    block_gemm_guarded<true, false>(A, B, C, M, N, K, m0, n0, sbase);
   else if (b_vec)
-    block_gemm<false, true>(A, B, C, M, N, K, m0, n0, sbase);
+    block_gemm_guarded<false, true>(A, B, C, M, N, K, m0, n0, sbase);
   else
-    block_gemm<false, false>(A, B, C, M, N, K, m0, n0, sbase);
+    block_gemm_guarded<false, false>(A, B, C, M, N, K, m0, n0, sbase);
 }
 
 #else

@@ -8,5 +8,6 @@ namespace ak::kernels::matmul {
 
 extern const std::string_view kCpuSource;   // matmul_cpu.cc
 extern const std::string_view kCudaSource;  // matmul.cu
+extern const std::string_view kTritonSource;  // matmul.py
 
 }  // namespace ak::kernels::matmul

@@ -63,6 +63,20 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   return g;
 }
 
+std::string triton_signature(DType d) {
+  const std::string t = dtype_name(d);
+  return "a_ptr:*" + t + ",b_ptr:*" + t + ",c_ptr:*" + t + ",M:i64,N:i64,K:i64";
+}
+
+// matmul.py: one program per BM x BN tile of C.
+LaunchGeometry triton_grid(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape, DType) {
+  const int64_t bm = std::max<int64_t>(1, config.count("BM") ? config.at("BM") : 128);
+  const int64_t bn = std::max<int64_t>(1, config.count("BN") ? config.at("BN") : 128);
+  LaunchGeometry g;
+  g.grid[0] = unsigned(std::clamp<int64_t>(((shape.at(0) + bm - 1) / bm) * ((shape.at(1) + bn - 1) / bn), 1, 0x7fffffff));
+  return g;
+}
+
 }  // namespace
 
 KernelSpec make_spec() {
@@ -87,6 +101,23 @@ KernelSpec make_spec() {
       cuda_space(),
       {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 11008, 4096}, {1000, 1023, 1025}},
   };
+  // fp32 at BK 32 and 3 stages needs 96 KiB of shared memory; fp16/bf16 half that.
+  k.backends[Backend::kTriton] = BackendSource{
+      std::string(kTritonSource),
+      "matmul_kernel",
+      {
+          {"BM", {64, 128}, 128},
+          {"BN", {64, 128, 256}, 128},
+          {"BK", {32, 64}, 32},
+          {"GROUP_M", {1, 8}, 8},
+          {"AK_NUM_WARPS", {4, 8}, 8},
+          {"AK_NUM_STAGES", {2, 3, 4}, 3},
+      },
+      {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 11008, 4096}, {1000, 1023, 1025}},
+  };
+  k.triton_grid = triton_grid;
+  k.triton_signature = triton_signature;
+  k.triton_divisible = {"a_ptr", "b_ptr", "c_ptr", "N", "K"};
   // Checked as |out - ref| <= atol * (|A| @ |B|) + rtol * |ref| (the harness's tolerance_scale):
   // a dot product's rounding error grows with the sum of |a_ik * b_kj|, not with the result,
   // which may cancel. atol: fp32 accumulation over K up to a few thousand terms (~sqrt(K) * 2^-24

@@ -8,5 +8,6 @@ namespace ak::kernels::softmax {
 
 extern const std::string_view kCpuSource;   // softmax_cpu.cc
 extern const std::string_view kCudaSource;  // softmax.cu
+extern const std::string_view kTritonSource;  // softmax.py
 
 }  // namespace ak::kernels::softmax

@@ -41,6 +41,11 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   return row_geometry(config, space, shape);
 }
 
+std::string triton_signature(DType d) {
+  const std::string t = dtype_name(d);
+  return "x_ptr:*" + t + ",y_ptr:*" + t + ",rows:i64,cols:i64";
+}
+
 }  // namespace
 
 KernelSpec make_spec() {
@@ -63,6 +68,19 @@ KernelSpec make_spec() {
       cuda_space(),
       {{4096, 4096}, {4096, 50257}, {8192, 32000}, {1000, 1023}},
   };
+  k.backends[Backend::kTriton] = BackendSource{
+      std::string(kTritonSource),
+      "softmax_kernel",
+      {
+          {"BLOCK", {512, 1024, 2048, 4096}, 2048},
+          {"AK_NUM_WARPS", {4, 8, 16}, 8},
+          {"AK_NUM_STAGES", {1, 2}, 1},
+      },
+      {{4096, 4096}, {4096, 50257}, {8192, 32000}, {1000, 1023}},
+  };
+  k.triton_grid = one_program_per_row;
+  k.triton_signature = triton_signature;
+  k.triton_divisible = {"x_ptr", "y_ptr", "cols"};
   // Outputs are in (0, 1]; the reference is fp64. fp32: a serial fp32 sum over a 4096-wide row
   // (the cpu source at AK_VEC=1) reaches ~8e-6 relative in the worst of 256 rows, so rtol 2e-5
   // keeps a 2x margin while real bugs (a skipped element, no max subtraction) miss by orders of

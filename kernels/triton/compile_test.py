@@ -17,7 +17,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPILE = os.path.join(HERE, "compile.py")
-SOFTMAX = os.path.join(HERE, "softmax.py")
+SOFTMAX = os.path.join(HERE, "..", "softmax", "softmax.py")
 EM_CUDA = 190  # ELF e_machine of NVIDIA cubins
 
 

@@ -18,7 +18,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPILE = os.path.join(HERE, "compile.py")
-SOFTMAX = os.path.join(HERE, "softmax.py")
+SOFTMAX = os.path.join(HERE, "..", "softmax", "softmax.py")
 
 try:
     import torch

@@ -1,5 +1,6 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -19,7 +20,10 @@ class CompilerTest : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "ak-compiler-test-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    compiler_ = make_compiler(CompilerOptions{(dir_ / "cache").string()});
+    CompilerOptions o;
+    o.cache_dir = (dir_ / "cache").string();
+    o.python = AK_PYTHON;
+    compiler_ = make_compiler(o);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -154,6 +158,7 @@ TEST_F(CompilerTest, NvrtcBuildsSm90aCubinsForEveryDtypeAndSeveralConfigs) {
 TEST_F(CompilerTest, EveryKernelTypesStartersBuildWithTheirDefaultConfig) {
   for (const kernels::KernelSpec* k : kernels::all()) {
     for (const auto& [backend, src] : k->backends) {
+      if (backend == Backend::kTriton) continue;  // TritonStartersBuild... below
       for (DType d : k->dtypes) {
         if (backend == Backend::kCpu && d != DType::kF32) continue;
         for (const char* arch : {"sm_90a", "sm_80"}) {
@@ -171,6 +176,52 @@ TEST_F(CompilerTest, EveryKernelTypesStartersBuildWithTheirDefaultConfig) {
       }
     }
   }
+}
+
+// The triton starters build through compile.py (no GPU needed): a cubin with its launch
+// metadata, and the build that assumes the type's divisible parameters 16-divisible.
+TEST_F(CompilerTest, TritonStartersBuildACubinWithMetadataAndADivisibleVariant) {
+  int types = 0;
+  for (const kernels::KernelSpec* k : kernels::all()) {
+    auto src = k->backends.find(Backend::kTriton);
+    if (src == k->backends.end()) continue;
+    ++types;
+    for (DType d : k->dtypes) {
+      JobSpec j = job(Backend::kTriton, d);
+      j.kernel_type = k->name;
+      j.shape = src->second.default_shapes.at(0);
+      j.source = src->second.source;
+      j.config = kernels::default_config(src->second.space);
+      auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+      ASSERT_TRUE(art.ok()) << k->name << " " << dtype_name(d) << ": " << art.status().to_string();
+      EXPECT_FALSE(art->cache_hit);
+      EXPECT_EQ(art->entry, src->second.entry);
+      ASSERT_EQ(read(art->path).substr(0, 4), std::string("\x7f" "ELF"));
+      const std::string stem = art->path.substr(0, art->path.size() - std::string(".cubin").size());
+      auto meta = nlohmann::json::parse(read(stem + ".json"));
+      EXPECT_EQ(meta.at("name"), src->second.entry);
+      EXPECT_EQ(meta.at("block").at(0).get<int>(), 32 * int(j.config.at("AK_NUM_WARPS")));
+      EXPECT_EQ(meta.at("divisible_by_16").size(), 0u);
+      auto div = nlohmann::json::parse(read(stem + ".div16.json"));
+      const auto named = div.at("divisible_by_16").get<std::set<std::string>>();
+      EXPECT_EQ(named, std::set<std::string>(k->triton_divisible.begin(), k->triton_divisible.end()));
+      EXPECT_EQ(read(stem + ".div16.cubin").substr(0, 4), std::string("\x7f" "ELF"));
+      auto again = compiler_->compile(j, gpu_caps("sm_90a"));
+      ASSERT_TRUE(again.ok());
+      EXPECT_TRUE(again->cache_hit);
+    }
+  }
+  EXPECT_GE(types, 3) << "softmax, layernorm and matmul have triton sources";
+}
+
+TEST_F(CompilerTest, TritonCompileErrorIsInvalidArgumentWithTritonsMessage) {
+  JobSpec j = job(Backend::kTriton, DType::kF16);
+  j.config = kernels::default_config(kernels::find("softmax")->backends.at(Backend::kTriton).space);
+  j.source = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef softmax_kernel(x_ptr, y_ptr, rows, cols, BLOCK: tl.constexpr):\n    tl.store(y_ptr, undefined_name)\n";
+  auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(art.status().message().find("undefined_name"), std::string::npos) << art.status().message();
 }
 
 TEST_F(CompilerTest, HopperSm90IsCompiledAsSm90aAndOtherArchsAsGiven) {

@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -775,6 +777,73 @@ class CudaCandidate final : public Candidate {
   const kernels::TorchHarness* th_;
 };
 
+// A Triton kernel compiled by kernels/triton/compile.py: one or two builds (generic, and one that
+// assumes the kernel type's divisible parameters 16-divisible), each with the block size and
+// dynamic shared memory of its metadata. The grid comes from the kernel type's spec; the
+// parameters are the cuda backend's, followed by Triton's hidden scratch pointers (null: the
+// kernels the farm runs need no scratch memory, which load() checks).
+class TritonCandidate final : public Candidate {
+ public:
+  struct Build {
+    CUmodule mod = nullptr;
+    CUfunction fn = nullptr;
+    unsigned block = 0;
+    unsigned shared_bytes = 0;
+    size_t params = 0;                  // runtime parameters, before the hidden ones
+    size_t hidden = 0;                  // trailing scratch pointers
+    std::vector<size_t> divisible;      // indices of the parameters this build assumes 16-divisible
+    unsigned granted_shared = 48 * 1024;
+  };
+  TritonCandidate(const CudaDriver& drv, std::vector<Build> builds, const kernels::KernelSpec& spec,
+                  std::map<std::string, int64_t> config, DType dtype, int max_shared, const kernels::TorchHarness* th)
+      : drv_(drv), builds_(std::move(builds)), spec_(spec), config_(std::move(config)), dtype_(dtype),
+        max_shared_(max_shared), th_(th) {}
+  ~TritonCandidate() override {
+    for (Build& b : builds_) drv_.cuModuleUnload(b.mod);
+  }
+
+  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
+    kernels::KernelParams params;
+    th_->cuda_params(inputs, out, params);
+    // The most specialised build whose assumptions hold for these values.
+    Build* b = &builds_.front();
+    for (Build& cand : builds_) {
+      bool ok = !cand.divisible.empty();
+      for (size_t i : cand.divisible) ok = ok && i < params.size() && params.value(i) % 16 == 0;
+      if (ok) b = &cand;
+    }
+    if (params.size() != b->params)
+      fail("", "the Triton kernel takes " + std::to_string(b->params) + " runtime parameters; kernel type '" +
+                   spec_.name + "' passes " + std::to_string(params.size()) + " (see its triton signature)");
+    for (size_t i = 0; i < b->hidden; ++i) params.add_pointer(nullptr);
+    kernels::LaunchGeometry g = spec_.triton_grid(config_, shape, dtype_);
+    const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
+                             std::to_string(g.grid[2]) + ", block " + std::to_string(b->block) + ", " +
+                             std::to_string(b->shared_bytes) + " B dynamic shared memory";
+    if (int64_t(b->shared_bytes) > max_shared_)
+      fail("", "the Triton kernel needs more shared memory than the device grants a block (" +
+                   std::to_string(max_shared_) + " B): " + what);
+    if (b->shared_bytes > b->granted_shared) {
+      CUresult r = drv_.cuFuncSetAttribute(b->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(b->shared_bytes));
+      if (r != CUDA_SUCCESS)
+        fail("", "cannot grant " + std::to_string(b->shared_bytes) + " B of dynamic shared memory: " + drv_.error_text(r));
+      b->granted_shared = b->shared_bytes;
+    }
+    CUresult r = drv_.cuLaunchKernel(b->fn, g.grid[0], g.grid[1], g.grid[2], b->block, 1, 1, b->shared_bytes,
+                                     /*default stream*/ nullptr, params.args(), nullptr);
+    if (r != CUDA_SUCCESS) fail("", "cuLaunchKernel failed (" + what + "): " + drv_.error_text(r));
+  }
+
+ private:
+  const CudaDriver& drv_;
+  std::vector<Build> builds_;
+  const kernels::KernelSpec& spec_;
+  std::map<std::string, int64_t> config_;
+  DType dtype_;
+  int max_shared_;
+  const kernels::TorchHarness* th_;
+};
+
 class CudaHarness final : public HarnessBase {
  public:
   explicit CudaHarness(int device) : device_(device) {
@@ -810,6 +879,7 @@ class CudaHarness final : public HarnessBase {
 
   std::unique_ptr<Candidate> load(const SandboxRequest& request, const kernels::KernelSpec& spec) override {
     if (!error_.empty()) fail("load", error_);
+    if (request.job.requires_.backend == Backend::kTriton) return load_triton(request, spec);
     if (!spec.cuda_geometry) fail("load", "kernel type '" + spec.name + "' has no cuda launch geometry");
     c10::cuda::set_device(c10::DeviceIndex(device_));
     std::ifstream in(request.artifact_path, std::ios::binary);
@@ -832,6 +902,88 @@ class CudaHarness final : public HarnessBase {
     drv_->cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
     return std::make_unique<CudaCandidate>(*drv_, mod, fn, spec, request.job.config, request.job.dtype, max_threads,
                                            max_shared_optin_, kernels::find_harness(request.job.kernel_type));
+  }
+
+  // The cubin and its metadata (<stem>.json), and the 16-divisible build <stem>.div16.* if present.
+  std::unique_ptr<Candidate> load_triton(const SandboxRequest& request, const kernels::KernelSpec& spec) {
+    if (!spec.triton_grid) fail("load", "kernel type '" + spec.name + "' has no triton grid");
+    c10::cuda::set_device(c10::DeviceIndex(device_));
+    const std::string path = request.artifact_path;
+    const std::string ext = ".cubin";
+    if (path.size() <= ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0)
+      fail("load", "triton artefact " + path + " is not a .cubin");
+    const std::string stem = path.substr(0, path.size() - ext.size());
+    std::vector<TritonCandidate::Build> builds;
+    // Unloads what was loaded if a later step fails.
+    struct Guard {
+      const CudaDriver& drv;
+      std::vector<TritonCandidate::Build>& b;
+      bool armed = true;
+      ~Guard() {
+        if (armed)
+          for (auto& x : b) drv.cuModuleUnload(x.mod);
+      }
+    } guard{*drv_, builds};
+    for (const std::string suffix : {"", ".div16"}) {
+      std::ifstream meta_in(stem + suffix + ".json");
+      if (!meta_in) {
+        if (suffix.empty()) fail("load", "triton artefact " + path + " has no metadata " + stem + ".json");
+        continue;
+      }
+      nlohmann::json meta;
+      try {
+        meta = nlohmann::json::parse(meta_in);
+      } catch (const std::exception& e) {
+        fail("load", "unreadable triton metadata " + stem + suffix + ".json: " + e.what());
+      }
+      TritonCandidate::Build b;
+      try {
+        if (meta.value("global_scratch_bytes", 0) != 0 || meta.value("profile_scratch_bytes", 0) != 0)
+          fail("load", "the Triton kernel needs global scratch memory, which the harness does not provide");
+        if (meta.value("num_ctas", 1) != 1 || meta.value("launch_cooperative_grid", false))
+          fail("load", "the Triton kernel needs a cluster or cooperative launch, which the harness does not do");
+        b.block = meta.at("block").at(0).get<unsigned>();
+        b.shared_bytes = meta.at("shared_bytes").get<unsigned>();
+        std::vector<std::string> div = meta.value("divisible_by_16", std::vector<std::string>{});
+        size_t index = 0;
+        for (const auto& prm : meta.at("params")) {
+          const std::string kind = prm.at("kind");
+          if (kind == "pointer" || kind == "scalar") {
+            if (prm.at("bytes").get<int>() != 8 && kind == "pointer")
+              fail("load", "the Triton kernel's pointer " + prm.at("name").get<std::string>() + " is not 8 bytes");
+            if (std::find(div.begin(), div.end(), prm.at("name").get<std::string>()) != div.end())
+              b.divisible.push_back(index);
+            ++index;
+          } else {
+            ++b.hidden;
+          }
+        }
+        b.params = index;
+        CUresult r = load_module(stem + suffix + ext, meta.at("name").get<std::string>(), b);
+        if (r != CUDA_SUCCESS) fail("load", "cannot load the Triton kernel " + stem + suffix + ext + ": " + drv_->error_text(r));
+      } catch (const nlohmann::json::exception& e) {
+        fail("load", "triton metadata " + stem + suffix + ".json lacks a field: " + e.what());
+      }
+      builds.push_back(b);
+    }
+    guard.armed = false;
+    return std::make_unique<TritonCandidate>(*drv_, std::move(builds), spec, request.job.config, request.job.dtype,
+                                             max_shared_optin_, kernels::find_harness(request.job.kernel_type));
+  }
+
+  CUresult load_module(const std::string& cubin, const std::string& name, TritonCandidate::Build& b) {
+    std::ifstream in(cubin, std::ios::binary);
+    if (!in) fail("load", "cannot read artefact " + cubin);
+    std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (image.size() < 4 || image.compare(0, 4, "\x7f" "ELF") != 0) fail("load", "artefact " + cubin + " is not a cubin");
+    CUresult r = drv_->cuModuleLoadData(&b.mod, image.data());
+    if (r != CUDA_SUCCESS) return r;
+    r = drv_->cuModuleGetFunction(&b.fn, b.mod, name.c_str());
+    if (r != CUDA_SUCCESS) {
+      drv_->cuModuleUnload(b.mod);
+      b.mod = nullptr;
+    }
+    return r;
   }
 
   double time_call(const std::function<void()>& prepare, const std::function<void()>& fn, bool cold) override {
@@ -1064,7 +1216,7 @@ class CudaHarness final : public HarnessBase {
 }  // namespace
 
 std::unique_ptr<Harness> make_harness(Backend backend, int device) {
-  if (backend == Backend::kCuda) return std::make_unique<CudaHarness>(device);
+  if (backend == Backend::kCuda || backend == Backend::kTriton) return std::make_unique<CudaHarness>(device);
   return std::make_unique<CpuHarness>();
 }
 
