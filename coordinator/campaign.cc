@@ -57,29 +57,34 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
       }
       if (dtypes.empty()) return Status::invalid("'dtypes' is empty; name at least one of fp32, fp16, bf16");
     }
-    std::vector<std::map<std::string, int64_t>> configs;
+    // The configurations of each dtype: "default" and the objects of a list start from the
+    // dtype's defaults (kernels::default_config(source, dtype)).
+    std::map<DType, std::vector<std::map<std::string, int64_t>>> configs;
     const json cfg = doc.value("configs", json("all"));
-    if (cfg.is_string() && cfg.get<std::string>() == "all") {
-      configs = kernels::enumerate_space(src.space);
-    } else if (cfg.is_string() && cfg.get<std::string>() == "default") {
-      configs = {kernels::default_config(src.space)};
-    } else if (cfg.is_array()) {
-      for (const auto& c : cfg) {
-        auto m = kernels::default_config(src.space);
-        for (const auto& [k, v] : c.items()) {
-          const kernels::Tunable* tunable = nullptr;
-          for (const auto& t : src.space)
-            if (t.name == k) tunable = &t;
-          if (!tunable) return Status::invalid("config names unknown tunable '" + k + "' of " + type + "/" + backend_s);
-          const int64_t value = v.get<int64_t>();
-          if (std::find(tunable->values.begin(), tunable->values.end(), value) == tunable->values.end())
-            return Status::invalid("config sets " + k + "=" + std::to_string(value) + ", which is not in its search space");
-          m[k] = value;
+    for (DType dt : dtypes) {
+      std::vector<std::map<std::string, int64_t>>& list = configs[dt];
+      if (cfg.is_string() && cfg.get<std::string>() == "all") {
+        list = kernels::enumerate_space(src.space);
+      } else if (cfg.is_string() && cfg.get<std::string>() == "default") {
+        list = {kernels::default_config(src, dt)};
+      } else if (cfg.is_array()) {
+        for (const auto& c : cfg) {
+          auto m = kernels::default_config(src, dt);
+          for (const auto& [k, v] : c.items()) {
+            const kernels::Tunable* tunable = nullptr;
+            for (const auto& t : src.space)
+              if (t.name == k) tunable = &t;
+            if (!tunable) return Status::invalid("config names unknown tunable '" + k + "' of " + type + "/" + backend_s);
+            const int64_t value = v.get<int64_t>();
+            if (std::find(tunable->values.begin(), tunable->values.end(), value) == tunable->values.end())
+              return Status::invalid("config sets " + k + "=" + std::to_string(value) + ", which is not in its search space");
+            m[k] = value;
+          }
+          list.push_back(m);
         }
-        configs.push_back(m);
+      } else {
+        return Status::invalid("'configs' must be \"all\", \"default\" or a list of objects");
       }
-    } else {
-      return Status::invalid("'configs' must be \"all\", \"default\" or a list of objects");
     }
     const int64_t repeat = doc.value("repeat", int64_t{1});
     if (repeat < 1 || repeat > 100000) return Status::invalid("'repeat' must be within 1..100000");
@@ -110,7 +115,7 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
     for (int64_t r = 0; r < repeat; ++r)
       for (const auto& shape : shapes)
         for (DType dt : dtypes)
-          for (const auto& c : configs) {
+          for (const auto& c : configs.at(dt)) {
             JobSpec j = base;
             j.job_id = job_id_for(campaign_id, index++);
             j.shape = shape;

@@ -73,6 +73,13 @@ std::map<std::string, int64_t> default_config(const std::vector<Tunable>& space)
   return c;
 }
 
+std::map<std::string, int64_t> default_config(const BackendSource& source, DType dtype) {
+  std::map<std::string, int64_t> c = default_config(source.space);
+  if (auto it = source.dtype_defaults.find(dtype); it != source.dtype_defaults.end())
+    for (const auto& [name, value] : it->second) c[name] = value;
+  return c;
+}
+
 int64_t config_value(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
                      const std::string& name, int64_t fallback) {
   if (auto it = config.find(name); it != config.end()) return it->second;

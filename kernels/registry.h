@@ -31,6 +31,9 @@ struct BackendSource {
   // Shapes of the default campaign. The sandbox's shape sweep (stage verify.sweep) verifies
   // every candidate at each of them, whatever the job's own shape.
   std::vector<std::vector<int64_t>> default_shapes;
+  // Defaults that differ by dtype (matmul's fp32 SIMT path wants more warps than its tensor-core
+  // paths), over the space's own; see default_config(source, dtype).
+  std::map<DType, std::map<std::string, int64_t>> dtype_defaults = {};
 };
 
 struct Tolerance {
@@ -91,6 +94,9 @@ std::vector<const KernelSpec*> all();
 // Every point of the space (cartesian product), in a stable order.
 std::vector<std::map<std::string, int64_t>> enumerate_space(const std::vector<Tunable>& space);
 std::map<std::string, int64_t> default_config(const std::vector<Tunable>& space);
+// The space's defaults with the source's per-dtype defaults on top: the starter's default
+// configuration for a job of that dtype.
+std::map<std::string, int64_t> default_config(const BackendSource& source, DType dtype);
 // The value of tunable `name`: config's entry if present, else the space's default, else
 // `fallback`.
 int64_t config_value(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,

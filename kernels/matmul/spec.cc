@@ -100,6 +100,8 @@ KernelSpec make_spec() {
       "ak_matmul",
       cuda_space(),
       {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 11008, 4096}, {1000, 1023, 1025}},
+      // fp32 (SIMT): 2 x 4 warps keep the thread tile at 8 x 8 without spills; 2 x 2 spills.
+      {{DType::kF32, {{"AK_WARPS_N", 4}}}},
   };
   // fp32 at BK 32 and 3 stages needs 96 KiB of shared memory; fp16/bf16 half that.
   k.backends[Backend::kTriton] = BackendSource{

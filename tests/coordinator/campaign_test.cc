@@ -35,6 +35,23 @@ TEST(CampaignTest, RepeatAndExplicitConfigsMultiplyJobs) {
   EXPECT_EQ(p->jobs[1].config.at("AK_VEC"), 8);
 }
 
+TEST(CampaignTest, DefaultConfigsTakeEachDtypesOwnDefaults) {
+  // matmul's fp32 path declares AK_WARPS_N=4; fp16 and bf16 keep the space's 2. An explicit
+  // config starts from the same per-dtype defaults and keeps what it sets.
+  json doc = {{"kernel_type", "matmul"}, {"backend", "cuda"}, {"shapes", {{64, 64, 64}}}, {"configs", "default"}};
+  auto p = plan_campaign(doc, "c5", 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->jobs.size(), 3u);
+  for (const auto& j : p->jobs) EXPECT_EQ(j.config.at("AK_WARPS_N"), j.dtype == DType::kF32 ? 4 : 2) << dtype_name(j.dtype);
+  doc["configs"] = {{{"AK_STAGES", 3}}};
+  p = plan_campaign(doc, "c6", 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  for (const auto& j : p->jobs) {
+    EXPECT_EQ(j.config.at("AK_STAGES"), 3);
+    EXPECT_EQ(j.config.at("AK_WARPS_N"), j.dtype == DType::kF32 ? 4 : 2);
+  }
+}
+
 TEST(CampaignTest, RequirementsAreCopiedToEveryJob) {
   json doc = {{"kernel_type", "softmax"}, {"backend", "cuda"}, {"configs", "default"},
               {"requires", {{"gpu_model", "NVIDIA H200"}, {"arch", "sm_90a"}}}};

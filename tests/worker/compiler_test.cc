@@ -167,7 +167,7 @@ TEST_F(CompilerTest, EveryKernelTypesStartersBuildWithTheirDefaultConfig) {
           j.kernel_type = k->name;
           j.shape = k->backends.at(backend).default_shapes.at(0);
           j.source = src.source;
-          j.config = kernels::default_config(src.space);
+          j.config = kernels::default_config(src, d);
           auto art = compiler_->compile(j, backend == Backend::kCpu ? cpu_caps() : gpu_caps(arch));
           ASSERT_TRUE(art.ok()) << k->name << " " << backend_name(backend) << " " << dtype_name(d) << " " << arch
                                 << ": " << art.status().to_string();
@@ -191,7 +191,7 @@ TEST_F(CompilerTest, TritonStartersBuildACubinWithMetadataAndADivisibleVariant) 
       j.kernel_type = k->name;
       j.shape = src->second.default_shapes.at(0);
       j.source = src->second.source;
-      j.config = kernels::default_config(src->second.space);
+      j.config = kernels::default_config(src->second, d);
       auto art = compiler_->compile(j, gpu_caps("sm_90a"));
       ASSERT_TRUE(art.ok()) << k->name << " " << dtype_name(d) << ": " << art.status().to_string();
       EXPECT_FALSE(art->cache_hit);

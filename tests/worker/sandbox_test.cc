@@ -295,7 +295,7 @@ TEST_F(SandboxFixture, EveryKernelTypesCpuStarterPassesAtItsDefaultShapesInEvery
     if (src == k->backends.end()) continue;
     for (const auto& shape : src->second.default_shapes)
       for (DType d : k->dtypes) {
-        JobSpec j = job(Backend::kCpu, d, shape, kernels::default_config(src->second.space));
+        JobSpec j = job(Backend::kCpu, d, shape, kernels::default_config(src->second, d));
         j.kernel_type = k->name;
         SCOPED_TRACE(k->name);
         expect_sane_pass(run(*p, j, cpu_caps()), j);
@@ -579,7 +579,7 @@ TEST_F(SandboxFixture, GpuEveryKernelTypesStarterPassesAtItsDefaultShapesInEvery
     if (src == k->backends.end()) continue;
     for (const auto& shape : src->second.default_shapes)
       for (DType d : k->dtypes) {
-        JobSpec j = gpu_job(d, shape, kernels::default_config(src->second.space));
+        JobSpec j = gpu_job(d, shape, kernels::default_config(src->second, d));
         j.kernel_type = k->name;
         SCOPED_TRACE(k->name);
         SandboxReply r = run(*p, j, gpu_caps());
@@ -602,7 +602,7 @@ TEST_F(SandboxFixture, GpuEveryTritonStarterPassesAtItsDefaultShapesInEveryDtype
     ++types;
     for (const auto& shape : src->second.default_shapes)
       for (DType d : k->dtypes) {
-        JobSpec j = gpu_job(d, shape, kernels::default_config(src->second.space));
+        JobSpec j = gpu_job(d, shape, kernels::default_config(src->second, d));
         j.kernel_type = k->name;
         j.requires_.backend = Backend::kTriton;
         SCOPED_TRACE(k->name + " triton");
