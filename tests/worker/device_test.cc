@@ -71,7 +71,7 @@ TEST(DetectGpus, FillsCapabilitiesOfEveryDeviceFromTheDriver) {
   EXPECT_EQ(h200.sm_count, 132);
   EXPECT_EQ(h200.memory_bytes, int64_t{150} << 30);
   EXPECT_EQ(h200.device_index, 0);
-  EXPECT_EQ(h200.backends, std::vector<Backend>{Backend::kCuda});
+  EXPECT_EQ(h200.backends, (std::vector<Backend>{Backend::kCuda, Backend::kTriton}));
   EXPECT_FALSE(h200.hostname.empty());
   EXPECT_EQ((*gpus)[1].arch, "sm_86");
   EXPECT_EQ((*gpus)[1].device_index, 1);
