@@ -4,13 +4,16 @@
 # verification, cold timing in alternation with PyTorch eager), then torch.compile(mode=
 # "max-autotune") of the same ops timed cold by triton.testing.do_bench; prints the results table.
 #   bench/library.sh [BUILD_DIR] [TYPES]       (TYPES: comma-separated, default every type)
+#   AK_LIBRARY_TRITON_TYPES=softmax,layernorm  (types also run on the triton backend; default those with a Triton source)
 #   AK_LIBRARY_COMPILE=all|largest|none        (default largest: one shape per type and dtype)
 #   AK_LIBRARY_DTYPES=bf16,fp16                 (dtypes of the torch.compile column; default all)
 # Writes under $OUT/library (default ./bench-out/library): results.tsv/json, table.md, compile.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-TYPES=${2:-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul}
+TYPES=${2:-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul,flash_attention,flash_attention_causal}
+# Types with a Triton source get a second campaign on the triton backend.
+TRITON_TYPES=${AK_LIBRARY_TRITON_TYPES-softmax,layernorm,matmul}
 OUT=${OUT:-$PWD/bench-out}/library
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/ak-library-XXXXXX)
@@ -22,6 +25,10 @@ for t in ${TYPES//,/ }; do
  "measure": {"warmup": 10, "min_samples": 20, "max_samples": 500, "max_time_ms": 2000, "noise_target": 0.005, "cold": true}}
 JSON
   args+=(--campaign "$WORK/$t.json")
+done
+for t in ${TRITON_TYPES//,/ }; do
+  sed -e 's/"backend": "cuda"/"backend": "triton"/' -e "s/\"library-$t\"/\"library-$t-triton\"/" "$WORK/$t.json" > "$WORK/$t-triton.json"
+  args+=(--campaign "$WORK/$t-triton.json")
 done
 "$BUILD/bin/autokernel" run --backend cuda "${args[@]}" --data-dir "$WORK/.ak" --out "$OUT" > "$OUT/run.log" 2>&1 || {
   echo "farm run failed (rc=$?); tail of $OUT/run.log:"; tail -20 "$OUT/run.log"; }

@@ -62,6 +62,11 @@ def make(kind, shape, dtype):
         inv = 10000.0 ** (-torch.arange(0, dim // 2, device=dev, dtype=torch.float64) * 2.0 / dim)
         ang = torch.outer(torch.arange(tokens, device=dev, dtype=torch.float64), inv)
         return rotate_half_rope, (x, ang.cos().to(dtype), ang.sin().to(dtype))
+    if kind in ("flash_attention", "flash_attention_causal"):
+        b, h, s, d = shape
+        q, k, v = (torch.randn(b, h, s, d, device=dev).to(dtype) for _ in range(3))
+        causal = kind == "flash_attention_causal"
+        return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)), (q, k, v)
     if kind == "matmul":
         m, n, k = shape
         a = torch.randn(m, k, device=dev).to(dtype)
@@ -108,12 +113,13 @@ def main():
     for r in rows:
         shape = [int(v) for v in r["shape"].split("x")]
         kind, dtype = r["kernel_type"], r["dtype"]
-        row = {"kernel_type": kind, "shape": r["shape"], "dtype": dtype, "status": r["correctness"],
+        row = {"kernel_type": kind + ("" if r.get("backend", "cuda") == "cuda" else " (" + r["backend"] + ")"),
+               "shape": r["shape"], "dtype": dtype, "status": r["correctness"],
                "candidate_us": float(r["latency_us"] or 0), "eager_us": float(r["baseline_us"] or 0),
                "bound": r["bound"], "pct_peak": float(r["pct_peak"] or 0),
                "gbps": float(r["bandwidth_gbps"] or 0), "tflops": float(r["throughput_tflops"] or 0),
                "config": r["config"], "compile_us": None, "compile_s": None}
-        run = (not a.only_largest or shape == largest[(kind, dtype)]) and (want_dtypes is None or dtype in want_dtypes)
+        run = (not a.only_largest or shape == largest[(kind, dtype)]) and (want_dtypes is None or dtype in want_dtypes) and r.get("backend", "cuda") == "cuda"
         if run:
             try:
                 row["compile_us"], row["compile_s"] = compile_us(kind, shape, dtype)

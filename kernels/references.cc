@@ -13,6 +13,10 @@ namespace layernorm { extern const TorchHarness kHarness; }
 namespace cross_entropy { extern const TorchHarness kHarness; }
 namespace rotary_embedding { extern const TorchHarness kHarness; }
 namespace matmul { extern const TorchHarness kHarness; }
+namespace flash_attention {
+extern const TorchHarness kHarness;
+extern const TorchHarness kCausalHarness;
+}  // namespace flash_attention
 
 const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "softmax") return &softmax::kHarness;
@@ -23,6 +27,8 @@ const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "cross_entropy") return &cross_entropy::kHarness;
   if (kernel_type == "rotary_embedding") return &rotary_embedding::kHarness;
   if (kernel_type == "matmul") return &matmul::kHarness;
+  if (kernel_type == "flash_attention") return &flash_attention::kHarness;
+  if (kernel_type == "flash_attention_causal") return &flash_attention::kCausalHarness;
   return nullptr;
 }
 

@@ -15,6 +15,10 @@ namespace layernorm { KernelSpec make_spec(); }
 namespace cross_entropy { KernelSpec make_spec(); }
 namespace rotary_embedding { KernelSpec make_spec(); }
 namespace matmul { KernelSpec make_spec(); }
+namespace flash_attention {
+KernelSpec make_spec();
+KernelSpec make_causal_spec();
+}  // namespace flash_attention
 
 namespace {
 
@@ -28,6 +32,8 @@ const std::vector<KernelSpec>& table() {
       cross_entropy::make_spec(),
       rotary_embedding::make_spec(),
       matmul::make_spec(),
+      flash_attention::make_spec(),
+      flash_attention::make_causal_spec(),
   };
   return specs;
 }

@@ -8,12 +8,12 @@ namespace ak::kernels {
 namespace {
 
 TEST(KernelsRegistry, FindsEveryKernelTypeAndNothingUnknown) {
-  for (const char* name : {"softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy", "rotary_embedding", "matmul"}) {
+  for (const char* name : {"softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy", "rotary_embedding", "matmul", "flash_attention", "flash_attention_causal"}) {
     ASSERT_NE(find(name), nullptr) << name;
     EXPECT_EQ(find(name)->name, name);
   }
   EXPECT_EQ(find("no-such-kernel"), nullptr);
-  ASSERT_EQ(all().size(), 8u);
+  ASSERT_EQ(all().size(), 10u);
   EXPECT_EQ(all()[0], find("softmax"));
 }
 

@@ -220,8 +220,10 @@ class SandboxFixture : public ::testing::Test {
     EXPECT_GT(m.audit_us, 0);
     EXPECT_GT(m.flops, 0);
     EXPECT_GT(m.bytes, 0);
-    // matmul's intensity is past the ridge point on a GPU; the CPU backend measures no compute ceiling
-    if (j.kernel_type == "matmul" && j.requires_.backend != Backend::kCpu) {
+    // matmul's and attention's intensity is past the ridge point on a GPU; the CPU backend
+    // measures no compute ceiling
+    if ((j.kernel_type == "matmul" || j.kernel_type.rfind("flash_attention", 0) == 0) &&
+        j.requires_.backend != Backend::kCpu) {
       EXPECT_EQ(m.bound, "compute");
     } else {
       EXPECT_EQ(m.bound, "memory");

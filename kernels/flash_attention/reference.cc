@@ -1,0 +1,162 @@
+// libtorch side of flash_attention and flash_attention_causal: inputs, the fp64 references
+// (PyTorch's math attention), the baselines in the job's dtype (at::scaled_dot_product_attention),
+// the tolerance scale P @ |v|, the hostile sets and the calling convention of
+// kernels/flash_attention/spec.cc.
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "kernels/reference.h"
+#include "kernels/torch_inputs.h"
+
+namespace ak::kernels::flash_attention {
+namespace {
+
+std::vector<int64_t> dims(const std::vector<int64_t>& shape) {
+  return {shape.at(0), shape.at(1), shape.at(2), shape.at(3)};
+}
+
+std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                    uint64_t seed) {
+  at::manual_seed(seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  std::vector<at::Tensor> in;
+  for (int i = 0; i < 3; ++i) in.push_back(at::randn(dims(shape), opts).to(torch_dtype(dtype)).contiguous());
+  return in;  // q, k, v
+}
+
+at::Tensor make_output(const std::vector<at::Tensor>& inputs) {
+  return at::empty(inputs.at(0).sizes(), inputs.at(0).options());
+}
+
+// Attention in fp64 by PyTorch's math path (q k^T, softmax, then @ v, each materialised), which
+// at::scaled_dot_product_attention also takes for fp64 on the GPU; named outright so that the NaN
+// semantics the hostile sets rely on (those of the plain formula) cannot change with the backend
+// PyTorch picks.
+at::Tensor attention_fp64(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+  return std::get<0>(at::_scaled_dot_product_attention_math(q.to(at::kDouble), k.to(at::kDouble),
+                                                            v.to(at::kDouble), {}, 0.0, causal));
+}
+
+// fp64, rounded to the job's dtype, returned as fp32.
+template <bool kCausal>
+at::Tensor reference(const std::vector<at::Tensor>& inputs) {
+  const at::Tensor& q = inputs.at(0);
+  return attention_fp64(q, inputs.at(1), inputs.at(2), kCausal).to(q.scalar_type()).to(at::kFloat);
+}
+
+// The same weights applied to |v|: the size of the terms each output sums.
+template <bool kCausal>
+at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
+  return attention_fp64(inputs.at(0), inputs.at(1), inputs.at(2).abs(), kCausal).to(at::kFloat);
+}
+
+// PyTorch's fused attention in the job's dtype (the flash or cuDNN backend for fp16/bf16 on
+// Hopper, the memory-efficient one for fp32, as PyTorch chooses). It has no out= variant, so it
+// allocates its result, as eager code does, and `out` is left alone.
+template <bool kCausal>
+void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
+  (void)at::scaled_dot_product_attention(inputs.at(0), inputs.at(1), inputs.at(2), {}, 0.0, kCausal);
+}
+
+void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
+  const at::Tensor& q = inputs.at(0);
+  params.add_pointer(q.const_data_ptr());
+  params.add_pointer(inputs.at(1).const_data_ptr());
+  params.add_pointer(inputs.at(2).const_data_ptr());
+  params.add_pointer(out.mutable_data_ptr());
+  for (int i = 0; i < 4; ++i) params.add_i64(q.size(i));
+}
+
+// Hostile sets of q, k, v at the job's shape. Outputs are convex combinations of v rows, so they
+// never exceed max |v| and the tolerance scale P @ |v| follows v's scale:
+//   near_zero     q, k, v ~ 1e-4 randn (fp16 subnormals): uniform weights, tiny outputs;
+//   large_logits  q, k integers in [-100, 100], v randn: scores up to ~1e4 with gaps of at least
+//                 1 / sqrt(D), exact in fp32 whatever the summation order (every partial sum is an
+//                 integer below 2^24), so only a missing max subtraction (exp overflow) or a
+//                 biased exponent fails, never an ill-conditioned near tie;
+//   mixed_scales  q scaled per head by 10^-1 .. 10^1 (temperature), v per head by 10^3 .. 10^-3
+//                 (per head, not per key: a correct fp16 kernel rounds P to fp16, whose subnormals
+//                 below 2^-14 carry an absolute error of up to 2^-25 each; a weight that small on a
+//                 v row 10^6 times larger than the dominant rows would put that error far above
+//                 the tolerance's fraction of P @ |v|);
+//   all_zeros     q, k, v all zero: every output 0;
+//   zero_scores   q = k = 0, v randn: uniform attention, the mean of the v rows (causal: of rows
+//                 j <= i);
+//   all_equal     q, k, v all 7.25: every output 7.25;
+//   nan_q         NaN in one element of every fifth query row: that row's output is NaN;
+//   nan_k, nan_v  (flash_attention only) NaN in one element of k (v) in every third head: every
+//                 output of the head (of the NaN's column) is NaN.
+// Left out, since a correct flash kernel and the reference part ways there:
+//   - a NaN in k or v of the causal type: the math reference adds the causal mask as -inf to the
+//     scores (NaN + -inf = NaN) and multiplies masked weights of 0 by the NaN v, so rows that
+//     never see the key come out NaN, while a kernel that skips the masked tiles keeps them
+//     finite;
+//   - +-inf anywhere: an infinite score is inf - inf = NaN after the max subtraction or not,
+//     depending on which other scores of the row are infinite and on the order of the fp32
+//     summation of q . k (inf + -inf), which differs between implementations;
+//   - v near the dtype's maximum: the unnormalised fp32 accumulator of a flash kernel sums up to
+//     seq such values before the final division and overflows for bf16 and fp32 values near
+//     their maximum, where the fp64 reference does not.
+template <bool kCausal>
+std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                        uint64_t seed) {
+  at::manual_seed(seed);
+  const int64_t b = shape.at(0), h = shape.at(1), s = shape.at(2), d = shape.at(3);
+  const at::ScalarType st = torch_dtype(dtype);
+  auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+  auto i64 = f32.dtype(at::kLong);
+  auto cast = [&](const at::Tensor& x) { return x.to(st).contiguous(); };
+  auto randn = [&] { return at::randn(dims(shape), f32); };
+  auto integers = [&] { return at::randint(-100, 101, dims(shape), f32); };
+  const at::Tensor zeros = at::zeros(dims(shape), f32);
+  const at::Tensor nan = at::full({}, std::nan(""), f32);
+
+  std::vector<HostileCase> cases;
+  cases.push_back({"near_zero", {cast(randn() * 1e-4), cast(randn() * 1e-4), cast(randn() * 1e-4)}});
+  cases.push_back({"large_logits", {cast(integers()), cast(integers()), cast(randn())}});
+  {
+    const at::Tensor q_scale = at::pow(10.0, at::linspace(-1.0, 1.0, h, f32)).reshape({1, h, 1, 1});
+    const at::Tensor v_scale = at::pow(10.0, at::linspace(3.0, -3.0, b * h, f32)).reshape({b, h, 1, 1});
+    cases.push_back({"mixed_scales", {cast(randn() * q_scale), cast(randn()), cast(randn() * v_scale)}});
+  }
+  cases.push_back({"all_zeros", {cast(zeros), cast(zeros), cast(zeros)}});
+  cases.push_back({"zero_scores", {cast(zeros), cast(zeros), cast(randn())}});
+  {
+    const at::Tensor equal = at::full(dims(shape), 7.25, f32);
+    cases.push_back({"all_equal", {cast(equal), cast(equal), cast(equal)}});
+  }
+  const at::Tensor col = at::arange(d, i64).reshape({1, 1, 1, d});
+  {
+    // Row r of the flattened [B * H * S] rows gets a NaN at column 13 r % D if r % 5 == 2 (row 0
+    // of a tensor of at most two rows).
+    const int64_t rows = b * h * s;
+    const at::Tensor r = at::arange(rows, i64).reshape({b, h, s, 1});
+    const at::Tensor nan_rows = rows > 2 ? (r % 5 == 2) : (r == 0);
+    cases.push_back({"nan_q", {cast(at::where(nan_rows & (col == (r * 13) % d), nan, randn())), cast(randn()),
+                               cast(randn())}});
+  }
+  if (!kCausal) {
+    // Head n of the flattened [B * H] heads gets one NaN, at key 7 n % S and column 13 n % D, if
+    // n % 3 == 1 (k) or n % 3 == 2 (v); one head of a tensor with fewer.
+    const int64_t heads = b * h;
+    const at::Tensor n = at::arange(heads, i64).reshape({b, h, 1, 1});
+    const at::Tensor key = at::arange(s, i64).reshape({1, 1, s, 1});
+    const at::Tensor at_one = (key == (n * 7) % s) & (col == (n * 13) % d);
+    const at::Tensor k_heads = heads > 1 ? (n % 3 == 1) : (n == 0);
+    const at::Tensor v_heads = heads > 2 ? (n % 3 == 2) : (n == heads - 1);
+    cases.push_back({"nan_k", {cast(randn()), cast(at::where(k_heads & at_one, nan, randn())), cast(randn())}});
+    cases.push_back({"nan_v", {cast(randn()), cast(randn()), cast(at::where(v_heads & at_one, nan, randn()))}});
+  }
+  return cases;
+}
+
+}  // namespace
+
+extern const TorchHarness kHarness = {make_inputs,        make_output, reference<false>,       baseline<false>,
+                                      nullptr,            cuda_params, hostile_inputs<false>, tolerance_scale<false>};
+extern const TorchHarness kCausalHarness = {make_inputs,  make_output, reference<true>,       baseline<true>,
+                                            nullptr,      cuda_params, hostile_inputs<true>, tolerance_scale<true>};
+
+}  // namespace ak::kernels::flash_attention
