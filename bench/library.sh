@@ -4,7 +4,7 @@
 # verification, cold timing in alternation with PyTorch eager), then torch.compile(mode=
 # "max-autotune") of the same ops timed cold by triton.testing.do_bench; prints the results table.
 #   bench/library.sh [BUILD_DIR] [TYPES]       (TYPES: comma-separated, default every type)
-#   AK_LIBRARY_TRITON_TYPES=softmax,layernorm  (types also run on the triton backend; default those with a Triton source)
+#   AK_LIBRARY_TRITON_TYPES=softmax,layernorm  (types also run on the triton backend; default: every type with a Triton source)
 #   AK_LIBRARY_COMPILE=all|largest|none        (default largest: one shape per type and dtype)
 #   AK_LIBRARY_DTYPES=bf16,fp16                 (dtypes of the torch.compile column; default all)
 # Writes under $OUT/library (default ./bench-out/library): results.tsv/json, table.md, compile.json.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 TYPES=${2:-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul,flash_attention,flash_attention_causal}
 # Types with a Triton source get a second campaign on the triton backend.
-TRITON_TYPES=${AK_LIBRARY_TRITON_TYPES-softmax,layernorm,matmul}
+TRITON_TYPES=${AK_LIBRARY_TRITON_TYPES-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul}
 OUT=${OUT:-$PWD/bench-out}/library
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/ak-library-XXXXXX)

@@ -8,5 +8,6 @@ namespace ak::kernels::cross_entropy {
 
 extern const std::string_view kCpuSource;   // cross_entropy_cpu.cc
 extern const std::string_view kCudaSource;  // cross_entropy.cu
+extern const std::string_view kTritonSource;  // cross_entropy.py
 
 }  // namespace ak::kernels::cross_entropy

@@ -41,6 +41,11 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   return row_geometry(config, space, shape);
 }
 
+std::string triton_signature(DType d) {
+  const std::string t = dtype_name(d);
+  return "logits_ptr:*" + t + ",targets_ptr:*i64,loss_ptr:*" + t + ",rows:i64,cols:i64";
+}
+
 }  // namespace
 
 KernelSpec make_spec() {
@@ -60,6 +65,19 @@ KernelSpec make_spec() {
       cuda_space(),
       {{4096, 32000}, {4096, 50257}, {2048, 128256}, {1000, 1023}},
   };
+  k.backends[Backend::kTriton] = BackendSource{
+      std::string(kTritonSource),
+      "cross_entropy_kernel",
+      {
+          {"BLOCK", {1024, 2048, 4096}, 2048},
+          {"AK_NUM_WARPS", {4, 8, 16}, 8},
+          {"AK_NUM_STAGES", {1, 2}, 1},
+      },
+      {{4096, 32000}, {4096, 50257}, {2048, 128256}, {1000, 1023}},
+  };
+  k.triton_grid = one_program_per_row;
+  k.triton_signature = triton_signature;
+  k.triton_divisible = {"logits_ptr", "cols"};
   // Losses are a few units (log(vocab) ~ 10 for random logits); the reference is fp64. fp32: the
   // fp32 sum of exponentials and its log stay near 1e-6 relative. fp16/bf16: one rounding of the
   // loss to the dtype (2^-11 resp. 2^-8 relative), and the reference's own, on top.

@@ -8,5 +8,6 @@ namespace ak::kernels::reduce {
 
 extern const std::string_view kCpuSource;   // reduce_cpu.cc
 extern const std::string_view kCudaSource;  // reduce.cu
+extern const std::string_view kTritonSource;  // reduce.py
 
 }  // namespace ak::kernels::reduce

@@ -39,7 +39,13 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   return row_geometry(config, space, shape);
 }
 
-KernelSpec make(const std::string& name, const std::string& prefix) {
+std::string triton_signature(DType d) {
+  const std::string t = dtype_name(d);
+  return "x_ptr:*" + t + ",y_ptr:*" + t + ",rows:i64,cols:i64";
+}
+
+// reduce_max: prefix "#define AK_REDUCE_MAX 1\n" for the C++ sources, REDUCE_MAX=1 for Triton's.
+KernelSpec make(const std::string& name, const std::string& prefix, int64_t reduce_max) {
   KernelSpec k;
   k.name = name;
   k.dtypes = {DType::kF32, DType::kF16, DType::kBF16};
@@ -55,6 +61,21 @@ KernelSpec make(const std::string& name, const std::string& prefix) {
       cuda_space(),
       {{4096, 4096}, {8192, 32000}, {65536, 1024}, {1000, 1023}},
   };
+  // REDUCE_MAX is the op, not a tuning choice: one value, fixed by the type.
+  k.backends[Backend::kTriton] = BackendSource{
+      std::string(kTritonSource),
+      "reduce_kernel",
+      {
+          {"BLOCK", {1024, 2048, 4096}, 2048},
+          {"REDUCE_MAX", {reduce_max}, reduce_max},
+          {"AK_NUM_WARPS", {4, 8, 16}, 8},
+          {"AK_NUM_STAGES", {1, 2}, 1},
+      },
+      {{4096, 4096}, {8192, 32000}, {65536, 1024}, {1000, 1023}},
+  };
+  k.triton_grid = one_program_per_row;
+  k.triton_signature = triton_signature;
+  k.triton_divisible = {"x_ptr", "y_ptr", "cols"};
   k.flops = flops;
   k.bytes = bytes;
   k.check_shape = check_shape;
@@ -66,7 +87,7 @@ KernelSpec make(const std::string& name, const std::string& prefix) {
 }  // namespace
 
 KernelSpec make_sum_spec() {
-  KernelSpec k = make("reduce", "");
+  KernelSpec k = make("reduce", "", 0);
   // Checked as |out - ref| <= atol * sum|x| + rtol * |ref| (the harness's tolerance_scale): a
   // row sum's rounding error grows with its terms, not with the sum, which may cancel to 0.
   // atol: fp32 accumulation in partial sums of a few hundred terms (~2^-24 * sqrt(n) of sum|x|)
@@ -81,7 +102,7 @@ KernelSpec make_sum_spec() {
 }
 
 KernelSpec make_max_spec() {
-  KernelSpec k = make("reduce_max", "#define AK_REDUCE_MAX 1\n");
+  KernelSpec k = make("reduce_max", "#define AK_REDUCE_MAX 1\n", 1);
   // The max is one of the inputs: exact in every dtype.
   k.tolerance = {
       {DType::kF32, {0, 0}},

@@ -8,5 +8,6 @@ namespace ak::kernels::rmsnorm {
 
 extern const std::string_view kCpuSource;   // rmsnorm_cpu.cc
 extern const std::string_view kCudaSource;  // rmsnorm.cu
+extern const std::string_view kTritonSource;  // rmsnorm.py
 
 }  // namespace ak::kernels::rmsnorm

@@ -40,6 +40,11 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   return row_geometry(config, space, shape);
 }
 
+std::string triton_signature(DType d) {
+  const std::string t = dtype_name(d);
+  return "x_ptr:*" + t + ",w_ptr:*" + t + ",y_ptr:*" + t + ",rows:i64,cols:i64";
+}
+
 }  // namespace
 
 KernelSpec make_spec() {
@@ -59,6 +64,19 @@ KernelSpec make_spec() {
       cuda_space(),
       {{4096, 4096}, {16384, 4096}, {8192, 8192}, {1000, 1023}},
   };
+  k.backends[Backend::kTriton] = BackendSource{
+      std::string(kTritonSource),
+      "rmsnorm_kernel",
+      {
+          {"BLOCK", {512, 1024, 2048, 4096}, 1024},
+          {"AK_NUM_WARPS", {4, 8, 16}, 4},
+          {"AK_NUM_STAGES", {1, 2}, 1},
+      },
+      {{4096, 4096}, {16384, 4096}, {8192, 8192}, {1000, 1023}},
+  };
+  k.triton_grid = one_program_per_row;
+  k.triton_signature = triton_signature;
+  k.triton_divisible = {"x_ptr", "w_ptr", "y_ptr", "cols"};
   // Outputs are about |w| in size; the reference is fp64. fp32: an fp32 sum of squares and
   // rsqrtf (2 ulp) stay near 1e-6 relative. fp16/bf16: one rounding of the output (2^-11 resp.
   // 2^-8 relative), and the reference's own rounding to the dtype, on top.

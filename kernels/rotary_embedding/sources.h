@@ -8,5 +8,6 @@ namespace ak::kernels::rotary_embedding {
 
 extern const std::string_view kCpuSource;   // rotary_embedding_cpu.cc
 extern const std::string_view kCudaSource;  // rotary_embedding.cu
+extern const std::string_view kTritonSource;  // rotary_embedding.py
 
 }  // namespace ak::kernels::rotary_embedding

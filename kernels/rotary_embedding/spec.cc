@@ -57,6 +57,18 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   return g;
 }
 
+std::string triton_signature(DType d) {
+  const std::string t = dtype_name(d);
+  return "x_ptr:*" + t + ",cos_ptr:*" + t + ",sin_ptr:*" + t + ",y_ptr:*" + t + ",tokens:i64,heads:i64,dim:i64";
+}
+
+// rotary_embedding.py: one program per (token, head) row.
+LaunchGeometry triton_grid(const std::map<std::string, int64_t>&, const std::vector<int64_t>& shape, DType) {
+  LaunchGeometry g;
+  g.grid[0] = unsigned(std::clamp<int64_t>(shape.at(0) * shape.at(1), 1, 0x7fffffff));
+  return g;
+}
+
 }  // namespace
 
 KernelSpec make_spec() {
@@ -76,6 +88,19 @@ KernelSpec make_spec() {
       cuda_space(),
       {{4096, 32, 128}, {8192, 32, 128}, {8192, 8, 64}, {1000, 3, 62}},
   };
+  k.backends[Backend::kTriton] = BackendSource{
+      std::string(kTritonSource),
+      "rotary_kernel",
+      {
+          {"BLOCK", {16, 32, 64}, 64},
+          {"AK_NUM_WARPS", {1, 2, 4}, 2},
+          {"AK_NUM_STAGES", {1, 2}, 1},
+      },
+      {{4096, 32, 128}, {8192, 32, 128}, {8192, 8, 64}, {1000, 3, 62}},
+  };
+  k.triton_grid = triton_grid;
+  k.triton_signature = triton_signature;
+  k.triton_divisible = {"x_ptr", "cos_ptr", "sin_ptr", "y_ptr", "dim"};
   // Checked as |out - ref| <= atol * (|x1 c| + |x2 s|) + rtol * |ref| (the harness's
   // tolerance_scale): the two products of a rotated element may cancel, so its rounding error is
   // held to the size of the products. atol: fp32 products and one fused add (a few 2^-24);
