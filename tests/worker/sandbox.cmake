@@ -3,6 +3,7 @@
 ak_test(kernels_registry_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernels_registry_test.cc
   LIBS ak_kernels)
+ak_test(tuned_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/tuned_test.cc LIBS ak_kernels)
 
 ak_test(measure_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/measure_test.cc LIBS ak_measure LABELS worker)
 ak_test(datasheet_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/datasheet_test.cc LIBS ak_measure LABELS worker)
