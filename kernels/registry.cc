@@ -116,6 +116,28 @@ LaunchGeometry row_geometry(const std::map<std::string, int64_t>& config, const 
   return g;
 }
 
+std::vector<Tunable> row_cuda_space(int64_t threads_default, std::vector<int64_t> vec_values, int64_t vec_default) {
+  return {
+      {"AK_THREADS", {128, 256, 512, 1024}, threads_default},
+      {"AK_VEC", std::move(vec_values), vec_default},
+      {"AK_WARP_PER_ROW", {0, 1}, 0},
+  };
+}
+
+std::vector<Tunable> row_cpu_space() { return {{"AK_VEC", {1, 4, 8, 16}, 8}}; }
+
+std::vector<Tunable> row_triton_space(std::vector<int64_t> blocks, int64_t block_default, int64_t warps_default) {
+  return {
+      {"BLOCK", std::move(blocks), block_default},
+      {"AK_NUM_WARPS", {4, 8, 16}, warps_default},
+      {"AK_NUM_STAGES", {1, 2}, 1},
+  };
+}
+
+std::vector<std::vector<int64_t>> row_edge_shapes() {
+  return {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
+}
+
 LaunchGeometry one_program_per_row(const std::map<std::string, int64_t>&, const std::vector<int64_t>& shape, DType) {
   LaunchGeometry g;
   g.grid[0] = unsigned(std::clamp<int64_t>(shape.at(0), 1, 0x7fffffff));

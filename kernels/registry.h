@@ -3,7 +3,8 @@
 // libtorch reference of each type lives in kernels/<type>/reference.cc, compiled only into the
 // sandbox (worker/sandbox/).
 //
-// Adding a kernel type touches its folder and one line in kernels/registry.cc.
+// Adding a kernel type touches its folder, one line each in kernels/registry.cc and
+// kernels/references.cc, and its name in kernels/CMakeLists.txt.
 // All functions are thread-safe (the registry is immutable after static initialisation).
 #pragma once
 
@@ -110,6 +111,25 @@ std::string check_rows_cols(const std::string& type, const std::vector<int64_t>&
 // no dynamic shared memory.
 LaunchGeometry row_geometry(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
                             const std::vector<int64_t>& shape);
+
+// row_geometry with the space of the type's cuda source: the cuda_geometry of a row-wise type,
+// k.cuda_geometry = row_geometry_for<cuda_space>.
+template <std::vector<Tunable> (*Space)()>
+LaunchGeometry row_geometry_for(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                                DType) {
+  static const std::vector<Tunable> space = Space();
+  return row_geometry(config, space, shape);
+}
+
+// The search spaces and edge sizes the row-wise types share:
+//   cuda:   AK_THREADS (128, 256, 512, 1024), AK_VEC (vec_values), AK_WARP_PER_ROW (0, 1);
+//   cpu:    AK_VEC lanes (1, 4, 8, 16), default 8;
+//   triton: BLOCK (blocks), AK_NUM_WARPS (4, 8, 16), AK_NUM_STAGES (1, 2) with default 1;
+//   edges:  1x1, 1x127, 127x1, 3x1023, 2x4097, 1x65537, 129x257.
+std::vector<Tunable> row_cuda_space(int64_t threads_default, std::vector<int64_t> vec_values, int64_t vec_default);
+std::vector<Tunable> row_cpu_space();
+std::vector<Tunable> row_triton_space(std::vector<int64_t> blocks, int64_t block_default, int64_t warps_default);
+std::vector<std::vector<int64_t>> row_edge_shapes();
 
 // Triton grid of the row-wise sources: one program per row, grid = (rows, 1, 1) (at most 2^31 - 1).
 LaunchGeometry one_program_per_row(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <utility>
 
 namespace ak::kernels {
 
@@ -97,20 +99,44 @@ std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, D
   return cases;
 }
 
-using RowsCpuEntry = int (*)(const void*, void*, int64_t, int64_t, int);
+namespace {
 
-int call_cpu_rows(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
-  const at::Tensor& x = inputs.at(0);
-  return reinterpret_cast<RowsCpuEntry>(entry)(x.const_data_ptr(), out.mutable_data_ptr(), x.size(0), x.size(1),
-                                               static_cast<int>(dtype));
+// entry(p[0], ..., p[P-1], d[0], ..., d[D-1], dtype) with P pointer and D int64_t parameters.
+template <size_t... Pi, size_t... Di>
+int call_entry(void* entry, const std::vector<void*>& p, const std::vector<int64_t>& d, int dtype,
+               std::index_sequence<Pi...>, std::index_sequence<Di...>) {
+  using Fn = int (*)(decltype((void)Pi, static_cast<void*>(nullptr))..., decltype((void)Di, int64_t{})..., int);
+  return reinterpret_cast<Fn>(entry)(p[Pi]..., d[Di]..., dtype);
 }
 
-void cuda_params_rows(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
-  const at::Tensor& x = inputs.at(0);
-  params.add_pointer(x.const_data_ptr());
+template <size_t P>
+int call_entry_dims(void* entry, const std::vector<void*>& p, const std::vector<int64_t>& d, int dtype) {
+  if (d.size() == 2) return call_entry(entry, p, d, dtype, std::make_index_sequence<P>{}, std::make_index_sequence<2>{});
+  if (d.size() == 3) return call_entry(entry, p, d, dtype, std::make_index_sequence<P>{}, std::make_index_sequence<3>{});
+  throw std::invalid_argument("cpu calling convention: inputs[0] must have 2 or 3 dimensions");
+}
+
+}  // namespace
+
+int call_cpu_inputs_out_dims(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
+  std::vector<void*> p;
+  for (const at::Tensor& t : inputs) p.push_back(const_cast<void*>(t.const_data_ptr()));
+  p.push_back(out.mutable_data_ptr());
+  const std::vector<int64_t> d = inputs.at(0).sizes().vec();
+  const int dt = static_cast<int>(dtype);
+  switch (p.size()) {
+    case 2: return call_entry_dims<2>(entry, p, d, dt);
+    case 3: return call_entry_dims<3>(entry, p, d, dt);
+    case 4: return call_entry_dims<4>(entry, p, d, dt);
+    case 5: return call_entry_dims<5>(entry, p, d, dt);
+    default: throw std::invalid_argument("cpu calling convention: 1 to 4 inputs");
+  }
+}
+
+void cuda_params_inputs_out_dims(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
+  for (const at::Tensor& t : inputs) params.add_pointer(t.const_data_ptr());
   params.add_pointer(out.mutable_data_ptr());
-  params.add_i64(x.size(0));
-  params.add_i64(x.size(1));
+  for (int64_t d : inputs.at(0).sizes()) params.add_i64(d);
 }
 
 }  // namespace ak::kernels

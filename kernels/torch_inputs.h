@@ -41,10 +41,11 @@ std::vector<HostileCase> bounded_hostile_inputs(const std::vector<int64_t>& shap
 // Appends `params` (weights, biases, tables: the inputs after the first) to every case.
 std::vector<HostileCase> with_params(std::vector<HostileCase> cases, const std::vector<at::Tensor>& params);
 
-// The calling convention shared by the row-wise types: cpu entry
-// int (*)(const void* in, void* out, int64_t rows, int64_t cols, int dtype); cuda parameters
-// (in, out, rows, cols), rows and cols from inputs[0].
-int call_cpu_rows(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype);
-void cuda_params_rows(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params);
+// The calling convention of most types: every input's pointer in order, the output's, then
+// every dimension of inputs[0] (row-wise types: rows, cols; rotary_embedding: tokens, heads,
+// dim). cpu entry int (*)(const void* in..., void* out, int64_t dim..., int dtype), for 1 to 4
+// inputs and 2 or 3 dimensions; cuda parameters (in..., out, dim...).
+int call_cpu_inputs_out_dims(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype);
+void cuda_params_inputs_out_dims(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params);
 
 }  // namespace ak::kernels

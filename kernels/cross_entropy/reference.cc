@@ -43,23 +43,6 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
   (void)at::cross_entropy_loss(inputs.at(0), inputs.at(1), {}, at::Reduction::None);
 }
 
-using CpuEntry = int (*)(const void*, const int64_t*, void*, int64_t, int64_t, int);
-
-int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
-  const at::Tensor& x = inputs.at(0);
-  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), inputs.at(1).const_data_ptr<int64_t>(),
-                                           out.mutable_data_ptr(), x.size(0), x.size(1), static_cast<int>(dtype));
-}
-
-void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
-  const at::Tensor& x = inputs.at(0);
-  params.add_pointer(x.const_data_ptr());
-  params.add_pointer(inputs.at(1).const_data_ptr());
-  params.add_pointer(out.mutable_data_ptr());
-  params.add_i64(x.size(0));
-  params.add_i64(x.size(1));
-}
-
 // The row-wise hostile logits (near the max, +-inf, NaN, ...) with real targets.
 std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                         uint64_t seed) {
@@ -69,6 +52,6 @@ std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType
 }  // namespace
 
 extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
-                                      call_cpu,    cuda_params, hostile_inputs, nullptr};
+                                      call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, hostile_inputs, nullptr};
 
 }  // namespace ak::kernels::cross_entropy

@@ -52,25 +52,6 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
   (void)at::layer_norm(x, {x.size(1)}, inputs.at(1), inputs.at(2), kEps);
 }
 
-using CpuEntry = int (*)(const void*, const void*, const void*, void*, int64_t, int64_t, int);
-
-int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
-  const at::Tensor& x = inputs.at(0);
-  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), inputs.at(1).const_data_ptr(),
-                                           inputs.at(2).const_data_ptr(), out.mutable_data_ptr(), x.size(0),
-                                           x.size(1), static_cast<int>(dtype));
-}
-
-void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
-  const at::Tensor& x = inputs.at(0);
-  params.add_pointer(x.const_data_ptr());
-  params.add_pointer(inputs.at(1).const_data_ptr());
-  params.add_pointer(inputs.at(2).const_data_ptr());
-  params.add_pointer(out.mutable_data_ptr());
-  params.add_i64(x.size(0));
-  params.add_i64(x.size(1));
-}
-
 std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                         uint64_t seed) {
   return with_params(bounded_hostile_inputs(shape, dtype, device, seed, 1e15), params(shape.at(1), dtype, device, seed));
@@ -79,6 +60,6 @@ std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType
 }  // namespace
 
 extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
-                                      call_cpu,    cuda_params, hostile_inputs, nullptr};
+                                      call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, hostile_inputs, nullptr};
 
 }  // namespace ak::kernels::layernorm

@@ -26,19 +26,7 @@ double bytes(const std::vector<int64_t>& shape, DType dtype) {
 
 std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("layernorm", shape); }
 
-std::vector<Tunable> cuda_space() {
-  return {
-      {"AK_THREADS", {128, 256, 512, 1024}, 256},
-      {"AK_VEC", {1, 2, 4, 8}, 8},
-      {"AK_WARP_PER_ROW", {0, 1}, 0},
-  };
-}
-
-LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
-                             DType) {
-  static const std::vector<Tunable> space = cuda_space();
-  return row_geometry(config, space, shape);
-}
+std::vector<Tunable> cuda_space() { return row_cuda_space(256, {1, 2, 4, 8}, 8); }
 
 std::string triton_signature(DType d) {
   const std::string t = dtype_name(d);
@@ -54,7 +42,7 @@ KernelSpec make_spec() {
   k.backends[Backend::kCpu] = BackendSource{
       std::string(kCpuSource),
       "ak_layernorm_cpu",
-      {{"AK_VEC", {1, 4, 8, 16}, 8}},
+      row_cpu_space(),
       {{64, 1024}, {256, 4096}, {1024, 1000}},
   };
   // Transformer hidden sizes: 4096 and 8192 over 4k-16k tokens.
@@ -67,11 +55,7 @@ KernelSpec make_spec() {
   k.backends[Backend::kTriton] = BackendSource{
       std::string(kTritonSource),
       "layernorm_kernel",
-      {
-          {"BLOCK", {512, 1024, 2048, 4096}, 1024},
-          {"AK_NUM_WARPS", {4, 8, 16}, 4},
-          {"AK_NUM_STAGES", {1, 2}, 1},
-      },
+      row_triton_space({512, 1024, 2048, 4096}, 1024, 4),
       {{4096, 4096}, {16384, 4096}, {8192, 8192}, {1000, 1023}},
   };
   k.triton_grid = one_program_per_row;
@@ -88,8 +72,8 @@ KernelSpec make_spec() {
   k.flops = flops;
   k.bytes = bytes;
   k.check_shape = check_shape;
-  k.cuda_geometry = cuda_geometry;
-  k.edge_shapes = {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
+  k.cuda_geometry = row_geometry_for<cuda_space>;
+  k.edge_shapes = row_edge_shapes();
   return k;
 }
 

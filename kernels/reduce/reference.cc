@@ -45,8 +45,8 @@ at::Tensor sum_scale(const std::vector<at::Tensor>& inputs) {
 }  // namespace
 
 extern const TorchHarness kSumHarness = {make_inputs, make_output, sum_reference, sum_baseline,
-                                         call_cpu_rows, cuda_params_rows, row_hostile_inputs, sum_scale};
+                                         call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, row_hostile_inputs, sum_scale};
 extern const TorchHarness kMaxHarness = {make_inputs, make_output, max_reference, max_baseline,
-                                         call_cpu_rows, cuda_params_rows, row_hostile_inputs, nullptr};
+                                         call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, row_hostile_inputs, nullptr};
 
 }  // namespace ak::kernels::reduce

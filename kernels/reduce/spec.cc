@@ -25,19 +25,7 @@ double bytes(const std::vector<int64_t>& shape, DType dtype) {
 
 std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("reduce", shape); }
 
-std::vector<Tunable> cuda_space() {
-  return {
-      {"AK_THREADS", {128, 256, 512, 1024}, 256},
-      {"AK_VEC", {1, 2, 4, 8}, 4},
-      {"AK_WARP_PER_ROW", {0, 1}, 0},
-  };
-}
-
-LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
-                             DType) {
-  static const std::vector<Tunable> space = cuda_space();
-  return row_geometry(config, space, shape);
-}
+std::vector<Tunable> cuda_space() { return row_cuda_space(256, {1, 2, 4, 8}, 4); }
 
 std::string triton_signature(DType d) {
   const std::string t = dtype_name(d);
@@ -52,7 +40,7 @@ KernelSpec make(const std::string& name, const std::string& prefix, int64_t redu
   k.backends[Backend::kCpu] = BackendSource{
       prefix + std::string(kCpuSource),
       "ak_reduce_cpu",
-      {{"AK_VEC", {1, 4, 8, 16}, 8}},
+      row_cpu_space(),
       {{64, 1024}, {256, 4096}, {1024, 1000}},
   };
   k.backends[Backend::kCuda] = BackendSource{
@@ -79,8 +67,8 @@ KernelSpec make(const std::string& name, const std::string& prefix, int64_t redu
   k.flops = flops;
   k.bytes = bytes;
   k.check_shape = check_shape;
-  k.cuda_geometry = cuda_geometry;
-  k.edge_shapes = {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
+  k.cuda_geometry = row_geometry_for<cuda_space>;
+  k.edge_shapes = row_edge_shapes();
   return k;
 }
 

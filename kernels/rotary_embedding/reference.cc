@@ -64,26 +64,6 @@ at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
       .to(at::kFloat);
 }
 
-using CpuEntry = int (*)(const void*, const void*, const void*, void*, int64_t, int64_t, int64_t, int);
-
-int call_cpu(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype) {
-  const at::Tensor& x = inputs.at(0);
-  return reinterpret_cast<CpuEntry>(entry)(x.const_data_ptr(), inputs.at(1).const_data_ptr(),
-                                           inputs.at(2).const_data_ptr(), out.mutable_data_ptr(), x.size(0),
-                                           x.size(1), x.size(2), static_cast<int>(dtype));
-}
-
-void cuda_params(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params) {
-  const at::Tensor& x = inputs.at(0);
-  params.add_pointer(x.const_data_ptr());
-  params.add_pointer(inputs.at(1).const_data_ptr());
-  params.add_pointer(inputs.at(2).const_data_ptr());
-  params.add_pointer(out.mutable_data_ptr());
-  params.add_i64(x.size(0));
-  params.add_i64(x.size(1));
-  params.add_i64(x.size(2));
-}
-
 // The row-wise hostile sets on x seen as [tokens * heads, dim], with magnitudes near half the
 // dtype's maximum at most: a rotation grows an element by up to sqrt(2), so values nearer the max
 // overflow for any implementation and the reference alike, and whether an element just at the
@@ -99,6 +79,6 @@ std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType
 }  // namespace
 
 extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
-                                      call_cpu,    cuda_params, hostile_inputs, tolerance_scale};
+                                      call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, hostile_inputs, tolerance_scale};
 
 }  // namespace ak::kernels::rotary_embedding

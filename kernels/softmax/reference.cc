@@ -32,7 +32,7 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) {
 
 }  // namespace
 
-extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline, call_cpu_rows, cuda_params_rows,
+extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline, call_cpu_inputs_out_dims, cuda_params_inputs_out_dims,
                                       row_hostile_inputs, nullptr};
 
 }  // namespace ak::kernels::softmax

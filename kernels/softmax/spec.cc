@@ -27,19 +27,7 @@ double bytes(const std::vector<int64_t>& shape, DType dtype) {
 
 std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("softmax", shape); }
 
-std::vector<Tunable> cuda_space() {
-  return {
-      {"AK_THREADS", {128, 256, 512, 1024}, 256},
-      {"AK_VEC", {1, 2, 4}, 4},
-      {"AK_WARP_PER_ROW", {0, 1}, 0},
-  };
-}
-
-LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
-                             DType) {
-  static const std::vector<Tunable> space = cuda_space();
-  return row_geometry(config, space, shape);
-}
+std::vector<Tunable> cuda_space() { return row_cuda_space(256, {1, 2, 4}, 4); }
 
 std::string triton_signature(DType d) {
   const std::string t = dtype_name(d);
@@ -71,11 +59,7 @@ KernelSpec make_spec() {
   k.backends[Backend::kTriton] = BackendSource{
       std::string(kTritonSource),
       "softmax_kernel",
-      {
-          {"BLOCK", {512, 1024, 2048, 4096}, 2048},
-          {"AK_NUM_WARPS", {4, 8, 16}, 8},
-          {"AK_NUM_STAGES", {1, 2}, 1},
-      },
+      row_triton_space({512, 1024, 2048, 4096}, 2048, 8),
       {{4096, 4096}, {4096, 50257}, {8192, 32000}, {1000, 1023}},
   };
   k.triton_grid = one_program_per_row;
@@ -94,10 +78,10 @@ KernelSpec make_spec() {
   k.flops = flops;
   k.bytes = bytes;
   k.check_shape = check_shape;
-  k.cuda_geometry = cuda_geometry;
+  k.cuda_geometry = row_geometry_for<cuda_space>;
   // Rows and columns that divide by no vector width, warp or block size, a single element, and
   // a row longer than any tile.
-  k.edge_shapes = {{1, 1}, {1, 127}, {127, 1}, {3, 1023}, {2, 4097}, {1, 65537}, {129, 257}};
+  k.edge_shapes = row_edge_shapes();
   return k;
 }
 

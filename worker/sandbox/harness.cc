@@ -727,6 +727,19 @@ $L_done:
 }
 )";
 
+// Checks a launch's dynamic shared memory against what the device grants a block and raises the
+// function's limit above the 48 KiB default when needed (`granted`: the limit set so far).
+void grant_dynamic_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, int max_shared, unsigned& granted,
+                          const std::string& what) {
+  if (int64_t(bytes) > max_shared)
+    fail("", "the launch asks for more shared memory than the device grants a block (" + std::to_string(max_shared) +
+                 " B): " + what);
+  if (bytes <= granted) return;
+  CUresult r = drv.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes));
+  if (r != CUDA_SUCCESS) fail("", "cannot grant " + std::to_string(bytes) + " B of dynamic shared memory: " + drv.error_text(r));
+  granted = bytes;
+}
+
 class CudaCandidate final : public Candidate {
  public:
   CudaCandidate(const CudaDriver& drv, CUmodule mod, CUfunction fn, const kernels::KernelSpec& spec,
@@ -748,15 +761,7 @@ class CudaCandidate final : public Candidate {
     if (max_threads_ > 0 && threads > max_threads_)
       fail("", "the kernel can run at most " + std::to_string(max_threads_) +
                    " threads per block (registers); the launch asks for " + what);
-    if (int64_t(g.shared_bytes) > max_shared_)
-      fail("", "the launch asks for more shared memory than the device grants a block (" +
-                   std::to_string(max_shared_) + " B): " + what);
-    if (g.shared_bytes > granted_shared_) {
-      CUresult r = drv_.cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(g.shared_bytes));
-      if (r != CUDA_SUCCESS)
-        fail("", "cannot grant " + std::to_string(g.shared_bytes) + " B of dynamic shared memory: " + drv_.error_text(r));
-      granted_shared_ = g.shared_bytes;
-    }
+    grant_dynamic_shared(drv_, fn_, g.shared_bytes, max_shared_, granted_shared_, what);
     kernels::KernelParams params;
     th_->cuda_params(inputs, out, params);
     CUresult r = drv_.cuLaunchKernel(fn_, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
@@ -820,15 +825,7 @@ class TritonCandidate final : public Candidate {
     const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
                              std::to_string(g.grid[2]) + ", block " + std::to_string(b->block) + ", " +
                              std::to_string(b->shared_bytes) + " B dynamic shared memory";
-    if (int64_t(b->shared_bytes) > max_shared_)
-      fail("", "the Triton kernel needs more shared memory than the device grants a block (" +
-                   std::to_string(max_shared_) + " B): " + what);
-    if (b->shared_bytes > b->granted_shared) {
-      CUresult r = drv_.cuFuncSetAttribute(b->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(b->shared_bytes));
-      if (r != CUDA_SUCCESS)
-        fail("", "cannot grant " + std::to_string(b->shared_bytes) + " B of dynamic shared memory: " + drv_.error_text(r));
-      b->granted_shared = b->shared_bytes;
-    }
+    grant_dynamic_shared(drv_, b->fn, b->shared_bytes, max_shared_, b->granted_shared, what);
     CUresult r = drv_.cuLaunchKernel(b->fn, g.grid[0], g.grid[1], g.grid[2], b->block, 1, 1, b->shared_bytes,
                                      /*default stream*/ nullptr, params.args(), nullptr);
     if (r != CUDA_SUCCESS) fail("", "cuLaunchKernel failed (" + what + "): " + drv_.error_text(r));
