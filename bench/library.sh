@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-TYPES=${2:-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul,flash_attention,flash_attention_causal}
+TYPES=${2:-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul,flash_attention,flash_attention_causal,fused_mlp}
 # Types with a Triton source get a second campaign on the triton backend.
 TRITON_TYPES=${AK_LIBRARY_TRITON_TYPES-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul}
 OUT=${OUT:-$PWD/bench-out}/library

@@ -72,6 +72,12 @@ def make(kind, shape, dtype):
         a = torch.randn(m, k, device=dev).to(dtype)
         b = torch.randn(k, n, device=dev).to(dtype)
         return (lambda a, b: a @ b), (a, b)
+    if kind == "fused_mlp":
+        m, h, f = shape
+        x = torch.randn(m, h, device=dev).to(dtype)
+        wg, wu = ((torch.randn(h, f, device=dev) / h ** 0.5).to(dtype) for _ in range(2))
+        wd = (torch.randn(f, h, device=dev) / f ** 0.5).to(dtype)
+        return (lambda x, wg, wu, wd: (F.silu(x @ wg) * (x @ wu)) @ wd), (x, wg, wu, wd)
     raise ValueError(f"no torch.compile baseline for kernel type {kind}")
 
 

@@ -17,6 +17,7 @@ namespace flash_attention {
 extern const TorchHarness kHarness;
 extern const TorchHarness kCausalHarness;
 }  // namespace flash_attention
+namespace fused_mlp { extern const TorchHarness kHarness; }
 
 const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "softmax") return &softmax::kHarness;
@@ -29,6 +30,7 @@ const TorchHarness* find_harness(std::string_view kernel_type) {
   if (kernel_type == "matmul") return &matmul::kHarness;
   if (kernel_type == "flash_attention") return &flash_attention::kHarness;
   if (kernel_type == "flash_attention_causal") return &flash_attention::kCausalHarness;
+  if (kernel_type == "fused_mlp") return &fused_mlp::kHarness;
   return nullptr;
 }
 

@@ -19,6 +19,7 @@ namespace flash_attention {
 KernelSpec make_spec();
 KernelSpec make_causal_spec();
 }  // namespace flash_attention
+namespace fused_mlp { KernelSpec make_spec(); }
 
 namespace {
 
@@ -34,6 +35,7 @@ const std::vector<KernelSpec>& table() {
       matmul::make_spec(),
       flash_attention::make_spec(),
       flash_attention::make_causal_spec(),
+      fused_mlp::make_spec(),
   };
   return specs;
 }

@@ -70,6 +70,18 @@ struct KernelSpec {
   // a tunable it lacks takes the space's default.
   LaunchGeometry (*cuda_geometry)(const std::map<std::string, int64_t>& config,
                                   const std::vector<int64_t>& shape, DType dtype) = nullptr;
+  // cuda backend, types whose call is several launches of one kernel (fused_mlp: three GEMM
+  // phases): a call launches it cuda_phases times in order on one stream, phase p with the
+  // geometry cuda_phase_geometry(config, shape, dtype, p) and the type's parameters followed by
+  // the workspace pointer (when workspace_bytes is set) and p as an int64. With cuda_phases 1
+  // (every other type) a call is one launch of cuda_geometry with the type's parameters only.
+  int cuda_phases = 1;
+  LaunchGeometry (*cuda_phase_geometry)(const std::map<std::string, int64_t>& config,
+                                        const std::vector<int64_t>& shape, DType dtype, int phase) = nullptr;
+  // Scratch memory of one call [bytes] (nullptr: none), on the device, owned by the harness and
+  // passed after the type's parameters. Its contents are undefined at the start of a call (the
+  // sandbox fills it with NaN once): a candidate writes what it reads.
+  int64_t (*workspace_bytes)(const std::vector<int64_t>& shape, DType dtype) = nullptr;
   // triton backend: the grid of a launch (block and dynamic shared memory come from the compiled
   // kernel's metadata, kernels/triton/README.md) and the runtime parameters of the Triton kernel
   // in its order, in compile.py's --signature syntax ("x_ptr:*fp16,y_ptr:*fp16,rows:i64,cols:i64").

@@ -37,6 +37,10 @@
 //     warp tile, read as float4 from A stored transposed ([AK_BK][AK_BM + 4], copied 4 bytes at
 //     a time; the 4-float pad spreads the transposing writes over the banks) and B as stored.
 //
+// Reuse: gemm_tile() computes one block's tile; a source that defines AK_MATMUL_NO_ENTRY before
+// including this file (kernels/fused_mlp/fused_mlp.cu) gets the GEMM without the ak_matmul entry,
+// and may pass a gate matrix of C's shape for the SwiGLU epilogue silu(gate) * (A @ B).
+//
 // Tunables (default; values for the search space):
 //   AK_BM       block tile rows          128   {64, 128, 256}
 //   AK_BN       block tile columns       128   {64, 128, 256}
@@ -177,6 +181,14 @@ __device__ __forceinline__ void block_tile(long long M, long long N, long long& 
   tn = in_group / rows;
 }
 
+// The SwiGLU epilogue of kernels/fused_mlp, which includes this file: result v of an output whose
+// gate value is g becomes silu(g) * v = g / (1 + exp(-g)) * v, in fp32. Plain matmul passes no
+// gate, and the branch on it costs nothing.
+__device__ __forceinline__ float gated(elem_t g, float v) {
+  const float x = to_f32(g);
+  return x / (1.0f + expf(-x)) * v;
+}
+
 #if AK_DTYPE != 0
 // ---- fp16 / bf16: tensor cores ------------------------------------------------------------
 
@@ -307,10 +319,15 @@ struct stage_copy {
 
 // Two adjacent outputs (row, col) and (row, col + 1); one 4-byte store where both exist and the
 // pair is 4-byte aligned (N even, col even).
-__device__ __forceinline__ void store_pair(elem_t* __restrict__ C, long long M, long long N, long long row,
-                                           long long col, float v0, float v1) {
+__device__ __forceinline__ void store_pair(elem_t* __restrict__ C, const elem_t* gate, long long M, long long N,
+                                           long long row, long long col, float v0, float v1) {
   if (row >= M) return;
   elem_t* p = C + row * N + col;
+  if (gate) {
+    const elem_t* q = gate + row * N + col;
+    v0 = col < N ? gated(q[0], v0) : v0;
+    v1 = col + 1 < N ? gated(q[1], v1) : v1;
+  }
   const unsigned short h0 = from_f32(v0);
   const unsigned short h1 = from_f32(v1);
   if (col + 1 < N && (N & 1) == 0) {
@@ -348,8 +365,8 @@ __device__ __forceinline__ void load_frags(unsigned (&af)[AK_MI][4], unsigned (&
 // flight while step kk's mma run. kAVec / kBVec: the operand is copied by 16-byte cp.async.
 template <bool kAVec, bool kBVec>
 __device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
-                                           elem_t* __restrict__ C, long long M, long long N, long long K,
-                                           long long m0, long long n0, unsigned sbase) {
+                                           elem_t* __restrict__ C, const elem_t* gate, long long M, long long N,
+                                           long long K, long long m0, long long n0, unsigned sbase) {
   constexpr int kSteps = AK_BK / 16;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -438,8 +455,8 @@ __device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const e
 #pragma unroll
     for (int j = 0; j < AK_NI; ++j) {
       const long long col = n0 + wn0 + j * 8 + 2 * t;
-      store_pair(C, M, N, row, col, acc[i][j][0], acc[i][j][1]);
-      store_pair(C, M, N, row + 8, col, acc[i][j][2], acc[i][j][3]);
+      store_pair(C, gate, M, N, row, col, acc[i][j][0], acc[i][j][1]);
+      store_pair(C, gate, M, N, row + 8, col, acc[i][j][2], acc[i][j][3]);
     }
   }
 }
@@ -448,14 +465,14 @@ __device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const e
 // on their own: inlined next to the fast variant, all four spilled at the default tile.
 template <bool kAVec, bool kBVec>
 __device__ __noinline__ void block_gemm_guarded(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
-                                                elem_t* __restrict__ C, long long M, long long N, long long K,
-                                                long long m0, long long n0, unsigned sbase) {
-  block_gemm<kAVec, kBVec>(A, B, C, M, N, K, m0, n0, sbase);
+                                                elem_t* __restrict__ C, const elem_t* gate, long long M, long long N,
+                                                long long K, long long m0, long long n0, unsigned sbase) {
+  block_gemm<kAVec, kBVec>(A, B, C, gate, M, N, K, m0, n0, sbase);
 }
 
-extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long long K) {
-  extern __shared__ __align__(128) unsigned char smem[];
+// This block's tile of C = A @ B (see the top of the file), gated when gate is not null.
+__device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c, const void* gate, long long M,
+                                          long long N, long long K, unsigned char* smem) {
   long long tile_m, tile_n;
   block_tile(M, N, tile_m, tile_n);
   const elem_t* A = (const elem_t*)a;
@@ -467,14 +484,15 @@ ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long 
   // Rows of A (B) start 16-byte aligned when K (N) is a multiple of 8 elements.
   const bool a_vec = (K & 7) == 0 && ((unsigned long long)a & 15) == 0;
   const bool b_vec = (N & 7) == 0 && ((unsigned long long)b & 15) == 0;
+  const elem_t* G = (const elem_t*)gate;
   if (a_vec && b_vec)
-    block_gemm<true, true>(A, B, C, M, N, K, m0, n0, sbase);
+    block_gemm<true, true>(A, B, C, G, M, N, K, m0, n0, sbase);
   else if (a_vec)
-    block_gemm_guarded<true, false>(A, B, C, M, N, K, m0, n0, sbase);
+    block_gemm_guarded<true, false>(A, B, C, G, M, N, K, m0, n0, sbase);
   else if (b_vec)
-    block_gemm_guarded<false, true>(A, B, C, M, N, K, m0, n0, sbase);
+    block_gemm_guarded<false, true>(A, B, C, G, M, N, K, m0, n0, sbase);
   else
-    block_gemm_guarded<false, false>(A, B, C, M, N, K, m0, n0, sbase);
+    block_gemm_guarded<false, false>(A, B, C, G, M, N, K, m0, n0, sbase);
 }
 
 #else
@@ -535,9 +553,9 @@ __device__ __forceinline__ void load_b_tile(const float* __restrict__ B, unsigne
   }
 }
 
-extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long long K) {
-  extern __shared__ __align__(128) unsigned char smem[];
+// This block's tile of C = A @ B (see the top of the file), gated when gate is not null.
+__device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c, const void* gate, long long M,
+                                          long long N, long long K, unsigned char* smem) {
   const float* A = (const float*)a;
   const float* B = (const float*)b;
   float* C = (float*)c;
@@ -635,8 +653,15 @@ ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long 
 #pragma unroll
       for (int gj = 0; gj < AK_TN / 4; ++gj) {
         const long long col = n0 + wn0 + gj * 4 * AK_LANES_N + ln * 4;
-        const float* v = &acc[gi * 4 + r][gj * 4];
+        float v[4] = {acc[gi * 4 + r][gj * 4], acc[gi * 4 + r][gj * 4 + 1], acc[gi * 4 + r][gj * 4 + 2],
+                      acc[gi * 4 + r][gj * 4 + 3]};
         float* p = C + row * N + col;
+        if (gate) {
+          const float* q = (const float*)gate + row * N + col;
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (col + e < N) v[e] = gated(q[e], v[e]);
+        }
         if (c_vec && col + 3 < N) {
           *(float4*)p = make_float4(v[0], v[1], v[2], v[3]);
         } else {
@@ -647,5 +672,13 @@ ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long 
       }
     }
   }
+}
+#endif
+
+#ifndef AK_MATMUL_NO_ENTRY
+extern "C" __global__ void __launch_bounds__(AK_THREADS)
+ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long long K) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  gemm_tile(a, b, c, nullptr, M, N, K, smem);
 }
 #endif

@@ -8,12 +8,12 @@ namespace ak::kernels {
 namespace {
 
 TEST(KernelsRegistry, FindsEveryKernelTypeAndNothingUnknown) {
-  for (const char* name : {"softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy", "rotary_embedding", "matmul", "flash_attention", "flash_attention_causal"}) {
+  for (const char* name : {"softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy", "rotary_embedding", "matmul", "flash_attention", "flash_attention_causal", "fused_mlp"}) {
     ASSERT_NE(find(name), nullptr) << name;
     EXPECT_EQ(find(name)->name, name);
   }
   EXPECT_EQ(find("no-such-kernel"), nullptr);
-  ASSERT_EQ(all().size(), 10u);
+  ASSERT_EQ(all().size(), 11u);
   EXPECT_EQ(all()[0], find("softmax"));
 }
 
@@ -98,6 +98,39 @@ TEST(KernelsRegistry, SoftmaxCudaGeometryFollowsTheConfig) {
   g = k->cuda_geometry({}, {3, 7}, DType::kBF16);  // defaults
   EXPECT_EQ(g.block[0], 256u);
   EXPECT_EQ(g.grid[0], 3u);
+}
+
+TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
+  const KernelSpec* k = find("fused_mlp");
+  ASSERT_NE(k, nullptr);
+  const BackendSource& s = k->backends.at(Backend::kCuda);
+  // matmul's GEMM is inlined, with its own include, so the source is self-contained
+  EXPECT_NE(s.source.find("ak_fused_mlp("), std::string::npos);
+  EXPECT_NE(s.source.find("gemm_tile("), std::string::npos);
+  EXPECT_NE(s.source.find("typedef float elem_t"), std::string::npos);
+  EXPECT_EQ(s.source.find("#include \""), std::string::npos);
+  EXPECT_EQ(s.source.find("ak_matmul("), s.source.find("ak_matmul(const void* a, const void* b, void* c, long long M,"))
+      << "the matmul entry only appears in its comment and behind AK_MATMUL_NO_ENTRY";
+  EXPECT_EQ(k->cuda_phases, 3);
+  ASSERT_NE(k->cuda_phase_geometry, nullptr);
+  ASSERT_NE(k->workspace_bytes, nullptr);
+  // [M, H, F] = [300, 100, 1000]: phases 0 and 1 tile [300, 1000], phase 2 [300, 100] (128 x 128 tiles)
+  const std::vector<int64_t> shape = {300, 100, 1000};
+  EXPECT_EQ(k->cuda_phase_geometry({}, shape, DType::kF16, 0).grid[0], 3u * 8u);
+  EXPECT_EQ(k->cuda_phase_geometry({}, shape, DType::kF16, 1).grid[0], 3u * 8u);
+  EXPECT_EQ(k->cuda_phase_geometry({}, shape, DType::kF16, 2).grid[0], 3u * 1u);
+  EXPECT_EQ(k->cuda_phase_geometry({}, shape, DType::kF16, 2).block[0], 128u);
+  EXPECT_EQ(k->cuda_phase_geometry(default_config(s, DType::kF32), shape, DType::kF32, 2).block[0], 256u)
+      << "fp32 default 2 x 4 warps";
+  // G (300000 elements, rounded up to 300032) then Hd
+  EXPECT_EQ(k->workspace_bytes(shape, DType::kBF16), (300032 + 300000) * 2);
+  EXPECT_EQ(k->workspace_bytes({3, 5, 7}, DType::kF32), (128 + 21) * 4);
+  EXPECT_DOUBLE_EQ(k->flops({2, 3, 5}), 6.0 * 30);
+  EXPECT_DOUBLE_EQ(k->bytes({2, 3, 5}, DType::kF16), (2.0 * 6 + 3.0 * 15) * 2);
+  EXPECT_NE(k->check_shape({4, 8}), "");
+  EXPECT_NE(k->check_shape({4, 0, 8}), "");
+  for (const auto& shape_ : s.default_shapes) EXPECT_EQ(k->check_shape(shape_), "");
+  for (const auto& shape_ : k->edge_shapes) EXPECT_EQ(k->check_shape(shape_), "");
 }
 
 }  // namespace

@@ -618,6 +618,25 @@ TEST_F(SandboxFixture, GpuEveryTritonStarterPassesAtItsDefaultShapesInEveryDtype
   EXPECT_GE(types, 3);
 }
 
+// fused_mlp's three phases share the harness's workspace: a starter whose phase 1 drops the
+// SwiGLU gate computes (x @ Wu) @ Wd, which verification rejects.
+TEST_F(SandboxFixture, GpuFusedMlpWithoutItsGateFails) {
+  AK_REQUIRE_GPU(hello, p);
+  const kernels::KernelSpec* k = kernels::find("fused_mlp");
+  ASSERT_NE(k, nullptr);
+  std::string source = k->backends.at(Backend::kCuda).source;
+  const std::string gated = "gemm_tile(x, wu, h, g, M, F, H, smem);";
+  const size_t at = source.find(gated);
+  ASSERT_NE(at, std::string::npos);
+  source.replace(at, gated.size(), "gemm_tile(x, wu, h, nullptr, M, F, H, smem);");
+  JobSpec j = gpu_job(DType::kBF16, {512, 1024, 2816}, kernels::default_config(k->backends.at(Backend::kCuda), DType::kBF16),
+                      source);
+  j.kernel_type = "fused_mlp";
+  SandboxReply r = run(*p, j, gpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail) << r.reason;
+  EXPECT_EQ(r.stage, "verify.smoke") << r.reason;
+}
+
 TEST_F(SandboxFixture, GpuWrongCandidateFailsAndAFaultingOneCrashesTheSandbox) {
   AK_REQUIRE_GPU(hello, p);
   // writes only the first element of each row

@@ -751,8 +751,28 @@ class CudaCandidate final : public Candidate {
 
   void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
     // The harness, not the candidate, decides the launch: geometry from the kernel type's
-    // spec, on the harness's stream, within the device's limits.
-    const kernels::LaunchGeometry g = spec_.cuda_geometry(config_, shape, dtype_);
+    // spec, on the harness's stream, within the device's limits. A multi-phase type
+    // (kernels/registry.h, cuda_phases) is that many launches with the workspace and the phase
+    // after its parameters.
+    const void* workspace = nullptr;
+    if (spec_.workspace_bytes) {
+      const int64_t bytes = spec_.workspace_bytes(shape, dtype_);
+      if (bytes > workspace_.numel()) {
+        workspace_ = at::Tensor();  // release the old one first
+        workspace_ = at::empty({bytes}, inputs.at(0).options().dtype(at::kByte));
+        workspace_.fill_(0xFF);  // NaN in every float format: reading before writing shows
+      }
+      workspace = workspace_.data_ptr();
+    }
+    const int phases = std::max(1, spec_.cuda_phases);
+    for (int phase = 0; phase < phases; ++phase) launch_phase(inputs, out, shape, workspace, phases, phase);
+  }
+
+ private:
+  void launch_phase(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape,
+                    const void* workspace, int phases, int phase) {
+    const kernels::LaunchGeometry g = phases > 1 ? spec_.cuda_phase_geometry(config_, shape, dtype_, phase)
+                                                 : spec_.cuda_geometry(config_, shape, dtype_);
     const int64_t threads = int64_t(g.block[0]) * g.block[1] * g.block[2];
     const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
                              std::to_string(g.grid[2]) + ", block " + std::to_string(g.block[0]) + "x" +
@@ -764,12 +784,15 @@ class CudaCandidate final : public Candidate {
     grant_dynamic_shared(drv_, fn_, g.shared_bytes, max_shared_, granted_shared_, what);
     kernels::KernelParams params;
     th_->cuda_params(inputs, out, params);
+    if (spec_.workspace_bytes) params.add_pointer(workspace);
+    if (phases > 1) params.add_i64(phase);
     CUresult r = drv_.cuLaunchKernel(fn_, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
                                      g.shared_bytes, /*default stream*/ nullptr, params.args(), nullptr);
-    if (r != CUDA_SUCCESS) fail("", "cuLaunchKernel failed (" + what + "): " + drv_.error_text(r));
+    if (r != CUDA_SUCCESS)
+      fail("", "cuLaunchKernel failed (" + (phases > 1 ? "phase " + std::to_string(phase) + ", " : std::string()) +
+                   what + "): " + drv_.error_text(r));
   }
 
- private:
   const CudaDriver& drv_;
   CUmodule mod_;
   CUfunction fn_;
@@ -780,6 +803,7 @@ class CudaCandidate final : public Candidate {
   int max_shared_;
   unsigned granted_shared_ = 48 * 1024;
   const kernels::TorchHarness* th_;
+  at::Tensor workspace_;  // grown to the largest shape's spec_.workspace_bytes, kept across calls
 };
 
 // A Triton kernel compiled by kernels/triton/compile.py: one or two builds (generic, and one that
@@ -877,7 +901,8 @@ class CudaHarness final : public HarnessBase {
   std::unique_ptr<Candidate> load(const SandboxRequest& request, const kernels::KernelSpec& spec) override {
     if (!error_.empty()) fail("load", error_);
     if (request.job.requires_.backend == Backend::kTriton) return load_triton(request, spec);
-    if (!spec.cuda_geometry) fail("load", "kernel type '" + spec.name + "' has no cuda launch geometry");
+    if (!spec.cuda_geometry || (spec.cuda_phases > 1 && !spec.cuda_phase_geometry))
+      fail("load", "kernel type '" + spec.name + "' has no cuda launch geometry");
     c10::cuda::set_device(c10::DeviceIndex(device_));
     std::ifstream in(request.artifact_path, std::ios::binary);
     if (!in) fail("load", "cannot read artefact " + request.artifact_path);

@@ -1,0 +1,42 @@
+// SwiGLU MLP block, CUDA starter candidate: out = (silu(x @ Wg) * (x @ Wu)) @ Wd (compiled by
+// NVRTC: device code only; kernels/embed.cmake inlines the matmul source below, and its include).
+//
+// Contract:
+//   extern "C" __global__ void ak_fused_mlp(const void* x, const void* wg, const void* wu,
+//       const void* wd, void* out, void* workspace, long long M, long long H, long long F,
+//       long long phase)
+//   x [M, H] (tokens, hidden), wg and wu [H, F] (F: the MLP's inner size), wd [F, H], out [M, H],
+//   all row-major and contiguous, one dtype (-DAK_DTYPE=0|1|2). Every element of out is written,
+//   nothing outside out and the workspace is written, no atomics.
+//
+// One call is three launches of this kernel on one stream, phase = 0, 1, 2 (the harness appends
+// the workspace pointer and the phase to the kernel type's parameters, kernels/registry.h):
+//   phase 0: G = x @ Wg                    -> workspace[0 : M*F]         grid: tiles of [M, F]
+//   phase 1: Hd = silu(G) * (x @ Wu)       -> workspace[P : P + M*F]     grid: tiles of [M, F]
+//   phase 2: out = Hd @ Wd                                               grid: tiles of [M, H]
+// with P = M*F rounded up to a multiple of 128 elements (Hd starts 256-byte aligned). The
+// workspace holds P + M*F elements of the dtype (the harness allocates them), so G and Hd round
+// to it as in PyTorch's eager sequence (x @ Wg, x @ Wu, silu, mul, @ Wd), minus the rounding of
+// x @ Wu and silu(G): phase 1 applies the gate to its fp32 accumulators before the one rounding.
+// Each phase is the matmul starter's GEMM (kernels/matmul/matmul.cu) with its tunables and
+// launch geometry:
+//   block = AK_WARPS_M * AK_WARPS_N * 32 threads; grid = ceil(rows / AK_BM) * ceil(cols / AK_BN)
+//   blocks for the phase's [rows, cols] output; dynamic shared memory as matmul's.
+// The same tunables serve the three GEMMs (K = H for phases 0 and 1, K = F for phase 2).
+
+#define AK_MATMUL_NO_ENTRY
+#include "../matmul/matmul.cu"
+
+extern "C" __global__ void __launch_bounds__(AK_THREADS)
+ak_fused_mlp(const void* x, const void* wg, const void* wu, const void* wd, void* out, void* workspace, long long M,
+             long long H, long long F, long long phase) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  elem_t* g = (elem_t*)workspace;
+  elem_t* h = g + (M * F + 127) / 128 * 128;
+  if (phase == 0)
+    gemm_tile(x, wg, g, nullptr, M, F, H, smem);
+  else if (phase == 1)
+    gemm_tile(x, wu, h, g, M, F, H, smem);
+  else
+    gemm_tile(h, wd, out, nullptr, M, H, F, smem);
+}

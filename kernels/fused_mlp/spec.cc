@@ -1,0 +1,119 @@
+// The fused_mlp kernel type: a SwiGLU MLP block, out = (silu(x @ Wg) * (x @ Wu)) @ Wd, for x
+// [M, H], Wg and Wu [H, F], Wd [F, H], out [M, H] (row-major, one dtype, fp32 accumulation).
+// The shape is [M, H, F]: tokens, hidden size, inner size.
+//
+// cuda entry: extern "C" __global__ void ak_fused_mlp(const void* x, const void* wg,
+//                 const void* wu, const void* wd, void* out, void* workspace, long long M,
+//                 long long H, long long F, long long phase)   // dtype via -DAK_DTYPE
+// A call is three launches (phases 0, 1, 2; kernels/registry.h, cuda_phases) sharing a
+// workspace of 2 M F elements; see fused_mlp.cu. No cpu or Triton backend.
+#include <algorithm>
+#include <string>
+
+#include "kernels/fused_mlp/sources.h"
+#include "kernels/registry.h"
+
+namespace ak::kernels::fused_mlp {
+namespace {
+
+// Three GEMMs of 2 M H F each (the gate and product are lower order).
+double flops(const std::vector<int64_t>& shape) {
+  return 6.0 * double(shape.at(0)) * double(shape.at(1)) * double(shape.at(2));
+}
+
+double bytes(const std::vector<int64_t>& shape, DType dtype) {
+  // x and the three weights read once, out written once (the intermediates are not required traffic)
+  const double m = double(shape.at(0)), h = double(shape.at(1)), f = double(shape.at(2));
+  return (2.0 * m * h + 3.0 * h * f) * dtype_bytes(dtype);
+}
+
+std::string check_shape(const std::vector<int64_t>& shape) {
+  if (shape.size() != 3)
+    return "fused_mlp needs an [M, H, F] shape (tokens, hidden, inner); got " + std::to_string(shape.size()) + " dims";
+  if (shape[0] < 1 || shape[1] < 1 || shape[2] < 1) return "fused_mlp needs M, H and F >= 1";
+  if (shape[0] > (int64_t{1} << 31) || shape[1] > (int64_t{1} << 31) || shape[2] > (int64_t{1} << 31))
+    return "fused_mlp supports M, H and F <= 2^31";
+  if (shape[0] * shape[2] > (int64_t{1} << 40)) return "fused_mlp supports M * F <= 2^40 (its workspace)";
+  return "";
+}
+
+// matmul's space (kernels/matmul/spec.cc): the three phases are its GEMM.
+std::vector<Tunable> cuda_space() {
+  return {
+      {"AK_BM", {64, 128, 256}, 128},
+      {"AK_BN", {64, 128, 256}, 128},
+      {"AK_BK", {16, 32, 64}, 32},
+      {"AK_WARPS_M", {1, 2, 4}, 2},
+      {"AK_WARPS_N", {1, 2, 4}, 2},
+      {"AK_STAGES", {2, 3, 4, 5}, 4},
+      {"AK_GROUP_M", {1, 8}, 8},
+  };
+}
+
+// Phases 0 and 1 write [M, F], phase 2 [M, H]: one block per BM x BN tile; block and shared
+// memory as matmul's.
+LaunchGeometry phase_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                              DType dtype, int phase) {
+  static const std::vector<Tunable> space = cuda_space();
+  auto v = [&](const char* name) { return std::max<int64_t>(1, config_value(config, space, name, 1)); };
+  const int64_t bm = v("AK_BM"), bn = v("AK_BN"), bk = v("AK_BK"), stages = v("AK_STAGES");
+  const int64_t rows = shape.at(0), cols = phase == 2 ? shape.at(1) : shape.at(2);
+  const int64_t tiles = ((rows + bm - 1) / bm) * ((cols + bn - 1) / bn);
+  const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
+                                            : stages * (bm * bk + bk * bn) * 2;
+  LaunchGeometry g;
+  g.grid[0] = unsigned(std::clamp<int64_t>(tiles, 1, 0x7fffffff));
+  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32, 1 << 20));
+  g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
+  return g;
+}
+
+LaunchGeometry first_phase_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                                    DType dtype) {
+  return phase_geometry(config, shape, dtype, 0);
+}
+
+// G [M, F], then Hd [M, F] from a 128-element boundary (fused_mlp.cu).
+int64_t workspace_bytes(const std::vector<int64_t>& shape, DType dtype) {
+  const int64_t mf = shape.at(0) * shape.at(2);
+  return ((mf + 127) / 128 * 128 + mf) * int64_t(dtype_bytes(dtype));
+}
+
+}  // namespace
+
+KernelSpec make_spec() {
+  KernelSpec k;
+  k.name = "fused_mlp";
+  k.dtypes = {DType::kF32, DType::kF16, DType::kBF16};
+  // LLaMA-7B (H 4096, F 11008) and Llama-3-8B (H 4096, F 14336) MLPs at 4096 and 2048 tokens, a
+  // small model's (H 1024, F 2816), and sizes no tile divides.
+  k.backends[Backend::kCuda] = BackendSource{
+      std::string(kCudaSource),
+      "ak_fused_mlp",
+      cuda_space(),
+      {{4096, 4096, 11008}, {2048, 4096, 14336}, {512, 1024, 2816}, {1000, 1023, 1025}},
+      // fp32 (SIMT): 2 x 4 warps, as matmul.
+      {{DType::kF32, {{"AK_WARPS_N", 4}}}},
+  };
+  // Checked as |out - ref| <= atol * scale + rtol * |ref| with the harness's tolerance_scale, the
+  // first-order size of every rounding on the way ((|silu'(g)| |u| (|x| @ |Wg|) + |silu(g)|
+  // (|x| @ |Wu|) + |h|) @ |Wd|, kernels/fused_mlp/reference.cc): G and Hd are rounded to the
+  // dtype (fp16 2^-11, bf16 2^-8, with a factor of 4 for the roundings PyTorch's sequence adds),
+  // every GEMM accumulates in fp32. rtol: the output's own rounding.
+  k.tolerance = {
+      {DType::kF32, {2e-5, 1e-6}},
+      {DType::kF16, {2e-3, 2e-3}},
+      {DType::kBF16, {1.6e-2, 1.6e-2}},
+  };
+  k.flops = flops;
+  k.bytes = bytes;
+  k.check_shape = check_shape;
+  k.cuda_geometry = first_phase_geometry;
+  k.cuda_phases = 3;
+  k.cuda_phase_geometry = phase_geometry;
+  k.workspace_bytes = workspace_bytes;
+  k.edge_shapes = {{1, 1, 1}, {127, 1, 1}, {1, 127, 1}, {1, 1, 127}, {3, 1023, 5}, {129, 257, 65}, {17, 33, 4097}};
+  return k;
+}
+
+}  // namespace ak::kernels::fused_mlp
