@@ -3,7 +3,7 @@
 //
 // Contract:
 //   extern "C" __global__ void ak_fused_mlp(const void* x, const void* wg, const void* wu,
-//       const void* wd, void* out, void* workspace, long long M, long long H, long long F,
+//       const void* wd, void* out, long long M, long long H, long long F, void* workspace,
 //       long long phase)
 //   x [M, H] (tokens, hidden), wg and wu [H, F] (F: the MLP's inner size), wd [F, H], out [M, H],
 //   all row-major and contiguous, one dtype (-DAK_DTYPE=0|1|2). Every element of out is written,
@@ -28,8 +28,8 @@
 #include "../matmul/matmul.cu"
 
 extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_fused_mlp(const void* x, const void* wg, const void* wu, const void* wd, void* out, void* workspace, long long M,
-             long long H, long long F, long long phase) {
+ak_fused_mlp(const void* x, const void* wg, const void* wu, const void* wd, void* out, long long M, long long H,
+             long long F, void* workspace, long long phase) {
   extern __shared__ __align__(128) unsigned char smem[];
   elem_t* g = (elem_t*)workspace;
   elem_t* h = g + (M * F + 127) / 128 * 128;

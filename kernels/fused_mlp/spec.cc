@@ -3,8 +3,8 @@
 // The shape is [M, H, F]: tokens, hidden size, inner size.
 //
 // cuda entry: extern "C" __global__ void ak_fused_mlp(const void* x, const void* wg,
-//                 const void* wu, const void* wd, void* out, void* workspace, long long M,
-//                 long long H, long long F, long long phase)   // dtype via -DAK_DTYPE
+//                 const void* wu, const void* wd, void* out, long long M, long long H,
+//                 long long F, void* workspace, long long phase)   // dtype via -DAK_DTYPE
 // A call is three launches (phases 0, 1, 2; kernels/registry.h, cuda_phases) sharing a
 // workspace of 2 M F elements; see fused_mlp.cu. No cpu or Triton backend.
 #include <algorithm>

@@ -106,6 +106,8 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
   const BackendSource& s = k->backends.at(Backend::kCuda);
   // matmul's GEMM is inlined, with its own include, so the source is self-contained
   EXPECT_NE(s.source.find("ak_fused_mlp("), std::string::npos);
+  // the harness appends the workspace and the phase after the type's parameters
+  EXPECT_NE(s.source.find("long long F, void* workspace, long long phase) {"), std::string::npos);
   EXPECT_NE(s.source.find("gemm_tile("), std::string::npos);
   EXPECT_NE(s.source.find("typedef float elem_t"), std::string::npos);
   EXPECT_EQ(s.source.find("#include \""), std::string::npos);
