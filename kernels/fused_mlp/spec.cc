@@ -95,11 +95,11 @@ KernelSpec make_spec() {
       // fp32 (SIMT): 2 x 4 warps, as matmul.
       {{DType::kF32, {{"AK_WARPS_N", 4}}}},
   };
-  // Checked as |out - ref| <= atol * scale + rtol * |ref| with the harness's tolerance_scale, the
-  // first-order size of every rounding on the way ((|silu'(g)| |u| (|x| @ |Wg|) + |silu(g)|
-  // (|x| @ |Wu|) + |h|) @ |Wd|, kernels/fused_mlp/reference.cc): G and Hd are rounded to the
-  // dtype (fp16 2^-11, bf16 2^-8, with a factor of 4 for the roundings PyTorch's sequence adds),
-  // every GEMM accumulates in fp32. rtol: the output's own rounding.
+  // Checked as |out - ref| <= atol * scale + rtol * |ref| with the harness's tolerance_scale
+  // (kernels/fused_mlp/reference.cc): the first-order size of storing g, u and h in the dtype,
+  // (|silu'(g) g u| + 2 |h|) @ |Wd|, plus the GEMMs' fp32 accumulation error. atol: the dtype's
+  // unit roundoff (fp16 2^-11, bf16 2^-8) with a factor of 4 for the roundings PyTorch's sequence
+  // adds; fp32 as matmul's. rtol: the output's own rounding.
   k.tolerance = {
       {DType::kF32, {2e-5, 1e-6}},
       {DType::kF16, {2e-3, 2e-3}},
