@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/reference.h"
+#include "kernels/registry.h"
 #include "kernels/torch_inputs.h"
 
 namespace ak::kernels::fused_mlp {
@@ -65,11 +66,12 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) {
 // silu'(g) u e_g, silu(g) e_u and e_h through Wd, with |e| <= eps |value|: the term
 // |silu'(g) g u| + 2 |h|, times |Wd|. The GEMMs' fp32 accumulation errors scale with the sums of
 // |terms| (|x| @ |W|, as matmul's tolerance): they enter with a weight that makes them
-// 2e-5 * (|x| @ |W|) whatever the dtype's atol (fp32 2e-5, fp16 2e-3, bf16 1.6e-2, spec.cc).
+// 2e-5 * (|x| @ |W|) whatever the dtype's atol (kernels/fused_mlp/spec.cc).
 at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
   const Wide w = wide(inputs);
-  const at::ScalarType st = inputs.at(0).scalar_type();
-  const double gemm_weight = st == at::kHalf ? 1e-2 : st == at::kBFloat16 ? 1.25e-3 : 1.0;
+  double gemm_weight = 1.0;
+  for (const auto& [dtype, tol] : find("fused_mlp")->tolerance)
+    if (torch_dtype(dtype) == inputs.at(0).scalar_type()) gemm_weight = 2e-5 / tol.atol;
   at::Tensor ax = w.x.abs();
   at::Tensor g = at::mm(w.x, w.wg);
   at::Tensor u = at::mm(w.x, w.wu);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/fused_mlp/sources.h"
+#include "kernels/matmul/gemm.h"
 #include "kernels/registry.h"
 
 namespace ak::kernels::fused_mlp {
@@ -37,35 +38,10 @@ std::string check_shape(const std::vector<int64_t>& shape) {
   return "";
 }
 
-// matmul's space (kernels/matmul/spec.cc): the three phases are its GEMM.
-std::vector<Tunable> cuda_space() {
-  return {
-      {"AK_BM", {64, 128, 256}, 128},
-      {"AK_BN", {64, 128, 256}, 128},
-      {"AK_BK", {16, 32, 64}, 32},
-      {"AK_WARPS_M", {1, 2, 4}, 2},
-      {"AK_WARPS_N", {1, 2, 4}, 2},
-      {"AK_STAGES", {2, 3, 4, 5}, 4},
-      {"AK_GROUP_M", {1, 8}, 8},
-  };
-}
-
-// Phases 0 and 1 write [M, F], phase 2 [M, H]: one block per BM x BN tile; block and shared
-// memory as matmul's.
+// Phases 0 and 1 write [M, F], phase 2 [M, H], each with matmul's GEMM geometry.
 LaunchGeometry phase_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
                               DType dtype, int phase) {
-  static const std::vector<Tunable> space = cuda_space();
-  auto v = [&](const char* name) { return std::max<int64_t>(1, config_value(config, space, name, 1)); };
-  const int64_t bm = v("AK_BM"), bn = v("AK_BN"), bk = v("AK_BK"), stages = v("AK_STAGES");
-  const int64_t rows = shape.at(0), cols = phase == 2 ? shape.at(1) : shape.at(2);
-  const int64_t tiles = ((rows + bm - 1) / bm) * ((cols + bn - 1) / bn);
-  const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
-                                            : stages * (bm * bk + bk * bn) * 2;
-  LaunchGeometry g;
-  g.grid[0] = unsigned(std::clamp<int64_t>(tiles, 1, 0x7fffffff));
-  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32, 1 << 20));
-  g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
-  return g;
+  return matmul::gemm_geometry(config, shape.at(0), phase == 2 ? shape.at(1) : shape.at(2), dtype);
 }
 
 LaunchGeometry first_phase_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
@@ -90,7 +66,7 @@ KernelSpec make_spec() {
   k.backends[Backend::kCuda] = BackendSource{
       std::string(kCudaSource),
       "ak_fused_mlp",
-      cuda_space(),
+      matmul::cuda_space(),
       {{4096, 4096, 11008}, {2048, 4096, 14336}, {512, 1024, 2816}, {1000, 1023, 1025}},
       // fp32 (SIMT): 2 x 4 warps, as matmul.
       {{DType::kF32, {{"AK_WARPS_N", 4}}}},

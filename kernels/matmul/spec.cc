@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/matmul/gemm.h"
 #include "kernels/matmul/sources.h"
 #include "kernels/registry.h"
 
@@ -33,34 +34,12 @@ std::string check_shape(const std::vector<int64_t>& shape) {
   return "";
 }
 
-std::vector<Tunable> cuda_space() {
-  return {
-      {"AK_BM", {64, 128, 256}, 128},
-      {"AK_BN", {64, 128, 256}, 128},
-      {"AK_BK", {16, 32, 64}, 32},
-      {"AK_WARPS_M", {1, 2, 4}, 2},
-      {"AK_WARPS_N", {1, 2, 4}, 2},
-      {"AK_STAGES", {2, 3, 4, 5}, 4},
-      {"AK_GROUP_M", {1, 8}, 8},
-  };
-}
-
 // matmul.cu's header: block = WARPS_M * WARPS_N warps; a 1-D grid of one block per BM x BN tile
 // of C; dynamic shared memory of STAGES stages of an A and a B tile (fp32: A transposed, rows
 // padded by 4).
 LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
                              DType dtype) {
-  static const std::vector<Tunable> space = cuda_space();
-  auto v = [&](const char* name) { return std::max<int64_t>(1, config_value(config, space, name, 1)); };
-  const int64_t bm = v("AK_BM"), bn = v("AK_BN"), bk = v("AK_BK"), stages = v("AK_STAGES");
-  const int64_t tiles = ((shape.at(0) + bm - 1) / bm) * ((shape.at(1) + bn - 1) / bn);
-  const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
-                                            : stages * (bm * bk + bk * bn) * 2;
-  LaunchGeometry g;
-  g.grid[0] = unsigned(std::clamp<int64_t>(tiles, 1, 0x7fffffff));
-  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32, 1 << 20));
-  g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
-  return g;
+  return gemm_geometry(config, shape.at(0), shape.at(1), dtype);
 }
 
 std::string triton_signature(DType d) {
@@ -78,6 +57,32 @@ LaunchGeometry triton_grid(const std::map<std::string, int64_t>& config, const s
 }
 
 }  // namespace
+
+std::vector<Tunable> cuda_space() {
+  return {
+      {"AK_BM", {64, 128, 256}, 128},
+      {"AK_BN", {64, 128, 256}, 128},
+      {"AK_BK", {16, 32, 64}, 32},
+      {"AK_WARPS_M", {1, 2, 4}, 2},
+      {"AK_WARPS_N", {1, 2, 4}, 2},
+      {"AK_STAGES", {2, 3, 4, 5}, 4},
+      {"AK_GROUP_M", {1, 8}, 8},
+  };
+}
+
+LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64_t rows, int64_t cols, DType dtype) {
+  static const std::vector<Tunable> space = cuda_space();
+  auto v = [&](const char* name) { return std::max<int64_t>(1, config_value(config, space, name, 1)); };
+  const int64_t bm = v("AK_BM"), bn = v("AK_BN"), bk = v("AK_BK"), stages = v("AK_STAGES");
+  const int64_t tiles = ((rows + bm - 1) / bm) * ((cols + bn - 1) / bn);
+  const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
+                                            : stages * (bm * bk + bk * bn) * 2;
+  LaunchGeometry g;
+  g.grid[0] = unsigned(std::clamp<int64_t>(tiles, 1, 0x7fffffff));
+  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32, 1 << 20));
+  g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
+  return g;
+}
 
 KernelSpec make_spec() {
   KernelSpec k;

@@ -1,0 +1,21 @@
+// The matmul starter's GEMM as a building block of other kernel types (kernels/fused_mlp runs it
+// three times): its cuda search space and the launch geometry of one GEMM writing a [rows, cols]
+// output (matmul.cu's header). Defined in kernels/matmul/spec.cc. No libtorch.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/registry.h"
+
+namespace ak::kernels::matmul {
+
+std::vector<Tunable> cuda_space();
+// block = AK_WARPS_M * AK_WARPS_N * 32 threads; a 1-D grid of one block per AK_BM x AK_BN tile of
+// the output; AK_STAGES stages of an A and a B tile of dynamic shared memory (fp32: A transposed,
+// rows padded by 4). A tunable config lacks takes the space's default.
+LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64_t rows, int64_t cols, DType dtype);
+
+}  // namespace ak::kernels::matmul
