@@ -72,6 +72,34 @@ std::string format_status(const json& st) {
       os << ", best " << fmt_double(c["best"]["speedup"]) << "x (" << c["best"]["shape"].get<std::string>() << " "
          << c["best"]["dtype"].get<std::string>() << " " << c["best"]["config"].get<std::string>() << ")";
     os << "\n";
+    if (c.contains("studies")) os << format_studies(c);
+  }
+  return os.str();
+}
+
+std::string format_studies(const json& c) {
+  std::ostringstream os;
+  char line[512];
+  const json amdahl = c.value("amdahl", json::object());  // named: items() must not outlive it
+  for (const auto& [model, e] : amdahl.items()) {
+    std::snprintf(line, sizeof line, "    end-to-end estimate on %s: %.3fx (Amdahl, speedups over PyTorch)\n", model.c_str(),
+                  e.get<double>());
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "    %-3s %-44s %6s %6s %5s %11s %11s %8s %6s %-10s %8s\n", "id", "target", "share",
+                "trials", "fly", "torch_us", "best_us", "speedup", "stale", "stop", "ETA");
+  os << line;
+  for (const auto& s : c["studies"]) {
+    const json& b = s["best"];
+    std::snprintf(line, sizeof line, "    %-3d %-44s %6.3f %6lld %5lld %11s %11s %8s %6lld %-10s %8s\n", s["study"].get<int>(),
+                  s["target"].get<std::string>().substr(0, 44).c_str(), s["share"].get<double>(),
+                  (long long)s["trials"].get<int64_t>(), (long long)s["in_flight"].get<int64_t>(),
+                  fmt_double(s["baseline_us"]).c_str(), b.is_null() ? "-" : fmt_double(b["latency_us"]).c_str(),
+                  b.is_null() ? "-" : fmt_double(b["speedup"], "%.3f").c_str(),
+                  (long long)s["since_improvement"].get<int64_t>(), s["stop"].get<std::string>().c_str(),
+                  s["done"].get<bool>() ? "-" : fmt_duration(s["eta_s"].get<double>()).c_str());
+    os << line;
+    if (!b.is_null()) os << "        best " << b["config"].get<std::string>() << "\n";
   }
   return os.str();
 }
@@ -167,7 +195,7 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
         std::cout << line << "\n" << std::flush;
       }
       last_printed = fin;
-      if (fin >= total) {
+      if (c.value("complete", fin >= total)) {
         if (tty) std::cout << "\n";
         return true;
       }

@@ -13,6 +13,8 @@ namespace ak::cli {
 
 std::string format_status(const nlohmann::json& status);
 // Rows sorted by campaign, then shape/dtype, best speedup first; at most `limit` rows (0 = all).
+// The per-study table of a study campaign's STATUS entry (trials, best, plateau, stop, ETA).
+std::string format_studies(const nlohmann::json& campaign);
 std::string format_results(const nlohmann::json& rows, int limit);
 // Writes results.tsv (header + one line per row) and, if json_path is not empty, a JSON array.
 // Written to a temporary file and renamed, so a reader never sees half a file.

@@ -75,6 +75,7 @@ void to_json(nlohmann::json& j, const JobSpec& v) {
        {"measure", v.measure},
        {"tag", v.tag},
        {"description", v.description}};
+  if (v.study >= 0) j["study"] = v.study;
 }
 void from_json(const nlohmann::json& j, JobSpec& v) {
   v.job_id = j.at("job_id").get<std::string>();
@@ -89,6 +90,7 @@ void from_json(const nlohmann::json& j, JobSpec& v) {
   v.measure = j.value("measure", MeasureOptions{});
   v.tag = j.value("tag", "");
   v.description = j.value("description", "");
+  v.study = j.value("study", -1);
 }
 
 void to_json(nlohmann::json& j, const Capabilities& v) {
@@ -99,6 +101,7 @@ void to_json(nlohmann::json& j, const Capabilities& v) {
        {"compute_capability", v.compute_capability},
        {"arch", v.arch},           {"sm_count", v.sm_count}, {"memory_bytes", v.memory_bytes},
        {"device_index", v.device_index}, {"backends", b}, {"ceilings", v.ceilings}};
+  if (!v.versions.empty()) j["versions"] = v.versions;
 }
 void from_json(const nlohmann::json& j, Capabilities& v) {
   v.hostname = j.value("hostname", "");
@@ -113,6 +116,7 @@ void from_json(const nlohmann::json& j, Capabilities& v) {
   v.backends.clear();
   for (const auto& b : j.at("backends")) v.backends.push_back(enum_from_json<Backend>(b, kBackendNames, "backend"));
   v.ceilings = j.value("ceilings", Ceilings{});
+  v.versions = j.value("versions", std::map<std::string, std::string>{});
 }
 
 void to_json(nlohmann::json& j, const Ceilings& v) {

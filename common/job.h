@@ -77,6 +77,9 @@ struct JobSpec {
   MeasureOptions measure;
   std::string tag;
   std::string description;
+  // Index of the study (coordinator/study.h) of a study campaign that proposed this job; -1 for
+  // the jobs of a plain campaign. JSON key "study", written only when >= 0.
+  int study = -1;
 };
 
 // A worker's performance ceilings: measured by its sandbox at start (calibration) and looked up in
@@ -104,6 +107,10 @@ struct Capabilities {
   int device_index = -1;       // CUDA ordinal, -1 for CPU
   std::vector<Backend> backends;
   Ceilings ceilings;           // from the sandbox's calibration at start
+  // Software the worker measures with, for the provenance of tuned results: "torch" (the
+  // sandbox's libtorch), "cuda_driver" (cuDriverGetVersion, "13.0"), "nvidia_driver" (NVML,
+  // "580.159.04"); a key is absent when unknown (CPU workers have only "torch").
+  std::map<std::string, std::string> versions;
 };
 
 struct Measurement {

@@ -30,7 +30,17 @@ Status Coordinator::start() {
   if (!snap.ok()) return Status::unavailable("cannot rebuild state from the store: " + snap.status().message());
   const int64_t now = clock_.now_ms();
   scheduler_.restore(*snap, now);
-  for (const auto& c : snap->campaigns) campaigns_[c.campaign_id] = c;
+  for (const auto& c : snap->campaigns) {
+    campaigns_[c.campaign_id] = c;
+    if (!is_study_document(c.definition)) continue;
+    auto sc = parse_study_campaign(c.definition);
+    if (!sc.ok()) {
+      spdlog::error("study campaign {} in the store no longer parses, not resumed: {}", c.campaign_id,
+                    sc.status().message());
+      continue;
+    }
+    studies_[c.campaign_id] = std::move(*sc);
+  }
   for (const auto& r : snap->results) {
     results_[r.job_id] = r;
     result_order_.push_back(r.job_id);
@@ -55,6 +65,7 @@ Status Coordinator::start() {
                                e.what() + "; is another coordinator running there?");
   }
   started_ms_ = now;
+  drive_studies();
   refresh_gauges();
   return {};
 }
@@ -106,6 +117,7 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
     answer_waiters(now);
     if (now >= next_tick) {
       execute(scheduler_.on_tick(now));
+      drive_studies();
       next_tick = now + options_.tick_ms;
       refresh_gauges();
     }
@@ -159,7 +171,60 @@ void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq
     protocol_error(identity, pr::ErrorCode::kUnknownType,
                    std::string("message type ") + pr::type_name(m) + " is not accepted from workers");
   }
+  if (!std::holds_alternative<pr::Heartbeat>(m)) drive_studies();
   refresh_gauges();
+}
+
+StudyProgress Coordinator::progress_of(const std::string& campaign_id) const {
+  std::vector<const JobRecord*> jobs;
+  const std::string prefix = campaign_id + "-s";
+  for (auto it = scheduler_.jobs().lower_bound(prefix); it != scheduler_.jobs().end(); ++it) {
+    if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+    jobs.push_back(&it->second);
+  }
+  const auto& c = studies_.at(campaign_id);
+  const auto rec = campaigns_.find(campaign_id);
+  return study_progress(c, campaign_id, rec == campaigns_.end() ? 0 : rec->second.submitted_wall_ms, jobs, results_,
+                        clock_.wall_ms());
+}
+
+void Coordinator::drive_studies() {
+  if (studies_.empty()) return;
+  // Slots per GPU model, less what study jobs already hold or wait for.
+  std::map<std::string, int64_t> free;
+  for (const auto& [id, w] : scheduler_.workers()) {
+    std::string model = w.caps.gpu_name;
+    for (char& ch : model) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    free[model] += w.slots;
+  }
+  if (free.empty()) return;
+  std::vector<std::pair<const std::string*, StudyProgress>> progress;
+  for (const auto& [cid, c] : studies_) {
+    StudyProgress p = progress_of(cid);
+    for (const auto& s : p.studies) {
+      std::string model = s.gpu_model;
+      for (char& ch : model) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      if (auto it = free.find(model); it != free.end()) it->second -= int64_t(s.in_flight);
+    }
+    progress.emplace_back(&cid, std::move(p));
+  }
+  // Campaigns in the order they were submitted take what is free.
+  std::sort(progress.begin(), progress.end(), [&](const auto& a, const auto& b) {
+    return campaigns_[*a.first].submitted_wall_ms < campaigns_[*b.first].submitted_wall_ms;
+  });
+  for (auto& [cid, p] : progress) {
+    if (p.complete) continue;
+    std::vector<JobSpec> jobs = propose_study_jobs(studies_.at(*cid), *cid, p, &free);
+    if (jobs.empty()) continue;
+    const size_t n = jobs.size();
+    auto actions = scheduler_.submit(std::move(jobs), clock_.now_ms());
+    if (!actions.ok()) {
+      spdlog::error("study campaign {}: proposals not submitted: {}", *cid, actions.status().message());
+      continue;
+    }
+    campaigns_[*cid].job_count += int64_t(n);
+    execute(std::move(*actions));
+  }
 }
 
 void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {
@@ -297,6 +362,27 @@ void Coordinator::answer_waiters(int64_t now_ms) {
 }
 
 json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
+  if (auto* s = std::get_if<pr::Submit>(&m); s && is_study_document(s->campaign)) {
+    const std::string id = new_campaign_id();
+    auto sc = parse_study_campaign(s->campaign);
+    if (!sc.ok()) {
+      *error = {pr::ErrorCode::kBadRequest, sc.status().message()};
+      return {};
+    }
+    CampaignRecord rec = study_record(*sc, s->campaign, id, clock_.wall_ms());
+    Status st = store_.put_campaign(rec);
+    if (!st.ok()) {
+      metrics_.store_error();
+      *error = {pr::ErrorCode::kStoreUnavailable, "campaign not stored: " + st.message()};
+      return {};
+    }
+    campaigns_[id] = rec;
+    const size_t n = sc->studies.size();
+    studies_[id] = std::move(*sc);
+    drive_studies();
+    spdlog::info("study campaign {} '{}' submitted: {} studies", id, rec.name, n);
+    return {{"campaign_id", id}, {"studies", n}, {"jobs", campaigns_[id].job_count}, {"name", rec.name}};
+  }
   if (auto* s = std::get_if<pr::Submit>(&m)) {
     const std::string id = new_campaign_id();
     auto plan = plan_campaign(s->campaign, id, clock_.wall_ms());
@@ -370,9 +456,19 @@ json Coordinator::status_body() const {
       best = {{"job_id", a.best->job_id}, {"latency_us", a.best->m.latency_us}, {"speedup", a.best->m.speedup},
               {"shape", shape_string(a.best_job->spec.shape)}, {"dtype", dtype_name(a.best_job->spec.dtype)},
               {"config", config_string(a.best_job->spec.config)}};
-    campaigns.push_back({{"campaign_id", id}, {"name", rec.name}, {"total", a.total}, {"finished", a.finished},
-                         {"pass", a.pass}, {"failed", a.failed}, {"best", best},
-                         {"submitted_wall_ms", rec.submitted_wall_ms}});
+    json entry = {{"campaign_id", id}, {"name", rec.name}, {"total", a.total}, {"finished", a.finished},
+                  {"pass", a.pass}, {"failed", a.failed}, {"best", best},
+                  {"submitted_wall_ms", rec.submitted_wall_ms}, {"complete", a.finished >= a.total}};
+    if (studies_.count(id)) {
+      StudyProgress p = progress_of(id);
+      entry["kind"] = "study";
+      entry["complete"] = p.complete;
+      entry["amdahl"] = p.amdahl;
+      json st = json::array();
+      for (const auto& sd : p.studies) st.push_back(study_status_json(sd));
+      entry["studies"] = st;
+    }
+    campaigns.push_back(std::move(entry));
   }
   const double up_s = std::max<double>(1e-3, (now - started_ms_) / 1000.0);
   return {{"jobs", {{"queued", c.queued}, {"leased", c.leased}, {"done", c.done}, {"lost", c.lost}}},

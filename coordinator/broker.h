@@ -23,6 +23,7 @@
 #include "common/store.h"
 #include "coordinator/metrics.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/study.h"
 
 namespace ak {
 
@@ -57,6 +58,11 @@ class Coordinator {
   void reply_client(const std::string& identity, const std::string& frame);
   // Answers the STATUS long polls whose version has passed or whose deadline has come.
   void answer_waiters(int64_t now_ms);
+  // Study campaigns: new proposals for the worker slots of each GPU model that no job holds or
+  // waits for (coordinator/study.h). Called after every event that may free a slot or stop a
+  // study, and on ticks (wall-time budgets).
+  void drive_studies();
+  StudyProgress progress_of(const std::string& campaign_id) const;
 
   CoordinatorOptions options_;
   Store& store_;
@@ -69,6 +75,7 @@ class Coordinator {
   std::string worker_endpoint_;
   std::string client_endpoint_;
   std::map<std::string, CampaignRecord> campaigns_;
+  std::map<std::string, StudyCampaign> studies_;  // study campaigns by campaign id
   std::map<std::string, ResultRecord> results_;
   std::vector<std::string> result_order_;
   std::map<std::string, int64_t> first_dispatch_ms_;

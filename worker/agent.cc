@@ -424,6 +424,7 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   // The sandbox's calibration (and datasheet match) is what the worker announces as its ceilings.
   caps.ceilings = supervisor->hello().ceilings;
   if (caps.ceilings.copy_bandwidth_gbps <= 0) caps.ceilings.copy_bandwidth_gbps = supervisor->hello().copy_bandwidth_gbps;
+  if (!supervisor->hello().torch_version.empty()) caps.versions["torch"] = supervisor->hello().torch_version;
 
   return std::make_unique<WorkerAgent>(std::move(options), std::move(caps), clock, std::move(compiler),
                                        std::move(supervisor));

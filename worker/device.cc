@@ -7,6 +7,8 @@
 #include <cctype>
 #include <fstream>
 
+#include "worker/nvml.h"
+
 namespace ak {
 namespace {
 
@@ -60,6 +62,10 @@ Result<std::vector<Capabilities>> detect_gpus(const CudaDriver& drv) {
     return Status::unavailable(
         "the NVIDIA driver is loaded but reports no CUDA device; use the cpu backend");
   const std::string host = local_hostname();
+  int cuda_version = 0;
+  std::string cuda_driver;
+  if (drv.cuDriverGetVersion && drv.cuDriverGetVersion(&cuda_version) == CUDA_SUCCESS && cuda_version > 0)
+    cuda_driver = std::to_string(cuda_version / 1000) + "." + std::to_string(cuda_version % 1000 / 10);
   std::vector<Capabilities> out;
   for (int i = 0; i < count; ++i) {
     CUdevice dev = 0;
@@ -86,6 +92,10 @@ Result<std::vector<Capabilities>> detect_gpus(const CudaDriver& drv) {
     size_t bytes = 0;
     AK_CU_CHECK(drv, cuDeviceTotalMem(&bytes, dev));
     c.memory_bytes = static_cast<int64_t>(bytes);
+    if (!cuda_driver.empty()) c.versions["cuda_driver"] = cuda_driver;
+    if (!c.pci_id.empty())
+      if (auto nvml = Nvml::open(c.pci_id); nvml.ok())
+        if (std::string v = (*nvml)->driver_version(); !v.empty()) c.versions["nvidia_driver"] = v;
     out.push_back(std::move(c));
   }
   return out;

@@ -19,6 +19,7 @@ struct Nvml::Api {
   int (*temperature)(void*, int, unsigned*) = nullptr;
   int (*reasons)(void*, unsigned long long*) = nullptr;
   const char* (*error_string)(int) = nullptr;
+  int (*driver_version)(char*, unsigned) = nullptr;
 };
 
 namespace {
@@ -62,6 +63,7 @@ Result<std::shared_ptr<const Nvml>> Nvml::open(const std::string& pci_bus_id) {
     api->reasons =
         reinterpret_cast<int (*)(void*, unsigned long long*)>(sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
   api->error_string = reinterpret_cast<const char* (*)(int)>(sym("nvmlErrorString"));
+  api->driver_version = reinterpret_cast<int (*)(char*, unsigned)>(sym("nvmlSystemGetDriverVersion"));
   if (!api->init || !api->shutdown || !api->by_pci || !api->clock || !api->power || !api->temperature ||
       !api->reasons) {
     dlclose(api->lib);
@@ -86,6 +88,12 @@ Nvml::~Nvml() {
     api_->shutdown();
     dlclose(api_->lib);
   }
+}
+
+std::string Nvml::driver_version() const {
+  char buf[96] = {};
+  if (!api_ || !api_->driver_version || api_->driver_version(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
 }
 
 Telemetry Nvml::read() const {

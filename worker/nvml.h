@@ -51,6 +51,8 @@ class Nvml {
   Nvml& operator=(const Nvml&) = delete;
 
   Telemetry read() const;  // never throws; valid=false when a query fails
+  // The NVIDIA driver's version ("580.159.04"); empty when NVML does not say.
+  std::string driver_version() const;
 
  private:
   Nvml() = default;

@@ -135,7 +135,7 @@ class Farm {
     return wait_status(
         [&](const nlohmann::json& s) {
           for (const auto& c : s["campaigns"])
-            if (c["campaign_id"] == cid) return c["finished"] == c["total"];
+            if (c["campaign_id"] == cid) return c.value("complete", c["finished"] == c["total"]);
           return false;
         },
         timeout, "campaign " + cid);
