@@ -1,0 +1,169 @@
+// Study campaigns on a real farm of 4 CPU workers (real redis-server, coordinator and worker
+// processes; real compiles and timings): the search strategies against a space whose exhaustive
+// best is known, and a study that survives a coordinator crash.
+//
+// The space is tests/integration/data/study_space_cpu.cc: a correct CPU softmax whose latency is
+// a designed function of AK_A (0..7), AK_B (0..7) and AK_C (0..3), 256 points, unique best at
+// A=5,B=2,C=1 with every other point at least 12% slower. coordinator/study_test.cc simulates the
+// same strategies on the same function with timing noise.
+#include <cstdio>
+#include <set>
+
+#include "tests/integration/farm.h"
+
+namespace ak::testing {
+namespace {
+
+using nlohmann::json;
+using Config = std::map<std::string, int64_t>;
+
+const Config kDesignedBest = {{"AK_A", 5}, {"AK_B", 2}, {"AK_C", 1}};
+
+json designed_study(const std::string& name, const std::string& strategy, int64_t seed, int64_t budget) {
+  json doc = {{"kind", "study"},
+              {"name", name},
+              {"strategy", strategy},
+              {"seed", seed},
+              {"source", read_text(std::string(AK_SOURCE_DIR) + "/tests/integration/data/study_space_cpu.cc")},
+              {"space",
+               {{{"name", "AK_A"}, {"values", {0, 1, 2, 3, 4, 5, 6, 7}}, {"default", 0}},
+                {{"name", "AK_B"}, {"values", {0, 1, 2, 3, 4, 5, 6, 7}}, {"default", 0}},
+                {{"name", "AK_C"}, {"values", {0, 1, 2, 3}}, {"default", 0}}}},
+              {"targets", {{{"kernel_type", "softmax"}, {"shape", {8, 64}}, {"dtype", "fp32"}}}},
+              {"budget", {{"trials", budget}}},
+              {"plateau", {{"window", 0}}},
+              {"timeout_ms", 60000},
+              {"measure", {{"warmup", 2}, {"min_samples", 9}, {"max_samples", 15}, {"max_time_ms", 50}}}};
+  // The options coordinator/study_test.cc found reliable on this space (pure simulation).
+  if (strategy == "evolutionary") doc["strategy_options"] = {{"population_size", 16}, {"startup_trials", 12}};
+  return doc;
+}
+
+struct StudyRows {
+  std::map<Config, double> latency;  // by configuration, PASS rows only
+  std::map<Config, int> runs;        // jobs per configuration
+  size_t jobs = 0, rows = 0, pass = 0;
+  Config best;
+  double best_us = 1e300;
+};
+
+StudyRows rows_of(const StoreSnapshot& snap, const std::string& cid) {
+  StudyRows s;
+  std::map<std::string, Config> config_of;
+  for (const auto& j : snap.jobs)
+    if (j.spec.campaign_id == cid) {
+      config_of[j.spec.job_id] = j.spec.config;
+      ++s.runs[j.spec.config];
+      ++s.jobs;
+    }
+  for (const auto& r : snap.results) {
+    auto it = config_of.find(r.job_id);
+    if (it == config_of.end()) continue;
+    ++s.rows;
+    if (r.status != ResultStatus::kPass) {
+      ADD_FAILURE() << r.job_id << " " << result_status_name(r.status) << " " << r.stage << ": " << r.reason;
+      continue;
+    }
+    ++s.pass;
+    s.latency[it->second] = r.m.latency_us;
+    if (r.m.latency_us < s.best_us) {
+      s.best_us = r.m.latency_us;
+      s.best = it->second;
+    }
+  }
+  return s;
+}
+
+// Exhaustive study of the whole space, then evolutionary and tpe with seeds 1..5 at a budget of
+// 64 evaluations (25% of the space). Each strategy run's best configuration is judged by the
+// exhaustive study's latency for that configuration.
+TEST(StudyFarmTest, EvolutionaryAndTpeComeWithinThreePercentOfTheExhaustiveBestInAQuarterOfTheEvaluations) {
+  Farm farm;
+  farm.start_coordinator();
+  for (int i = 0; i < 4; ++i) farm.start_worker("s" + std::to_string(i), 1);
+  farm.wait_workers(4);
+  const std::string exhaustive = farm.submit(designed_study("exhaustive", "exhaustive", 1, 256));
+  std::map<std::string, std::string> runs;  // campaign id -> "strategy seed"
+  for (const std::string strategy : {"evolutionary", "tpe"})
+    for (int64_t seed = 1; seed <= 5; ++seed)
+      runs[farm.submit(designed_study(strategy + "-" + std::to_string(seed), strategy, seed, 64))] =
+          strategy + " " + std::to_string(seed);
+  farm.wait_campaign(exhaustive, std::chrono::seconds(1800));
+  for (const auto& [cid, what] : runs) farm.wait_campaign(cid, std::chrono::seconds(1200));
+  const StoreSnapshot snap = farm.snapshot();
+
+  const StudyRows table = rows_of(snap, exhaustive);
+  ASSERT_EQ(table.jobs, 256u);
+  ASSERT_EQ(table.pass, 256u);
+  EXPECT_EQ(table.best, kDesignedBest) << "the exhaustive study's best is not the designed one: " << config_string(table.best);
+  std::printf("exhaustive: best %s at %.1f us\n", config_string(table.best).c_str(), table.best_us);
+
+  std::map<std::string, std::pair<double, int>> gap;  // strategy -> (sum of gaps, runs)
+  for (const auto& [cid, what] : runs) {
+    const StudyRows r = rows_of(snap, cid);
+    EXPECT_EQ(r.jobs, 64u) << what;
+    EXPECT_EQ(r.rows, 64u) << what;
+    for (const auto& [config, n] : r.runs) EXPECT_EQ(n, 1) << what << " ran " << config_string(config) << " twice";
+    ASSERT_TRUE(table.latency.count(r.best)) << what;
+    const double g = table.latency.at(r.best) / table.best_us - 1.0;
+    const std::string strategy = what.substr(0, what.find(' '));
+    gap[strategy].first += g;
+    ++gap[strategy].second;
+    std::printf("%-15s best %s: %.1f us measured, exhaustive table %.1f us (+%.1f%%)\n", what.c_str(),
+                config_string(r.best).c_str(), r.best_us, table.latency.at(r.best), 100 * g);
+  }
+  for (const auto& [strategy, g] : gap) {
+    const double mean = g.first / g.second;
+    std::printf("%s: mean gap to the exhaustive best over %d seeds %.2f%% with 64 of 256 evaluations\n",
+                strategy.c_str(), g.second, 100 * mean);
+    EXPECT_LE(mean, 0.03) << strategy;
+  }
+}
+
+// A tpe study run to completion, then the same study (same seed) with the coordinator killed
+// (SIGKILL) after 20 results and restarted: it resumes from the store, no configuration runs
+// twice, the budget is kept, and its final best is the uninterrupted run's.
+TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAndEndsAtTheSameBest) {
+  Farm farm;
+  farm.start_coordinator();
+  for (int i = 0; i < 4; ++i) farm.start_worker("t" + std::to_string(i), 1);
+  farm.wait_workers(4);
+  const std::string plain = farm.submit(designed_study("uninterrupted", "tpe", 11, 64));
+  farm.wait_campaign(plain, std::chrono::seconds(900));
+
+  const std::string cid = farm.submit(designed_study("interrupted", "tpe", 11, 64));
+  farm.wait_status(
+      [&](const json& s) {
+        for (const auto& c : s["campaigns"])
+          if (c["campaign_id"] == cid) return c["finished"].get<int>() >= 20;
+        return false;
+      },
+      std::chrono::seconds(600), "20 results");
+  farm.kill_coordinator();
+  const StudyRows before = rows_of(farm.snapshot(), cid);
+  ASSERT_GE(before.rows, 20u);
+  ASSERT_LT(before.rows, 64u) << "the study finished before the crash; the test proves nothing";
+
+  farm.start_coordinator();
+  farm.wait_campaign(cid, std::chrono::seconds(900));
+  const StoreSnapshot snap = farm.snapshot();
+  const StudyRows after = rows_of(snap, cid);
+  const StudyRows reference = rows_of(snap, plain);
+  EXPECT_EQ(after.jobs, 64u);
+  EXPECT_EQ(after.rows, 64u);
+  for (const auto& [config, n] : after.runs) EXPECT_EQ(n, 1) << config_string(config) << " ran twice";
+  for (const auto& [config, us] : before.latency) EXPECT_TRUE(after.latency.count(config)) << config_string(config);
+  EXPECT_EQ(after.best, reference.best);
+  EXPECT_EQ(after.best, kDesignedBest);
+  std::printf("crashed after %zu results; final best %s (%.1f us), uninterrupted %s (%.1f us)\n", before.rows,
+              config_string(after.best).c_str(), after.best_us, config_string(reference.best).c_str(),
+              reference.best_us);
+  // Every job of the study has exactly one result row.
+  std::map<std::string, int> per_job;
+  for (const auto& r : snap.results) ++per_job[r.job_id];
+  for (const auto& j : snap.jobs)
+    if (j.spec.campaign_id == cid) EXPECT_EQ(per_job[j.spec.job_id], 1) << j.spec.job_id;
+}
+
+}  // namespace
+}  // namespace ak::testing
