@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "cli/campaign_file.h"
@@ -119,6 +120,14 @@ int run(const RunArgs& a) {
     std::cout << "campaign " << cid << " (" << (*sub)["name"].get<std::string>() << "): " << (*sub)["jobs"]
               << " jobs\n";
     if (!wait_for_campaign(client, cid, stop_flag())) rc = 1;
+    // A study campaign's final table (per study: trials, best, speedup over PyTorch, why it
+    // stopped; the end-to-end estimate), printed and kept as studies-<campaign>.json.
+    if (auto st = client.status(); st.ok())
+      for (const auto& c : (*st)["campaigns"])
+        if (c["campaign_id"] == cid && c.contains("studies")) {
+          std::cout << format_studies(c);
+          std::ofstream(a.out_dir + "/studies-" + cid + ".json") << c.dump(1) << "\n";
+        }
     auto rows = client.results(cid, "");
     if (!rows.ok()) {
       std::cerr << "autokernel run: could not fetch results: " << rows.status().message() << "\n";
