@@ -192,20 +192,18 @@ void Coordinator::drive_studies() {
   if (studies_.empty()) return;
   // Slots per GPU model, less what study jobs already hold or wait for.
   std::map<std::string, int64_t> free;
-  for (const auto& [id, w] : scheduler_.workers()) {
-    std::string model = w.caps.gpu_name;
-    for (char& ch : model) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    free[model] += w.slots;
-  }
+  for (const auto& [id, w] : scheduler_.workers()) free[gpu_model_key(w.caps.gpu_name)] += w.slots;
   if (free.empty()) return;
   std::vector<std::pair<const std::string*, StudyProgress>> progress;
   for (const auto& [cid, c] : studies_) {
+    if (studies_complete_.count(cid)) continue;
     StudyProgress p = progress_of(cid);
-    for (const auto& s : p.studies) {
-      std::string model = s.gpu_model;
-      for (char& ch : model) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-      if (auto it = free.find(model); it != free.end()) it->second -= int64_t(s.in_flight);
+    if (p.complete) {
+      studies_complete_.insert(cid);
+      continue;
     }
+    for (const auto& s : p.studies)
+      if (auto it = free.find(gpu_model_key(s.gpu_model)); it != free.end()) it->second -= int64_t(s.in_flight);
     progress.emplace_back(&cid, std::move(p));
   }
   // Campaigns in the order they were submitted take what is free.
@@ -213,7 +211,6 @@ void Coordinator::drive_studies() {
     return campaigns_[*a.first].submitted_wall_ms < campaigns_[*b.first].submitted_wall_ms;
   });
   for (auto& [cid, p] : progress) {
-    if (p.complete) continue;
     std::vector<JobSpec> jobs = propose_study_jobs(studies_.at(*cid), *cid, p, &free);
     if (jobs.empty()) continue;
     const size_t n = jobs.size();

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,9 @@ class Coordinator {
   std::string client_endpoint_;
   std::map<std::string, CampaignRecord> campaigns_;
   std::map<std::string, StudyCampaign> studies_;  // study campaigns by campaign id
+  // Study campaigns found complete (every study done, nothing in flight), which they then stay:
+  // drive_studies() no longer rebuilds their progress on every event and tick.
+  std::set<std::string> studies_complete_;
   std::map<std::string, ResultRecord> results_;
   std::vector<std::string> result_order_;
   std::map<std::string, int64_t> first_dispatch_ms_;

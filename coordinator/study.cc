@@ -18,11 +18,6 @@ const std::set<std::string> kKeys = {"kind",   "name",       "strategy",        
                                      "timeout_ms", "tag",     "description"};
 const std::set<std::string> kTargetKeys = {"kernel_type", "backend", "shape", "shapes", "dtype", "dtypes", "share"};
 
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 Status check_keys(const json& obj, const std::set<std::string>& keys, const std::string& where) {
   if (!obj.is_object()) return Status::invalid(where + " must be an object");
   for (const auto& [k, v] : obj.items())
@@ -88,6 +83,11 @@ Result<std::unique_ptr<search::Strategy>> strategy_for(const StudyCampaign& c, c
 
 }  // namespace
 
+std::string gpu_model_key(std::string model) {
+  for (char& c : model) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return model;
+}
+
 std::string study_job_id(const std::string& campaign_id, int study, size_t trial) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "-s%03d-%06zu", study, trial);
@@ -95,7 +95,7 @@ std::string study_job_id(const std::string& campaign_id, int study, size_t trial
 }
 
 int64_t shared_memory_limit(const std::string& gpu_model) {
-  const std::string m = lower(gpu_model);
+  const std::string m = gpu_model_key(gpu_model);
   if (m.find("h100") != std::string::npos || m.find("h200") != std::string::npos || m.find("h800") != std::string::npos)
     return 227 * 1024;
   if (m.find("a100") != std::string::npos || m.find("a800") != std::string::npos) return 163 * 1024;
@@ -308,6 +308,7 @@ StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign
     std::vector<search::Trial> finished;
     std::vector<double> baselines;
     const ResultRecord* best = nullptr;
+    const JobRecord* best_job = nullptr;
     for (const JobRecord* j : list) {
       search::Trial t{j->spec.config, std::nullopt};
       const bool over = j->state == JobState::kDone || j->state == JobState::kLost;
@@ -321,7 +322,10 @@ StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign
           t.value = r.m.latency_us;
           ++s.passed;
           if (r.m.baseline_us > 0) baselines.push_back(r.m.baseline_us);
-          if (!best || r.m.latency_us < best->m.latency_us) best = &r;
+          if (!best || r.m.latency_us < best->m.latency_us) {
+            best = &r;
+            best_job = j;
+          }
         }
         finished.push_back(t);
       }
@@ -330,8 +334,7 @@ StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign
     if (best) {
       s.best_us = best->m.latency_us;
       s.best_job_id = best->job_id;
-      for (const JobRecord* j : list)
-        if (j->spec.job_id == best->job_id) s.best_config = j->spec.config;
+      s.best_config = best_job->spec.config;
       if (best->m.pct_peak > 0) s.roofline_us = best->m.latency_us * best->m.pct_peak / 100.0;
     }
     s.baseline_us = median(baselines);
@@ -362,7 +365,7 @@ StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign
     }
     all_done = all_done && s.done;
     in_flight_total += s.in_flight;
-    per_model[lower(d.gpu_model)].push_back(t);
+    per_model[gpu_model_key(d.gpu_model)].push_back(t);
     p.studies.push_back(std::move(s));
   }
   for (const auto& [model, targets] : per_model) p.amdahl[model] = search::amdahl_estimate(targets);
@@ -374,7 +377,7 @@ std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::strin
                                         const StudyProgress& progress, std::map<std::string, int64_t>* free_slots) {
   std::vector<JobSpec> out;
   std::map<std::string, std::vector<size_t>> per_model;  // study indices by model
-  for (const StudyStatus& s : progress.studies) per_model[lower(s.gpu_model)].push_back(size_t(s.index));
+  for (const StudyStatus& s : progress.studies) per_model[gpu_model_key(s.gpu_model)].push_back(size_t(s.index));
   for (const auto& [model, idx] : per_model) {
     auto fit = free_slots->find(model);
     if (fit == free_slots->end() || fit->second <= 0) continue;

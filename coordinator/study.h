@@ -114,6 +114,10 @@ std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::strin
 // The study's JSON for STATUS.
 nlohmann::json study_status_json(const StudyStatus& s);
 
+// The key of a GPU model in free_slots: the name in lower case (workers' names and campaigns'
+// gpu_models compare case-insensitively, as Scheduler matches them).
+std::string gpu_model_key(std::string model);
+
 // "<campaign_id>-s<study, 3 digits>-<trial, 6 digits>"
 std::string study_job_id(const std::string& campaign_id, int study, size_t trial);
 

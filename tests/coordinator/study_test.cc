@@ -9,36 +9,17 @@
 #include <cstdio>
 #include <set>
 
+#include "tests/integration/data/study_space.h"
+
 namespace ak {
 namespace {
 
 using nlohmann::json;
 
-// The designed space of tests/integration/data/study_space_cpu.cc (same cost formula).
-double designed_cost(const std::map<std::string, int64_t>& c) {
-  const int64_t a = c.at("AK_A"), b = c.at("AK_B"), k = c.at("AK_C");
-  return 100.0 + 6.0 * double((a - 5) * (a - 5)) + 6.0 * double((b - 2) * (b - 2)) + 10.0 * double((k - 1) * (k - 1)) +
-         4.0 * double(std::abs(a - b - 3)) + 3.0 * double((7 * a + 13 * b + 29 * k) % 5);
-}
-
 json designed_study(const std::string& strategy, int64_t seed, int64_t budget) {
-  return {{"kind", "study"},
-          {"name", "designed-" + strategy},
-          {"strategy", strategy},
-          {"seed", seed},
-          {"source", "// the candidate's text"},
-          {"space",
-           {{{"name", "AK_A"}, {"values", {0, 1, 2, 3, 4, 5, 6, 7}}, {"default", 0}},
-            {{"name", "AK_B"}, {"values", {0, 1, 2, 3, 4, 5, 6, 7}}, {"default", 0}},
-            {{"name", "AK_C"}, {"values", {0, 1, 2, 3}}, {"default", 0}}}},
-          {"targets", {{{"kernel_type", "softmax"}, {"shape", {8, 64}}, {"dtype", "fp32"}}}},
-          {"budget", {{"trials", budget}}},
-          {"plateau", {{"window", 0}}},
-          // Measured here on this space over seeds 1..300 at a budget of 64: evolutionary with its
-          // default options misses the best in 21 of 300 runs, with these in 14; tpe in none.
-          {"strategy_options", strategy == "evolutionary" ? json{{"population_size", 16}, {"startup_trials", 12}}
-                                                          : json::object()}};
+  return testing::designed_study("designed-" + strategy, strategy, seed, budget, "// the candidate's text");
 }
+using testing::designed_cost;
 
 // Deterministic multiplicative noise in [1 - amp, 1 + amp] from a job id.
 double noise(const std::string& id, double amp) {

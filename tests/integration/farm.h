@@ -141,6 +141,17 @@ class Farm {
         timeout, "campaign " + cid);
   }
 
+  // Waits until campaign cid has at least n finished jobs.
+  nlohmann::json wait_finished(const std::string& cid, int n, std::chrono::seconds timeout) {
+    return wait_status(
+        [&](const nlohmann::json& s) {
+          for (const auto& c : s["campaigns"])
+            if (c["campaign_id"] == cid) return c["finished"].get<int>() >= n;
+          return false;
+        },
+        timeout, std::to_string(n) + " results of " + cid);
+  }
+
   std::string submit(const nlohmann::json& campaign) {
     auto r = client_->submit(campaign);
     if (!r.ok()) throw std::runtime_error("submit: " + r.status().message());

@@ -50,13 +50,7 @@ TEST(FarmTest, FiveHundredJobsOnFourWorkersEndWithExactlyOneResultRowPerJob) {
   const std::string cid = farm.submit(quick_campaign(500, "five-hundred"));
 
   // /metrics moves while the campaign runs.
-  farm.wait_status(
-      [&](const json& s) {
-        for (const auto& c : s["campaigns"])
-          if (c["campaign_id"] == cid) return c["finished"].get<int>() >= 100;
-        return false;
-      },
-      std::chrono::seconds(300), "100 results");
+  farm.wait_finished(cid, 100, std::chrono::seconds(300));
   const std::string mid = farm.scrape();
   const double completed_mid = metric_value(mid, "autokernel_jobs_completed_total");
   EXPECT_GE(completed_mid, 100);
@@ -174,13 +168,7 @@ TEST(FarmTest, CoordinatorKilledAndRestartedMidCampaignLosesNoAcknowledgedResult
   for (int i = 0; i < 4; ++i) farm.start_worker("r" + std::to_string(i));
   farm.wait_workers(4);
   const std::string cid = farm.submit(quick_campaign(240, "restart"));
-  farm.wait_status(
-      [&](const json& s) {
-        for (const auto& c : s["campaigns"])
-          if (c["campaign_id"] == cid) return c["finished"].get<int>() >= 40;
-        return false;
-      },
-      std::chrono::seconds(300), "40 results");
+  farm.wait_finished(cid, 40, std::chrono::seconds(300));
   farm.kill_coordinator();
   // Everything stored (and so possibly acknowledged) before the crash.
   auto before = farm.snapshot();

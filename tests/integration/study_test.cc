@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <set>
 
+#include "tests/integration/data/study_space.h"
 #include "tests/integration/farm.h"
 
 namespace ak::testing {
@@ -17,25 +18,11 @@ namespace {
 using nlohmann::json;
 using Config = std::map<std::string, int64_t>;
 
-const Config kDesignedBest = {{"AK_A", 5}, {"AK_B", 2}, {"AK_C", 1}};
-
 json designed_study(const std::string& name, const std::string& strategy, int64_t seed, int64_t budget) {
-  json doc = {{"kind", "study"},
-              {"name", name},
-              {"strategy", strategy},
-              {"seed", seed},
-              {"source", read_text(std::string(AK_SOURCE_DIR) + "/tests/integration/data/study_space_cpu.cc")},
-              {"space",
-               {{{"name", "AK_A"}, {"values", {0, 1, 2, 3, 4, 5, 6, 7}}, {"default", 0}},
-                {{"name", "AK_B"}, {"values", {0, 1, 2, 3, 4, 5, 6, 7}}, {"default", 0}},
-                {{"name", "AK_C"}, {"values", {0, 1, 2, 3}}, {"default", 0}}}},
-              {"targets", {{{"kernel_type", "softmax"}, {"shape", {8, 64}}, {"dtype", "fp32"}}}},
-              {"budget", {{"trials", budget}}},
-              {"plateau", {{"window", 0}}},
-              {"timeout_ms", 60000},
-              {"measure", {{"warmup", 3}, {"min_samples", 25}, {"max_samples", 60}, {"max_time_ms", 100}, {"noise_target", 0.002}}}};
-  // The options coordinator/study_test.cc found reliable on this space (pure simulation).
-  if (strategy == "evolutionary") doc["strategy_options"] = {{"population_size", 16}, {"startup_trials", 12}};
+  json doc = testing::designed_study(
+      name, strategy, seed, budget, read_text(std::string(AK_SOURCE_DIR) + "/tests/integration/data/study_space_cpu.cc"));
+  doc["timeout_ms"] = 60000;
+  doc["measure"] = {{"warmup", 3}, {"min_samples", 25}, {"max_samples", 60}, {"max_time_ms", 100}, {"noise_target", 0.002}};
   return doc;
 }
 
@@ -153,13 +140,7 @@ TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAnd
   farm.wait_campaign(plain, std::chrono::seconds(900));
 
   const std::string cid = farm.submit(designed_study("interrupted", "tpe", 11, 64));
-  farm.wait_status(
-      [&](const json& s) {
-        for (const auto& c : s["campaigns"])
-          if (c["campaign_id"] == cid) return c["finished"].get<int>() >= 20;
-        return false;
-      },
-      std::chrono::seconds(600), "20 results");
+  farm.wait_finished(cid, 20, std::chrono::seconds(600));
   farm.kill_coordinator();
   const StudyRows before = rows_of(farm.snapshot(), cid);
   ASSERT_GE(before.rows, 20u);
