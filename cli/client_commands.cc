@@ -1,4 +1,4 @@
-// submit, status, results, export: thin clients of the coordinator's client API.
+// submit, status, results, export, best: thin clients of the coordinator's client API.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -45,9 +45,9 @@ int status(const ClientArgs& c, bool as_json) {
   return 0;
 }
 
-int results(const ClientArgs& c, const std::string& campaign, const std::string& st, bool as_json, int limit) {
+int results(const ClientArgs& c, const ResultsFilter& f, bool as_json, int limit) {
   CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
-  auto r = client.results(campaign, st);
+  auto r = client.results(protocol::ResultsQuery{f.campaign_id, f.status, f.kernel_type, f.shape, f.gpu_model});
   if (!r.ok()) {
     std::cerr << "autokernel results: " << r.status().message() << "\n";
     return 1;
@@ -76,6 +76,50 @@ int export_results(const ClientArgs& c, const std::string& campaign, const std::
   std::cout << "wrote " << (*r)["rows"].size() << " rows to " << tsv_path;
   if (!json_path.empty()) std::cout << " and " << json_path;
   std::cout << "\n";
+  return 0;
+}
+
+int best(const ClientArgs& c, const BestArgs& a) {
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  if (!a.import_path.empty()) {
+    std::ifstream in(a.import_path);
+    if (!in) {
+      std::cerr << "autokernel best: cannot read " << a.import_path << "\n";
+      return 2;
+    }
+    json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      std::cerr << "autokernel best: " << a.import_path << " is not JSON; expected a file written by autokernel best --export\n";
+      return 2;
+    }
+    auto r = client.import_best(doc);
+    if (!r.ok()) {
+      std::cerr << "autokernel best: import of " << a.import_path << " failed: " << r.status().message() << "\n";
+      return 1;
+    }
+    std::cout << "imported " << a.import_path << ": " << (*r)["entries"] << " entries, " << (*r)["stored"]
+              << " stored, " << (*r)["kept"] << " kept (this farm's entry was as fast or faster)\n";
+  }
+  auto r = client.best(a.query);
+  if (!r.ok()) {
+    std::cerr << "autokernel best: " << r.status().message() << "\n";
+    return 1;
+  }
+  if (!a.export_path.empty()) {
+    Status s = write_tuning_export(*r, a.export_path);
+    if (!s.ok()) {
+      std::cerr << "autokernel best: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << (*r)["entries"].size() << " entries to " << a.export_path << "\n";
+    return 0;
+  }
+  if (a.json) {
+    std::cout << r->dump(2) << "\n";
+    return 0;
+  }
+  if (!a.import_path.empty()) return 0;
+  std::cout << format_best(*r);
   return 0;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/tuning.h"
+
 namespace ak::cli {
 
 // Set by SIGINT/SIGTERM; long-running commands stop cleanly when it becomes true.
@@ -45,7 +47,18 @@ struct ClientArgs {
 };
 int submit(const ClientArgs& c, const std::string& campaign_file, bool wait);
 int status(const ClientArgs& c, bool json);
-int results(const ClientArgs& c, const std::string& campaign, const std::string& status, bool json, int limit);
+struct ResultsFilter {
+  std::string campaign_id, status, kernel_type, shape, gpu_model;  // empty: all
+};
+int results(const ClientArgs& c, const ResultsFilter& f, bool json, int limit);
+
+struct BestArgs {
+  TuningQuery query;
+  std::string export_path;  // write the matching entries here
+  std::string import_path;  // merge this file first
+  bool json = false;
+};
+int best(const ClientArgs& c, const BestArgs& a);
 int export_results(const ClientArgs& c, const std::string& campaign, const std::string& tsv_path,
                    const std::string& json_path);
 

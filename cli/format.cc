@@ -9,6 +9,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "common/result_fields.h"
 
 namespace ak::cli {
@@ -135,18 +137,48 @@ std::string format_results(const json& rows_in, int limit) {
   return os.str();
 }
 
+namespace {
+
+// Whole or not at all: a temporary file renamed over `path`.
+Status write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Status::unavailable("cannot write " + tmp);
+    out << text;
+    if (!out.good()) return Status::unavailable("write to " + tmp + " failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::unavailable("cannot rename " + tmp + " to " + path);
+  return {};
+}
+
+}  // namespace
+
+Status write_tuning_export(const json& doc, const std::string& path) {
+  return write_file(path, doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+std::string format_best(const json& doc) {
+  const auto& entries = doc.value("entries", json::array());
+  if (entries.empty()) return "the tuning database has no entry that matches\n";
+  std::string out = fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11} {:>8}  {:<34} {}\n", "kernel", "backend",
+                                "gpu model", "dtype", "shape", "latency_us", "speedup", "config", "job / date");
+  for (const auto& e : entries) {
+    std::string shape;
+    for (const auto& d : e["shape"]) shape += (shape.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
+    std::string config;
+    for (const auto& [k, v] : e["config"].items()) config += (config.empty() ? "" : ",") + k + "=" + v.dump();
+    const json p = e.value("provenance", json::object());
+    out += fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11.2f} {:>7.2f}x  {:<34} {} {}\n",
+                       e.value("kernel_type", ""), e.value("backend", ""), e.value("gpu_model", ""),
+                       e.value("dtype", ""), shape, e.value("latency_us", 0.0), e.value("speedup", 0.0),
+                       config.empty() ? "-" : config, p.value("job_id", ""), p.value("date", ""));
+  }
+  return out;
+}
+
 Status write_exports(const json& rows, const std::string& tsv_path, const std::string& json_path) {
-  auto write = [](const std::string& path, const std::string& text) -> Status {
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) return Status::unavailable("cannot write " + tmp);
-      out << text;
-      if (!out.good()) return Status::unavailable("write to " + tmp + " failed");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::unavailable("cannot rename " + tmp + " to " + path);
-    return {};
-  };
+  const auto write = write_file;
   std::string tsv = tsv_header() + "\n";
   for (const auto& r : rows) tsv += tsv_line(r) + "\n";
   if (Status s = write(tsv_path, tsv); !s.ok()) return s;

@@ -19,6 +19,11 @@ std::string format_results(const nlohmann::json& rows, int limit);
 // Writes results.tsv (header + one line per row) and, if json_path is not empty, a JSON array.
 // Written to a temporary file and renamed, so a reader never sees half a file.
 Status write_exports(const nlohmann::json& rows, const std::string& tsv_path, const std::string& json_path);
+// The tuning database as a table: one line per entry (target, config, latency, speedup, worker,
+// date).
+std::string format_best(const nlohmann::json& export_document);
+// Writes an export document to `path` (temporary file and rename).
+Status write_tuning_export(const nlohmann::json& export_document, const std::string& path);
 // Polls STATUS and redraws a progress line (done/total, pass/fail, best, rate, ETA) until the
 // campaign has no queued or leased job. Returns false if stopped or the coordinator is gone.
 bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop);

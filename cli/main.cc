@@ -63,10 +63,14 @@ int main(int argc, char** argv) {
   add_client(stat);
 
   std::string campaign, status_filter;
+  ResultsFilter rf;
   int limit = 0;
   auto* res = app.add_subcommand("results", "Result rows, best first per shape and dtype");
   res->add_option("--campaign", campaign, "only this campaign");
   res->add_option("--status", status_filter, "only this status (PASS, FAIL, COMPILE_ERROR, TIMEOUT, CRASH, REJECTED, LOST)");
+  res->add_option("--kernel", rf.kernel_type, "only this target's kernel type (softmax, matmul, ...)");
+  res->add_option("--shape", rf.shape, "only this target's shape, e.g. 4096x4096");
+  res->add_option("--gpu-model", rf.gpu_model, "only results of workers with this GPU (case-insensitive), 'cpu' for CPU workers");
   res->add_option("--limit", limit, "at most this many rows");
   res->add_flag("--json", as_json, "rows as JSON");
   add_client(res);
@@ -77,6 +81,18 @@ int main(int argc, char** argv) {
   exp->add_option("--tsv", tsv, "TSV path")->capture_default_str();
   exp->add_option("--json", json_out, "JSON path; empty for none")->capture_default_str();
   add_client(exp);
+
+  BestArgs ba;
+  auto* best = app.add_subcommand("best", "The tuning database: best verified configuration per kernel type, backend, GPU model, dtype and shape");
+  best->add_option("--kernel", ba.query.kernel_type, "only this kernel type");
+  best->add_option("--backend", ba.query.backend, "only this backend (cpu, cuda, triton)");
+  best->add_option("--gpu-model", ba.query.gpu_model, "only this GPU model (case-insensitive)");
+  best->add_option("--dtype", ba.query.dtype, "only this dtype (fp32, fp16, bf16)");
+  best->add_option("--shape", ba.query.shape, "only this shape, e.g. 4096x4096");
+  best->add_option("--export", ba.export_path, "write the matching entries to this file (the format kernels/tuned.h loads)");
+  best->add_option("--import", ba.import_path, "merge an exported file into this farm's database (per key the faster entry stays)");
+  best->add_flag("--json", ba.json, "print the export document");
+  add_client(best);
 
   CalibrateArgs ca;
   auto* cal = app.add_subcommand("calibrate", "Measure this device's ceilings (copy bandwidth, GEMM TFLOP/s) beside its datasheet");
@@ -95,7 +111,10 @@ int main(int argc, char** argv) {
   if (*work) return ak::cli::worker(wo);
   if (*sub) return ak::cli::submit(cl, campaign_file, wait);
   if (*stat) return ak::cli::status(cl, as_json);
-  if (*res) return ak::cli::results(cl, campaign, status_filter, as_json, limit);
+  rf.campaign_id = campaign;
+  rf.status = status_filter;
+  if (*res) return ak::cli::results(cl, rf, as_json, limit);
+  if (*best) return ak::cli::best(cl, ba);
   if (*exp) return ak::cli::export_results(cl, campaign, tsv, json_out);
   if (*cal) return ak::cli::calibrate(ca);
   return 2;

@@ -146,6 +146,17 @@ int run(const RunArgs& a) {
     std::cout << format_results(all_rows, 40);
     std::cout << "wrote " << all_rows.size() << " rows to " << tsv << " and " << js << "\n";
   }
+  // The tuning database as this run leaves it (the private Redis may hold earlier runs' entries
+  // too): the file kernels/tuned.h loads and `autokernel best --import` merges into another farm.
+  if (auto best = client.best(TuningQuery{}); best.ok()) {
+    const std::string path = a.out_dir + "/tuning.json";
+    if (Status w = write_tuning_export(*best, path); w.ok())
+      std::cout << "wrote " << (*best)["entries"].size() << " tuning-database entries to " << path << "\n";
+    else
+      std::cerr << "autokernel run: " << w.message() << "\n";
+  } else {
+    std::cerr << "autokernel run: could not fetch the tuning database: " << best.status().message() << "\n";
+  }
   for (auto& w : workers) w.signal(SIGTERM);
   for (auto& w : workers) w.stop(std::chrono::seconds(10));
   coord->stop(std::chrono::seconds(10));

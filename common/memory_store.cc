@@ -47,4 +47,20 @@ Result<int64_t> MemoryStore::result_count() {
   return static_cast<int64_t>(results_.size());
 }
 
+Status MemoryStore::put_best(const TunedEntry& entry, bool* stored) {
+  if (auto s = check(); !s.ok()) return s;
+  const std::string key = tuning_key(entry);
+  auto it = best_.find(key);
+  *stored = it == best_.end() || replaces(entry, it->second);
+  if (*stored) best_[key] = entry;
+  return {};
+}
+
+Result<std::vector<TunedEntry>> MemoryStore::load_best() {
+  if (auto s = check(); !s.ok()) return s;
+  std::vector<TunedEntry> out;
+  for (const auto& [key, e] : best_) out.push_back(e);
+  return out;
+}
+
 }  // namespace ak

@@ -15,6 +15,8 @@ class MemoryStore final : public Store {
   Status put_result(const ResultRecord& result, const JobRecord& job, bool* inserted) override;
   Result<StoreSnapshot> load() override;
   Result<int64_t> result_count() override;
+  Status put_best(const TunedEntry& entry, bool* stored) override;
+  Result<std::vector<TunedEntry>> load_best() override;
 
   void set_available(bool available) { available_ = available; }
 
@@ -26,6 +28,7 @@ class MemoryStore final : public Store {
   std::vector<std::string> jobs_order_;
   std::map<std::string, ResultRecord> results_;
   std::vector<std::string> results_order_;
+  std::map<std::string, TunedEntry> best_;
 };
 
 }  // namespace ak

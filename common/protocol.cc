@@ -42,7 +42,15 @@ struct Encoder {
     if (m.after_version < 0) return json::object();
     return {{"after_version", m.after_version}, {"wait_ms", m.wait_ms}};
   }
-  json operator()(const ResultsQuery& m) const { return {{"campaign_id", m.campaign_id}, {"status", m.status}}; }
+  json operator()(const ResultsQuery& m) const {
+    return {{"campaign_id", m.campaign_id}, {"status", m.status}, {"kernel_type", m.kernel_type},
+            {"shape", m.shape}, {"gpu_model", m.gpu_model}};
+  }
+  json operator()(const BestQuery& m) const {
+    return {{"kernel_type", m.query.kernel_type}, {"backend", m.query.backend}, {"gpu_model", m.query.gpu_model},
+            {"dtype", m.query.dtype}, {"shape", m.query.shape}};
+  }
+  json operator()(const ImportBest& m) const { return {{"document", m.document}}; }
   json operator()(const Reply& m) const { return m.body; }
 };
 
@@ -57,6 +65,8 @@ struct Namer {
   const char* operator()(const Submit&) const { return "SUBMIT"; }
   const char* operator()(const StatusQuery&) const { return "STATUS"; }
   const char* operator()(const ResultsQuery&) const { return "RESULTS"; }
+  const char* operator()(const BestQuery&) const { return "BEST"; }
+  const char* operator()(const ImportBest&) const { return "IMPORT_BEST"; }
   const char* operator()(const Reply&) const { return "REPLY"; }
 };
 
@@ -87,7 +97,13 @@ Message decode_body(const std::string& type, const json& b, bool* known) {
   if (type == "ERROR") return Error{parse_error_code(b.at("code").get<std::string>()), b.value("message", "")};
   if (type == "SUBMIT") return Submit{b.at("campaign")};
   if (type == "STATUS") return StatusQuery{b.value("after_version", int64_t{-1}), b.value("wait_ms", int64_t{0})};
-  if (type == "RESULTS") return ResultsQuery{b.value("campaign_id", ""), b.value("status", "")};
+  if (type == "RESULTS")
+    return ResultsQuery{b.value("campaign_id", ""), b.value("status", ""), b.value("kernel_type", ""),
+                        b.value("shape", ""), b.value("gpu_model", "")};
+  if (type == "BEST")
+    return BestQuery{{b.value("kernel_type", ""), b.value("backend", ""), b.value("gpu_model", ""),
+                      b.value("dtype", ""), b.value("shape", "")}};
+  if (type == "IMPORT_BEST") return ImportBest{b.at("document")};
   if (type == "REPLY") return Reply{b};
   *known = false;
   return Error{};

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/job.h"
+#include "common/tuning.h"
 
 namespace ak::protocol {
 
@@ -93,13 +94,24 @@ struct StatusQuery {
 struct ResultsQuery {
   std::string campaign_id;  // empty: all
   std::string status;       // empty: all; else a ResultStatus name
+  std::string kernel_type;  // empty: all; the target's kernel type
+  std::string shape;        // empty: all; the target's shape, "4096x4096"
+  std::string gpu_model;    // empty: all; the worker's GPU name, case-insensitive
+};
+// The tuning database (common/tuning.h): the entries a query matches, as an export document.
+struct BestQuery {
+  TuningQuery query;
+};
+// Merges entries into the tuning database: per key, the faster entry stays.
+struct ImportBest {
+  nlohmann::json document;  // an export document (tuning_export)
 };
 struct Reply {
   nlohmann::json body;  // request-specific; see PROTOCOL.md
 };
 
 using Message = std::variant<Ready, Heartbeat, ResultMsg, Disconnect, Job, Ack, Error, Submit,
-                             StatusQuery, ResultsQuery, Reply>;
+                             StatusQuery, ResultsQuery, BestQuery, ImportBest, Reply>;
 
 struct DecodeResult {
   std::optional<Message> message;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -27,6 +28,19 @@ if inserted == 1 then
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
 return inserted
+)lua";
+
+// KEYS: best hash, best latency hash. ARGV: tuning key, entry JSON, latency [us].
+// Stores the entry unless one with a latency at most ARGV[3] is there; returns 1 when stored.
+// The latencies sit in their own hash so the script compares numbers without parsing entries.
+constexpr const char* kPutBestScript = R"lua(
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur and tonumber(cur) <= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
 )lua";
 
 const char* const kHint = "start redis-server or pass --redis";
@@ -206,6 +220,9 @@ Status RedisStore::open() {
   auto sha = call({"SCRIPT", "LOAD", kPutResultScript});
   if (auto s = check(sha, "SCRIPT LOAD"); !s.ok()) return s;
   put_result_sha_ = reply_text(sha->get());
+  auto best_sha = call({"SCRIPT", "LOAD", kPutBestScript});
+  if (auto s = check(best_sha, "SCRIPT LOAD"); !s.ok()) return s;
+  put_best_sha_ = reply_text(best_sha->get());
   ctx_ = std::move(c);
   return {};
 }
@@ -284,32 +301,68 @@ Status RedisStore::put_jobs(const std::vector<JobRecord>& jobs) {
   return {};
 }
 
-Status RedisStore::put_result(const ResultRecord& result, const JobRecord& job, bool* inserted) {
-  if (result.job_id != job.spec.job_id)
-    return Status::invalid("put_result got result for job '" + result.job_id + "' with the record of job '" +
-                           job.spec.job_id + "'; pass the record of the same job");
-  const std::string result_json = dump(json(result));
-  const std::string job_json = dump(json(job));
-  const auto script_call = [&](const char* verb, const std::string& script) {
-    return Command{verb, script, "3", results_key(), results_order_key(), jobs_key(),
-                   result.job_id, result_json, job_json};
+Result<RedisStore::ReplyPtr> RedisStore::eval(const std::string& sha, const char* script, const Command& keys_and_args,
+                                              int key_count, const std::string& what) {
+  const auto call = [&](const char* verb, const std::string& body) {
+    Command cmd{verb, body, std::to_string(key_count)};
+    cmd.insert(cmd.end(), keys_and_args.begin(), keys_and_args.end());
+    return cmd;
   };
-  auto replies = exec({script_call("EVALSHA", put_result_sha_)});
+  auto replies = exec({call("EVALSHA", sha)});
   if (!replies.ok()) return replies.status();
   ReplyPtr r = std::move(replies->front());
   if (r->type == REDIS_REPLY_ERROR && reply_text(r.get()).rfind("NOSCRIPT", 0) == 0) {
     // The script cache was flushed between our SCRIPT LOAD and now; EVAL sends the text and
     // caches it again.
-    auto again = exec({script_call("EVAL", kPutResultScript)});
+    auto again = exec({call("EVAL", script)});
     if (!again.ok()) return again.status();
     r = std::move(again->front());
   }
-  if (r->type == REDIS_REPLY_ERROR) return error_reply_status("the put_result script", reply_text(r.get()));
+  if (r->type == REDIS_REPLY_ERROR) return error_reply_status(what, reply_text(r.get()));
   if (r->type != REDIS_REPLY_INTEGER)
-    return Status::internal("the put_result script returned reply type " + std::to_string(r->type) +
-                            "; expected an integer");
-  *inserted = r->integer == 1;
+    return Status::internal(what + " returned reply type " + std::to_string(r->type) + "; expected an integer");
+  return r;
+}
+
+Status RedisStore::put_result(const ResultRecord& result, const JobRecord& job, bool* inserted) {
+  if (result.job_id != job.spec.job_id)
+    return Status::invalid("put_result got result for job '" + result.job_id + "' with the record of job '" +
+                           job.spec.job_id + "'; pass the record of the same job");
+  auto r = eval(put_result_sha_, kPutResultScript,
+                {results_key(), results_order_key(), jobs_key(), result.job_id, dump(json(result)), dump(json(job))}, 3,
+                "the put_result script");
+  if (!r.ok()) return r.status();
+  *inserted = (*r)->integer == 1;
   return {};
+}
+
+Status RedisStore::put_best(const TunedEntry& entry, bool* stored) {
+  if (!(entry.m.latency_us > 0))
+    return Status::invalid("put_best got entry " + tuning_key(entry) + " without a positive latency_us");
+  char latency[40];
+  std::snprintf(latency, sizeof latency, "%.17g", entry.m.latency_us);
+  auto r = eval(put_best_sha_, kPutBestScript,
+                {best_key(), best_latency_key(), tuning_key(entry), dump(json(entry)), latency}, 2,
+                "the put_best script");
+  if (!r.ok()) return r.status();
+  *stored = (*r)->integer == 1;
+  return {};
+}
+
+Result<std::vector<TunedEntry>> RedisStore::load_best() {
+  auto r = exec_one({"HGETALL", best_key()});
+  if (!r.ok()) return r.status();
+  std::vector<std::pair<std::string, TunedEntry>> keyed;
+  const redisReply* h = r->get();
+  for (size_t i = 0; i + 1 < h->elements; i += 2) {
+    auto e = parse_record<TunedEntry>(best_key(), reply_text(h->element[i]), reply_text(h->element[i + 1]));
+    if (!e.ok()) return e.status();
+    keyed.emplace_back(reply_text(h->element[i]), std::move(*e));
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<TunedEntry> out;
+  for (auto& [k, e] : keyed) out.push_back(std::move(e));
+  return out;
 }
 
 Result<StoreSnapshot> RedisStore::load() {

@@ -5,6 +5,8 @@
 //   <prefix>jobs            hash   job_id      -> JobRecord JSON
 //   <prefix>results         hash   job_id      -> ResultRecord JSON (one row per job)
 //   <prefix>results:order   list   job_ids in the order their result was first stored
+//   <prefix>best            hash   tuning key  -> TunedEntry JSON (common/tuning.h)
+//   <prefix>best:latency    hash   tuning key  -> its latency [us], for the put_best script
 //
 // put_result is one Lua script (EVALSHA, falling back to EVAL after a server restart emptied the
 // script cache), so a result row, its place in the order list and the job record are written
@@ -91,6 +93,10 @@ class RedisStore final : public Store {
   // naming its key and field, rather than a silently shorter snapshot.
   Result<StoreSnapshot> load() override;
   Result<int64_t> result_count() override;
+  // One Lua script, like put_result: compares with the stored latency and writes entry and
+  // latency together.
+  Status put_best(const TunedEntry& entry, bool* stored) override;
+  Result<std::vector<TunedEntry>> load_best() override;
 
   const std::string& url() const { return url_; }
   const std::string& prefix() const { return prefix_; }
@@ -99,6 +105,8 @@ class RedisStore final : public Store {
   std::string jobs_key() const { return prefix_ + "jobs"; }
   std::string results_key() const { return prefix_ + "results"; }
   std::string results_order_key() const { return prefix_ + "results:order"; }
+  std::string best_key() const { return prefix_ + "best"; }
+  std::string best_latency_key() const { return prefix_ + "best:latency"; }
 
  private:
   struct ContextFree {
@@ -120,12 +128,16 @@ class RedisStore final : public Store {
   // One command; an error reply becomes a non-ok Status.
   Result<ReplyPtr> exec_one(const Command& command);
   Status unavailable(const std::string& what) const;
+  // EVALSHA of a loaded script, EVAL of its text after a NOSCRIPT; the reply must be an integer.
+  Result<ReplyPtr> eval(const std::string& sha, const char* script, const Command& keys_and_args, int key_count,
+                        const std::string& what);
 
   std::string url_;
   RedisEndpoint endpoint_;
   std::chrono::milliseconds timeout_;
   std::string prefix_;
   std::string put_result_sha_;
+  std::string put_best_sha_;
   std::unique_ptr<redisContext, ContextFree> ctx_;
 };
 

@@ -14,6 +14,7 @@
 
 #include "common/job.h"
 #include "common/status.h"
+#include "common/tuning.h"
 
 namespace ak {
 
@@ -35,6 +36,11 @@ class Store {
   // Everything, for rebuilding coordinator state after a restart.
   virtual Result<StoreSnapshot> load() = 0;
   virtual Result<int64_t> result_count() = 0;
+  // The tuning database (common/tuning.h). Atomically: stores `entry` under tuning_key(entry)
+  // when no entry is there or replaces(entry, stored) holds; `*stored` tells which happened.
+  virtual Status put_best(const TunedEntry& entry, bool* stored) = 0;
+  // Every entry, sorted by key.
+  virtual Result<std::vector<TunedEntry>> load_best() = 0;
 };
 
 }  // namespace ak

@@ -45,6 +45,12 @@ Status Coordinator::start() {
     results_[r.job_id] = r;
     result_order_.push_back(r.job_id);
   }
+  auto best = store_.load_best();
+  if (!best.ok()) return Status::unavailable("cannot load the tuning database: " + best.status().message());
+  for (auto& e : *best) best_[tuning_key(e)] = std::move(e);
+  // Results whose best entry was not written (a crash between the two writes) count now.
+  for (const auto& r : snap->results)
+    if (auto it = scheduler_.jobs().find(r.job_id); it != scheduler_.jobs().end()) offer_best(it->second, r);
   if (!snap->jobs.empty())
     spdlog::info("rebuilt from store: {} campaigns, {} jobs, {} results", snap->campaigns.size(), snap->jobs.size(),
                  snap->results.size());
@@ -155,6 +161,7 @@ void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq
   if (auto* r = std::get_if<pr::Ready>(&m)) {
     if (!check_identity(r->worker_id)) return;
     spdlog::info("worker {} ready: {} {} slots={}", r->worker_id, r->caps.gpu_name, r->caps.arch, r->slots);
+    worker_caps_[r->worker_id] = r->caps;
     execute(scheduler_.on_ready(*r, now));
   } else if (auto* h = std::get_if<pr::Heartbeat>(&m)) {
     if (!check_identity(h->worker_id)) return;
@@ -224,6 +231,49 @@ void Coordinator::drive_studies() {
   }
 }
 
+Status Coordinator::store_best(const TunedEntry& entry, bool* stored) {
+  Status s = store_.put_best(entry, stored);
+  if (!s.ok()) {
+    metrics_.store_error();
+    return s;
+  }
+  if (*stored) best_[tuning_key(entry)] = entry;
+  return {};
+}
+
+void Coordinator::offer_best(const JobRecord& job, const ResultRecord& result) {
+  const auto caps = worker_caps_.find(result.worker_id);
+  auto entry = tuned_entry_from(job, result, caps == worker_caps_.end() ? nullptr : &caps->second);
+  if (!entry) return;
+  const auto it = best_.find(tuning_key(*entry));
+  if (it != best_.end() && !replaces(*entry, it->second)) return;
+  bool stored = false;
+  if (Status s = store_best(*entry, &stored); !s.ok())
+    spdlog::error("tuning database: best entry of {} not stored (it is offered again at the next start): {}",
+                  result.job_id, s.to_string());
+}
+
+json Coordinator::import_best(const json& document, pr::Error* error) {
+  auto entries = parse_tuning_export(document);
+  if (!entries.ok()) {
+    *error = {pr::ErrorCode::kBadRequest, entries.status().message()};
+    return {};
+  }
+  int64_t stored_n = 0;
+  for (const auto& e : *entries) {
+    bool stored = false;
+    if (Status s = store_best(e, &stored); !s.ok()) {
+      *error = {pr::ErrorCode::kStoreUnavailable, "tuning database: stopped after " + std::to_string(stored_n) +
+                                                      " stored entries: " + s.message() + "; import the file again"};
+      return {};
+    }
+    stored_n += stored ? 1 : 0;
+  }
+  ++version_;
+  spdlog::info("tuning database: imported {} entries, {} stored", entries->size(), stored_n);
+  return {{"entries", entries->size()}, {"stored", stored_n}, {"kept", int64_t(entries->size()) - stored_n}};
+}
+
 void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {
   try {
     const std::string body = pr::encode(m);
@@ -280,6 +330,7 @@ void Coordinator::execute(std::vector<Action> actions) {
           first_dispatch_ms_.erase(it);
         }
         metrics_.completed(pr_->result.status, dur);
+        offer_best(pr_->job, pr_->result);
       } else {
         metrics_.duplicate_result();
       }
@@ -406,6 +457,13 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
   }
   if (std::get_if<pr::StatusQuery>(&m)) return status_body();
   if (auto* q = std::get_if<pr::ResultsQuery>(&m)) return results_body(*q);
+  if (auto* q = std::get_if<pr::BestQuery>(&m)) {
+    std::vector<TunedEntry> match;
+    for (const auto& [key, e] : best_)
+      if (q->query.matches(e)) match.push_back(e);
+    return tuning_export(std::move(match), clock_.wall_ms());
+  }
+  if (auto* q = std::get_if<pr::ImportBest>(&m)) return import_best(q->document, error);
   *error = {pr::ErrorCode::kUnknownType, std::string("message type ") + pr::type_name(m) + " is not a client request"};
   return {};
 }
@@ -488,6 +546,9 @@ json Coordinator::results_body(const pr::ResultsQuery& q) const {
     if (jt == jobs.end()) continue;
     if (!q.campaign_id.empty() && jt->second.spec.campaign_id != q.campaign_id) continue;
     if (!q.status.empty() && q.status != result_status_name(r.status)) continue;
+    if (!q.kernel_type.empty() && jt->second.spec.kernel_type != q.kernel_type) continue;
+    if (!q.shape.empty() && shape_string(jt->second.spec.shape) != q.shape) continue;
+    if (!q.gpu_model.empty() && gpu_model_key(r.gpu) != gpu_model_key(q.gpu_model)) continue;
     rows.push_back(result_row(jt->second, r, experiment));
   }
   return {{"rows", rows}};

@@ -1,7 +1,7 @@
 // Coordinator: the farm's one coordinator process, assembled around a Scheduler.
 //
 // Owns two ZeroMQ ROUTER sockets: one for workers (worker protocol, common/protocol.h) and one
-// for clients (REQ sockets of the CLI: SUBMIT, STATUS, RESULTS). It executes the scheduler's
+// for clients (REQ sockets of the CLI: SUBMIT, STATUS, RESULTS, BEST, IMPORT_BEST). It executes the scheduler's
 // actions against the store (write-through; a result is stored before it is acknowledged) and
 // the sockets, keeps the metrics current, and never lets an exception or a bad frame stop it:
 // every bad input gets an ERROR reply and a protocol-error count.
@@ -64,6 +64,12 @@ class Coordinator {
   // study, and on ticks (wall-time budgets).
   void drive_studies();
   StudyProgress progress_of(const std::string& campaign_id) const;
+  // The tuning database: offers a stored result to the store's best entries and keeps best_ in
+  // step. A failed write is logged and counted; start() offers every stored result again, so an
+  // entry lost to a crash or an unavailable store comes back on the next start.
+  void offer_best(const JobRecord& job, const ResultRecord& result);
+  Status store_best(const TunedEntry& entry, bool* stored);
+  nlohmann::json import_best(const nlohmann::json& document, protocol::Error* error);
 
   CoordinatorOptions options_;
   Store& store_;
@@ -81,6 +87,8 @@ class Coordinator {
   // drive_studies() no longer rebuilds their progress on every event and tick.
   std::set<std::string> studies_complete_;
   std::map<std::string, ResultRecord> results_;
+  std::map<std::string, TunedEntry> best_;         // by tuning_key
+  std::map<std::string, Capabilities> worker_caps_;  // each worker's last READY, for provenance
   std::vector<std::string> result_order_;
   std::map<std::string, int64_t> first_dispatch_ms_;
   int64_t started_ms_ = 0;

@@ -46,7 +46,12 @@ Result<nlohmann::json> CoordinatorClient::status_after(int64_t after_version, st
   return request(protocol::StatusQuery{after_version, wait.count()}, wait);
 }
 Result<nlohmann::json> CoordinatorClient::results(const std::string& campaign_id, const std::string& status) {
-  return request(protocol::ResultsQuery{campaign_id, status});
+  return request(protocol::ResultsQuery{campaign_id, status, "", "", ""});
+}
+Result<nlohmann::json> CoordinatorClient::results(const protocol::ResultsQuery& q) { return request(q); }
+Result<nlohmann::json> CoordinatorClient::best(const TuningQuery& q) { return request(protocol::BestQuery{q}); }
+Result<nlohmann::json> CoordinatorClient::import_best(const nlohmann::json& document) {
+  return request(protocol::ImportBest{document});
 }
 
 }  // namespace ak

@@ -7,10 +7,12 @@
 //   {"format": 1,
 //    "entries": [{"kernel_type": "softmax", "gpu_model": "NVIDIA H200", "dtype": "bf16",
 //                 "shape": [4096, 4096], "config": {"AK_THREADS": 128, ...},
-//                 "latency_us": 34.4, ...}, ...]}
-// Keys other than these are kept by the farm (measurement, provenance) and ignored here.
+//                 "backend": "cuda", "latency_us": 34.4, ...}, ...]}
+// Keys other than these are kept by the farm (measurement, provenance; common/tuning.h writes
+// the file) and ignored here. "backend" is optional; an entry without one matches any backend.
 //
-// find(): an entry of the same kernel type, GPU model (case-insensitive) and dtype; the exact
+// find(): an entry of the same kernel type, GPU model (case-insensitive), dtype and, when the
+// caller names one, backend (the cuda and triton starters take different tunables); the exact
 // shape if tuned, else the nearest tuned shape of the same rank by distance in log2 of each
 // dimension (shapes that differ by a constant factor are equally near whatever their size);
 // nullopt when nothing of that type, model and dtype was tuned, so the caller falls back to the
@@ -42,6 +44,7 @@ class TunedConfigs {
     std::string kernel_type;
     std::string gpu_model;
     std::string dtype;
+    std::string backend;  // "" when the file does not say
     std::vector<int64_t> shape;
     std::map<std::string, int64_t> config;
   };
@@ -65,6 +68,7 @@ class TunedConfigs {
         x.kernel_type = e.at("kernel_type").get<std::string>();
         x.gpu_model = lower(e.at("gpu_model").get<std::string>());
         x.dtype = e.at("dtype").get<std::string>();
+        x.backend = e.value("backend", "");
         x.shape = e.at("shape").get<std::vector<int64_t>>();
         x.config = e.at("config").get<std::map<std::string, int64_t>>();
         for (int64_t d : x.shape)
@@ -87,13 +91,14 @@ class TunedConfigs {
   }
 
   std::optional<Match> find(const std::string& kernel_type, const std::string& gpu_model, const std::string& dtype,
-                            const std::vector<int64_t>& shape) const {
+                            const std::vector<int64_t>& shape, const std::string& backend = "") const {
     const std::string model = lower(gpu_model);
     const Entry* best = nullptr;
     double best_d = std::numeric_limits<double>::infinity();
     for (const Entry& e : entries_) {
       if (e.kernel_type != kernel_type || e.gpu_model != model || e.dtype != dtype || e.shape.size() != shape.size())
         continue;
+      if (!backend.empty() && !e.backend.empty() && e.backend != backend) continue;
       double d = 0;
       for (size_t k = 0; k < shape.size(); ++k) {
         const double r = std::log2(double(std::max<int64_t>(shape[k], 1))) - std::log2(double(e.shape[k]));

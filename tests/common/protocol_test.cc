@@ -112,9 +112,26 @@ TEST(ProtocolRoundTrip, StatusQueryHasAnEmptyBody) {
 }
 
 TEST(ProtocolRoundTrip, ResultsQueryKeepsItsFilters) {
-  const ResultsQuery back = round_trip(ResultsQuery{"camp-1", "PASS"});
+  const ResultsQuery back = round_trip(ResultsQuery{"camp-1", "PASS", "softmax", "4096x4096", "NVIDIA H200"});
   EXPECT_EQ(back.campaign_id, "camp-1");
   EXPECT_EQ(back.status, "PASS");
+  EXPECT_EQ(back.kernel_type, "softmax");
+  EXPECT_EQ(back.shape, "4096x4096");
+  EXPECT_EQ(back.gpu_model, "NVIDIA H200");
+}
+
+TEST(ProtocolRoundTrip, BestQueryKeepsItsFilters) {
+  const BestQuery back = round_trip(BestQuery{{"matmul", "cuda", "NVIDIA H200", "bf16", "4096x4096x4096"}});
+  EXPECT_EQ(back.query.kernel_type, "matmul");
+  EXPECT_EQ(back.query.backend, "cuda");
+  EXPECT_EQ(back.query.gpu_model, "NVIDIA H200");
+  EXPECT_EQ(back.query.dtype, "bf16");
+  EXPECT_EQ(back.query.shape, "4096x4096x4096");
+}
+
+TEST(ProtocolRoundTrip, ImportBestKeepsItsDocument) {
+  const json doc = {{"format", 1}, {"entries", json::array()}};
+  EXPECT_EQ(round_trip(ImportBest{doc}).document, doc);
 }
 
 TEST(ProtocolRoundTrip, ReplyKeepsItsBody) {
@@ -124,7 +141,8 @@ TEST(ProtocolRoundTrip, ReplyKeepsItsBody) {
 
 TEST(ProtocolNames, EveryMessageTypeHasADistinctWireName) {
   const std::vector<Message> all = {Ready{}, Heartbeat{}, ResultMsg{}, Disconnect{}, Job{}, Ack{},
-                                    Error{}, Submit{}, StatusQuery{}, ResultsQuery{}, Reply{}};
+                                    Error{}, Submit{}, StatusQuery{}, ResultsQuery{}, BestQuery{},
+                                    ImportBest{}, Reply{}};
   std::set<std::string> names;
   for (const auto& m : all) names.insert(type_name(m));
   EXPECT_EQ(names.size(), all.size());

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/job.h"
+#include "common/tuning.h"
 
 namespace ak::testing {
 
@@ -127,6 +128,19 @@ inline CampaignRecord sample_campaign(const std::string& id = "camp-1") {
   c.job_count = 42;
   c.submitted_wall_ms = 1'700'000'000'000;
   return c;
+}
+
+// The tuning entry a passing sample_result makes, with its latency set.
+inline TunedEntry sample_tuned(double latency_us = 10.5, const std::string& job_id = "job-1") {
+  ResultRecord r = sample_result(job_id);
+  r.status = ResultStatus::kPass;
+  r.m.latency_us = latency_us;
+  const Capabilities caps = [] {
+    Capabilities c = sample_caps();
+    c.versions = {{"torch", "2.11.0+cu130"}, {"cuda_driver", "13.0"}, {"nvidia_driver", "580.159.04"}};
+    return c;
+  }();
+  return *tuned_entry_from(sample_job(job_id), r, &caps);
 }
 
 // Records compare through their JSON form: the structs have no operator==, and the JSON form is

@@ -126,10 +126,52 @@ TYPED_TEST_P(StoreContract, ResultCountCountsOneRowPerJob) {
   EXPECT_EQ(*n, 2);
 }
 
+TYPED_TEST_P(StoreContract, TheFirstTunedEntryOfAKeyIsStoredWithEveryField) {
+  bool stored = false;
+  ASSERT_TRUE(this->store().put_best(sample_tuned(12.0), &stored).ok());
+  EXPECT_TRUE(stored);
+  auto best = this->store().load_best();
+  ASSERT_TRUE(best.ok()) << best.status().to_string();
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ(as_json((*best)[0]), as_json(sample_tuned(12.0)));
+}
+
+TYPED_TEST_P(StoreContract, OnlyAFasterEntryReplacesTheStoredOne) {
+  bool stored = false;
+  ASSERT_TRUE(this->store().put_best(sample_tuned(12.0, "job-a"), &stored).ok());
+  ASSERT_TRUE(this->store().put_best(sample_tuned(13.0, "job-b"), &stored).ok());
+  EXPECT_FALSE(stored);
+  ASSERT_TRUE(this->store().put_best(sample_tuned(12.0, "job-c"), &stored).ok());
+  EXPECT_FALSE(stored) << "a tie keeps the incumbent";
+  ASSERT_TRUE(this->store().put_best(sample_tuned(11.0, "job-d"), &stored).ok());
+  EXPECT_TRUE(stored);
+  auto best = this->store().load_best();
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_EQ((*best)[0].job_id, "job-d");
+  EXPECT_EQ((*best)[0].m.latency_us, 11.0);
+}
+
+TYPED_TEST_P(StoreContract, TunedEntriesOfDifferentKeysLoadSortedByKey) {
+  bool stored = false;
+  TunedEntry a = sample_tuned(12.0);
+  TunedEntry b = a;
+  b.shape = {64, 128};
+  TunedEntry c = a;
+  c.gpu_model = "NVIDIA A100-SXM4-80GB";
+  for (const auto& e : {a, b, c}) ASSERT_TRUE(this->store().put_best(e, &stored).ok());
+  auto best = this->store().load_best();
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->size(), 3u);
+  for (size_t i = 1; i < best->size(); ++i) EXPECT_LT(tuning_key((*best)[i - 1]), tuning_key((*best)[i]));
+}
+
 REGISTER_TYPED_TEST_SUITE_P(StoreContract, AnEmptyStoreLoadsAnEmptySnapshot, ACampaignLoadsBackWithEveryField,
                             JobsLoadBackWithEveryField, PuttingAJobAgainOverwritesIt,
                             ABatchLargerThanOneCommandIsStoredWhole, TheFirstResultOfAJobIsInserted,
                             ASecondResultForTheSameJobKeepsTheFirstRow, ADuplicateResultStillWritesTheJobRecord,
-                            ResultsLoadInTheOrderTheyWereFirstStored, ResultCountCountsOneRowPerJob);
+                            ResultsLoadInTheOrderTheyWereFirstStored, ResultCountCountsOneRowPerJob,
+                            TheFirstTunedEntryOfAKeyIsStoredWithEveryField, OnlyAFasterEntryReplacesTheStoredOne,
+                            TunedEntriesOfDifferentKeysLoadSortedByKey);
 
 }  // namespace ak::testing

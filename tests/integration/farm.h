@@ -190,6 +190,7 @@ class Farm {
 
   const std::string& dir() const { return dir_; }
   const std::string& workers_endpoint() const { return workers_ep_; }
+  const std::string& client_endpoint() const { return clients_ep_; }
   int metrics_port() const { return metrics_port_; }
   pid_t coordinator_pid() const { return coordinator_ ? coordinator_->pid() : -1; }
 
