@@ -45,14 +45,17 @@ std::map<std::string, int64_t> default_of(const StudyCampaign& c, const StudyDef
   return src ? kernels::default_config(*src, s.dtype) : std::map<std::string, int64_t>{};
 }
 
-// Launchability of a cuda configuration: threads per block and shared memory of every launch.
-std::function<bool(const search::Config&)> feasibility(const StudyDef& s) {
+// Launchability of a cuda configuration: threads per block and shared memory of every launch, and
+// for the starter source its compile-time constraints (KernelSpec::cuda_config_error).
+std::function<bool(const search::Config&)> feasibility(const StudyCampaign& c, const StudyDef& s) {
   const kernels::KernelSpec* spec = kernels::find(s.kernel_type);
   if (!spec || s.backend != Backend::kCuda) return {};
   const int64_t smem = shared_memory_limit(s.gpu_model);
   const std::vector<int64_t> shape = s.shape;
   const DType dtype = s.dtype;
-  return [spec, smem, shape, dtype](const search::Config& config) {
+  const bool starter = c.source.empty();
+  return [spec, smem, shape, dtype, starter](const search::Config& config) {
+    if (starter && spec->cuda_config_error && !spec->cuda_config_error(config, dtype).empty()) return false;
     auto ok = [&](const kernels::LaunchGeometry& g) {
       const uint64_t threads = uint64_t(g.block[0]) * g.block[1] * g.block[2];
       return threads >= 1 && threads <= 1024 && int64_t(g.shared_bytes) <= smem;
@@ -75,7 +78,7 @@ double median(std::vector<double> v) {
 
 Result<std::unique_ptr<search::Strategy>> strategy_for(const StudyCampaign& c, const StudyDef& s) {
   search::StrategyOptions o = c.options;
-  o.feasible = feasibility(s);
+  o.feasible = feasibility(c, s);
   // Each study its own stream: the same campaign seed must not make every study explore alike.
   const uint64_t seed = c.seed + 0x9E3779B97F4A7C15ull * uint64_t(s.index);
   return search::make_strategy(c.strategy, space_of(c, s), seed, o);

@@ -75,6 +75,10 @@ struct KernelSpec {
   // geometry cuda_phase_geometry(config, shape, dtype, p) and the type's parameters followed by
   // the workspace pointer (when workspace_bytes is set) and p as an int64. With cuda_phases 1
   // (every other type) a call is one launch of cuda_geometry with the type's parameters only.
+  // cuda backend: the compile-time constraints of the starter source on its tunables (its #error
+  // lines) as a reason, "" when the configuration compiles. Studies prune what fails it instead of
+  // spending a trial on a COMPILE_ERROR. nullptr: the source has no such constraints.
+  std::string (*cuda_config_error)(const std::map<std::string, int64_t>& config, DType dtype) = nullptr;
   int cuda_phases = 1;
   LaunchGeometry (*cuda_phase_geometry)(const std::map<std::string, int64_t>& config,
                                         const std::vector<int64_t>& shape, DType dtype, int phase) = nullptr;

@@ -5,7 +5,8 @@
 # xxhash, nlohmann-json). Logs and results go to $OUT (default ./gpu-out).
 # Then: the device's calibration, ctest -L gpu (sandbox and hostile suites), bench/repeatability.sh
 # and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
-# bench/library.sh (the kernel library's results table).
+# bench/library.sh (the kernel library's results table), "study" the H200 study campaign
+# (coordinator/campaigns/study_h200.toml) with its tuning-database export in $OUT/study.
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +45,13 @@ for step in $STEPS; do
     throughput)
       timeout 400 bash bench/throughput.sh "$B"; echo "throughput rc=$?"
       awk -v cols=correctness,stage -f bench/tsv.awk "$OUT/throughput/results.tsv" | sort | uniq -c ;;
+    study)
+      mkdir -p "$OUT/study"
+      (cd "$OUT/study" && timeout 540 "$B/bin/autokernel" run --campaign "$OLDPWD/coordinator/campaigns/study_h200.toml" \
+        --data-dir "$OUT/study/.ak" --out "$OUT/study") > "$OUT/study/run.log" 2>&1
+      echo "study rc=$?"
+      grep -v "^\s*$" "$OUT/study/run.log" | grep -v "\r" | tail -45
+      rm -rf "$OUT/study/.ak" ;;
     library)
       timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac

@@ -77,6 +77,23 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   return g;
 }
 
+// flash_attention.cu's #error constraints on its tunables; "" when the configuration compiles.
+std::string cuda_config_error(const std::map<std::string, int64_t>& config, DType dtype) {
+  static const std::vector<Tunable> space = cuda_space();
+  auto v = [&](const char* name) { return config_value(config, space, name, 1); };
+  const int64_t bm = v("AK_BLOCK_M"), bn = v("AK_BLOCK_N"), warps = v("AK_WARPS"), stages = v("AK_STAGES");
+  const int64_t min_blocks = v("AK_MIN_BLOCKS");
+  if (bm != 64 && bm != 128) return "AK_BLOCK_M must be 64 or 128";
+  if (bn != 32 && bn != 64 && bn != 128) return "AK_BLOCK_N must be 32, 64 or 128";
+  if (warps != 4 && warps != 8) return "AK_WARPS must be 4 or 8";
+  if (stages != 1 && stages != 2) return "AK_STAGES must be 1 or 2";
+  if (min_blocks != 1 && min_blocks != 2) return "AK_MIN_BLOCKS must be 1 or 2";
+  if (bm / warps != 16 && bm / warps != 32) return "AK_BLOCK_M / AK_WARPS must be 16 or 32";
+  const int64_t elem = dtype == DType::kF32 ? 4 : 2;
+  if ((bm + 2 * stages * bn) * 128 * elem > 227 * 1024) return "the Q tile and the K/V rings exceed 227 KiB";
+  return "";
+}
+
 KernelSpec make(const std::string& name, const std::string& prefix, double (*flops_of)(const std::vector<int64_t>&)) {
   KernelSpec k;
   k.name = name;
@@ -110,6 +127,7 @@ KernelSpec make(const std::string& name, const std::string& prefix, double (*flo
   k.bytes = bytes;
   k.check_shape = check_shape;
   k.cuda_geometry = cuda_geometry;
+  k.cuda_config_error = cuda_config_error;
   // seq 1, one short of and one past a tile, tiles of keys cut by seq; head_dim 8, 40 and 96
   // (padded to 64 and 128 with zeros).
   k.edge_shapes = {{1, 1, 1, 64},   {1, 1, 127, 64}, {1, 2, 129, 128}, {2, 3, 1023, 64},

@@ -85,6 +85,7 @@ KernelSpec make_spec() {
   k.bytes = bytes;
   k.check_shape = check_shape;
   k.cuda_geometry = first_phase_geometry;
+  k.cuda_config_error = matmul::gemm_config_error;
   k.cuda_phases = 3;
   k.cuda_phase_geometry = phase_geometry;
   k.workspace_bytes = workspace_bytes;

@@ -16,6 +16,9 @@ std::vector<Tunable> cuda_space();
 // block = AK_WARPS_M * AK_WARPS_N * 32 threads; a 1-D grid of one block per AK_BM x AK_BN tile of
 // the output; AK_STAGES stages of an A and a B tile of dynamic shared memory (fp32: A transposed,
 // rows padded by 4). A tunable config lacks takes the space's default.
+// matmul.cu's #error constraints on its tunables (powers of two, warp and thread tiles, stages,
+// 16-byte chunks per thread) as a reason; "" when the configuration compiles.
+std::string gemm_config_error(const std::map<std::string, int64_t>& config, DType dtype);
 LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64_t rows, int64_t cols, DType dtype);
 
 }  // namespace ak::kernels::matmul

@@ -84,6 +84,32 @@ LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64
   return g;
 }
 
+std::string gemm_config_error(const std::map<std::string, int64_t>& config, DType dtype) {
+  static const std::vector<Tunable> space = cuda_space();
+  auto v = [&](const char* name) { return config_value(config, space, name, 1); };
+  const int64_t bm = v("AK_BM"), bn = v("AK_BN"), bk = v("AK_BK"), wm_n = v("AK_WARPS_M"), wn_n = v("AK_WARPS_N");
+  const int64_t stages = v("AK_STAGES"), group_m = v("AK_GROUP_M");
+  auto pow2 = [](int64_t x) { return x >= 1 && (x & (x - 1)) == 0; };
+  if (!pow2(bm) || !pow2(bn) || !pow2(bk)) return "AK_BM, AK_BN and AK_BK must be powers of two";
+  const int64_t threads = wm_n * wn_n * 32;
+  if (wm_n < 1 || wn_n < 1 || threads > 1024) return "AK_WARPS_M and AK_WARPS_N must be >= 1 with at most 1024 threads";
+  if (stages < 2 || stages > 8) return "AK_STAGES must be in [2, 8]";
+  if (group_m < 1) return "AK_GROUP_M must be >= 1";
+  const int64_t wm = bm / wm_n, wn = bn / wn_n;  // warp tile (integer division, as the preprocessor's)
+  if (dtype == DType::kF32) {
+    const int64_t lanes_m = wm >= wn ? 8 : 4, lanes_n = 32 / lanes_m;
+    const int64_t tm = wm / lanes_m, tn = wn / lanes_n;
+    if (bk < 4) return "fp32: AK_BK must be >= 4";
+    if (tm < 4 || tn < 4 || tm * tn > 128) return "fp32: the thread tile must be >= 4 x 4 and <= 128 outputs";
+  } else {
+    if (bk != 32 && bk != 64) return "fp16/bf16: AK_BK must be 32 or 64";
+    if (wm < 16 || wn < 16 || wm * wn > 64 * 64)
+      return "fp16/bf16: the warp tile must be at least 16 x 16 and at most 4096 elements";
+    if (threads % (bn / 8) != 0) return "fp16/bf16: AK_BN / 8 must divide the thread count";
+  }
+  return "";
+}
+
 KernelSpec make_spec() {
   KernelSpec k;
   k.name = "matmul";
@@ -139,6 +165,7 @@ KernelSpec make_spec() {
   k.bytes = bytes;
   k.check_shape = check_shape;
   k.cuda_geometry = cuda_geometry;
+  k.cuda_config_error = gemm_config_error;
   k.edge_shapes = {{1, 1, 1}, {127, 1, 1}, {1, 127, 1}, {1, 1, 127}, {3, 1023, 5}, {129, 257, 65}, {17, 33, 4097}};
   return k;
 }

@@ -259,6 +259,8 @@ TEST(StudyTest, CapacityFollowsTheSharesAndAPlateauedStudyStopsReceivingWork) {
   EXPECT_NEAR(p.amdahl.at("cpu"), 1.0 / (1.0 - 0.6 * (1.0 - 1.0 / s0)), 1e-9);
 }
 
+// Launch limits of the model and the starter's compile-time constraints (cuda_config_error): the
+// feasible space of matmul bf16 on a 4090 is what is left of 1944 points.
 TEST(StudyTest, CudaProposalsRespectTheModelsLaunchLimits) {
   json d = {{"kind", "study"},
             {"strategy", "random"},
@@ -278,11 +280,19 @@ TEST(StudyTest, CudaProposalsRespectTheModelsLaunchLimits) {
       const auto g = spec->cuda_geometry(j.config, j.shape, j.dtype);
       EXPECT_LE(int64_t(g.shared_bytes), 99 * 1024) << config_string(j.config);
       EXPECT_LE(g.block[0] * g.block[1] * g.block[2], 1024u) << config_string(j.config);
+      EXPECT_EQ(spec->cuda_config_error(j.config, j.dtype), "") << "the starter would not compile "
+                                                                << config_string(j.config);
       ++n;
     }
     f.complete(f.flight.size(), [](const JobSpec&) { return 100.0; });
   }
   EXPECT_GT(n, 0u);
+  size_t feasible = 0;
+  for (const auto& p : kernels::enumerate_space(spec->backends.at(Backend::kCuda).space)) {
+    const auto g = spec->cuda_geometry(p, {4096, 4096, 4096}, DType::kBF16);
+    feasible += g.shared_bytes <= 99 * 1024 && spec->cuda_config_error(p, DType::kBF16).empty();
+  }
+  EXPECT_EQ(n, feasible) << "every feasible configuration once, nothing else";
   EXPECT_TRUE(f.progress(c).studies[0].done) << "the feasible space should run out";
   EXPECT_EQ(study_status_json(f.progress(c).studies[0])["stop"], "EXHAUSTED");
 }

@@ -153,6 +153,43 @@ TEST_F(CompilerTest, NvrtcBuildsSm90aCubinsForEveryDtypeAndSeveralConfigs) {
   EXPECT_GE(paths.size(), 9u);
 }
 
+// KernelSpec::cuda_config_error agrees with the starter's #error lines: for every type that has
+// one, configurations it accepts compile at sm_90a and those it rejects do not (two accepted and
+// four rejected per dtype, spread over the space; a predicate shared by several types, as
+// fused_mlp's is matmul's and flash_attention_causal's flash_attention's, once: a compile of an
+// accepted one takes seconds on 2 cores).
+TEST_F(CompilerTest, CudaConfigErrorPredictsWhichStarterConfigurationsCompile) {
+  size_t checked = 0;
+  std::set<std::string (*)(const std::map<std::string, int64_t>&, DType)> seen;
+  for (const kernels::KernelSpec* k : kernels::all()) {
+    if (!k->cuda_config_error || !seen.insert(k->cuda_config_error).second) continue;
+    const kernels::BackendSource& src = k->backends.at(Backend::kCuda);
+    const auto points = kernels::enumerate_space(src.space);
+    for (DType d : {DType::kF32, DType::kBF16}) {
+      int accepted = 0, rejected = 0;
+      // A stride prime to the space's size visits it in a scattered order.
+      for (size_t n = 0, i = 7; n < points.size() && (accepted < 2 || rejected < 4); ++n, i = (i + 211) % points.size()) {
+        const std::string why = k->cuda_config_error(points[i], d);
+        if (why.empty() ? accepted >= 2 : rejected >= 4) continue;
+        (why.empty() ? accepted : rejected)++;
+        JobSpec j = job(Backend::kCuda, d);
+        j.kernel_type = k->name;
+        j.shape = src.default_shapes.at(0);
+        j.source = src.source;
+        j.config = points[i];
+        auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+        EXPECT_EQ(art.ok(), why.empty()) << k->name << " " << dtype_name(d) << " " << config_string(j.config)
+                                         << ": predicted '" << why << "', compiler: "
+                                         << (art.ok() ? "ok" : art.status().message().substr(0, 300));
+        ++checked;
+      }
+      EXPECT_EQ(accepted, 2) << k->name << " " << dtype_name(d);
+      EXPECT_EQ(rejected, 4) << k->name << " " << dtype_name(d);
+    }
+  }
+  EXPECT_GE(checked, 2u * 2 * 6) << "matmul and flash_attention have the predicate";
+}
+
 // Every kernel type's starters build with their default configuration: cuda for sm_90a (Hopper)
 // and sm_80 (the fallback of older GPUs) in every dtype, cpu in fp32.
 TEST_F(CompilerTest, EveryKernelTypesStartersBuildWithTheirDefaultConfig) {
