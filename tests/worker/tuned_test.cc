@@ -1,10 +1,14 @@
 #include "kernels/tuned.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+
+#include "kernels/registry.h"
 
 namespace ak::kernels {
 namespace {
@@ -72,6 +76,40 @@ TEST(TunedConfigs, LoadsAFileAndRefusesMalformedOnesWithTheReason) {
   auto b = TunedConfigs::parse(bad);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("entry 1"), std::string::npos) << b.status().message();
+}
+
+// The farm's own export of its H200 study campaign (bench/results/tuning-h200-2026-12-04.json,
+// written by `autokernel run --campaign coordinator/campaigns/study_h200.toml` on one H200): every
+// entry's configuration is a point of its type's declared cuda space, and the lookup returns the
+// tuned configurations for the tuned shapes and the nearest ones for others.
+TEST(TunedConfigs, TheH200StudyCampaignsExportLoadsAndAnswersPerShape) {
+  auto t = TunedConfigs::load(std::string(AK_SOURCE_DIR) + "/bench/results/tuning-h200-2026-12-04.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->size(), 20u) << "nine types (flash_attention causal and not) at two shapes";
+  auto sm = t->find("softmax", "NVIDIA H200", "bf16", {4096, 4096}, "cuda");
+  ASSERT_TRUE(sm.has_value());
+  EXPECT_TRUE(sm->exact);
+  EXPECT_EQ(sm->config, (std::map<std::string, int64_t>{{"AK_THREADS", 256}, {"AK_VEC", 4}, {"AK_WARP_PER_ROW", 0}}));
+  auto ce = t->find("cross_entropy", "nvidia h200", "bf16", {8192, 128256}, "cuda");
+  ASSERT_TRUE(ce.has_value());
+  EXPECT_FALSE(ce->exact);
+  EXPECT_EQ(ce->shape, (std::vector<int64_t>{4096, 128256}));
+  EXPECT_FALSE(t->find("softmax", "NVIDIA H200", "bf16", {4096, 4096}, "triton").has_value())
+      << "the campaign tuned the cuda starters only";
+  const json doc = json::parse(std::ifstream(std::string(AK_SOURCE_DIR) + "/bench/results/tuning-h200-2026-12-04.json"));
+  for (const auto& e : doc["entries"]) {
+    const KernelSpec* spec = find(e["kernel_type"].get<std::string>());
+    ASSERT_NE(spec, nullptr) << e["kernel_type"];
+    const auto& space = spec->backends.at(Backend::kCuda).space;
+    for (const auto& [name, value] : e["config"].items()) {
+      auto it = std::find_if(space.begin(), space.end(), [&](const Tunable& x) { return x.name == name; });
+      ASSERT_NE(it, space.end()) << name;
+      EXPECT_NE(std::find(it->values.begin(), it->values.end(), value.get<int64_t>()), it->values.end()) << name;
+    }
+    if (spec->cuda_config_error) {
+      EXPECT_EQ(spec->cuda_config_error(e["config"].get<std::map<std::string, int64_t>>(), DType::kBF16), "");
+    }
+  }
 }
 
 }  // namespace
