@@ -62,6 +62,28 @@ int best(const ClientArgs& c, const BestArgs& a);
 int export_results(const ClientArgs& c, const std::string& campaign, const std::string& tsv_path,
                    const std::string& json_path);
 
+// autokernel kb baseline | sweep (cli/kernelbench_command.cc).
+struct KbArgs {
+  std::string kernelbench;      // a KernelBench checkout (or a folder of level<N>/ problems)
+  std::string generations;      // sweep: folder of level_<L>_problem_<P>_sample_<S>_kernel.py
+  std::string levels = "1-3";   // ranges
+  std::string ids;              // problem id ranges; empty: all
+  std::vector<std::string> baselines = {"eager", "compile"};
+  std::string backend = "cuda";  // the workers that run it: cuda or cpu
+  std::vector<std::string> gpu_models;
+  std::string sample_backend = "cuda";  // the candidates': cuda (load_inline), triton or torch
+  std::string precision = "fp32";
+  int correct_trials = 5;
+  int perf_trials = 100;
+  int64_t timeout_ms = 180'000;
+  bool strict = true;
+  bool keep_integer_inputs = true;
+  std::string name;
+  std::string out = "kernelbench-out";
+};
+int kb_baseline(const ClientArgs& c, const KbArgs& a);
+int kb_sweep(const ClientArgs& c, const KbArgs& a);
+
 struct RunArgs {
   // Run one after the other, results of all in one results.tsv; empty: the default softmax
   // campaign for the local backend.

@@ -94,6 +94,34 @@ int main(int argc, char** argv) {
   best->add_flag("--json", ba.json, "print the export document");
   add_client(best);
 
+  KbArgs kb;
+  auto* kbc = app.add_subcommand("kb", "KernelBench on the farm: baselines per GPU model, candidate sweeps, fast_p");
+  kbc->require_subcommand(1);
+  auto add_kb = [&](CLI::App* s) {
+    s->add_option("--kernelbench", kb.kernelbench, "KernelBench checkout (or a folder holding level1/ ...)")->required();
+    s->add_option("--levels", kb.levels, "levels, e.g. 1-3 or 1,3")->capture_default_str();
+    s->add_option("--ids", kb.ids, "problem ids, e.g. 1-20,40");
+    s->add_option("--backend", kb.backend, "workers that run it: cuda or cpu")->capture_default_str();
+    s->add_option("--gpu-model", kb.gpu_models, "GPU model to run on (repeatable): one job per model");
+    s->add_option("--precision", kb.precision, "fp32, fp16 or bf16 (KernelBench's precision)")->capture_default_str();
+    s->add_option("--correct-trials", kb.correct_trials, "correctness trials per sample")->capture_default_str();
+    s->add_option("--perf-trials", kb.perf_trials, "timed trials")->capture_default_str();
+    s->add_option("--timeout-ms", kb.timeout_ms, "per job: every harness step together")->capture_default_str();
+    s->add_option("--name", kb.name, "campaign name");
+    s->add_option("--out", kb.out, "output folder")->capture_default_str();
+    s->add_flag("!--kb-cast-integer-inputs", kb.keep_integer_inputs,
+                "cast integer inputs to the precision as KernelBench does (issue #151) instead of keeping them");
+    add_client(s);
+  };
+  auto* kbb = kbc->add_subcommand("baseline", "Eager and torch.compile baselines of every selected problem (results/timing/<hardware>/)");
+  add_kb(kbb);
+  kbb->add_option("--modes", kb.baselines, "eager, compile, compile-max-autotune ...")->capture_default_str();
+  auto* kbs = kbc->add_subcommand("sweep", "Evaluate a folder of generations, one job per sample; fast_p against the farm's baselines");
+  add_kb(kbs);
+  kbs->add_option("--generations", kb.generations, "folder of level_<L>_problem_<P>_sample_<S>_kernel.py")->required();
+  kbs->add_option("--sample-backend", kb.sample_backend, "the candidates' backend: cuda, triton or torch")->capture_default_str();
+  kbs->add_flag("!--no-strict", kb.strict, "skip the strict checks (faithful verdict only)");
+
   CalibrateArgs ca;
   auto* cal = app.add_subcommand("calibrate", "Measure this device's ceilings (copy bandwidth, GEMM TFLOP/s) beside its datasheet");
   cal->add_option("--backend", ca.backend, "auto, cpu or cuda")->capture_default_str();
@@ -117,5 +145,7 @@ int main(int argc, char** argv) {
   if (*best) return ak::cli::best(cl, ba);
   if (*exp) return ak::cli::export_results(cl, campaign, tsv, json_out);
   if (*cal) return ak::cli::calibrate(ca);
+  if (*kbb) return ak::cli::kb_baseline(cl, kb);
+  if (*kbs) return ak::cli::kb_sweep(cl, kb);
   return 2;
 }

@@ -76,6 +76,43 @@ void to_json(nlohmann::json& j, const JobSpec& v) {
        {"tag", v.tag},
        {"description", v.description}};
   if (v.study >= 0) j["study"] = v.study;
+  if (v.kernelbench) j["kernelbench"] = *v.kernelbench;
+}
+
+void to_json(nlohmann::json& j, const KernelBenchTask& v) {
+  j = {{"mode", v.mode},
+       {"level", v.level},
+       {"problem_id", v.problem_id},
+       {"problem_name", v.problem_name},
+       {"problem_code", v.problem_code},
+       {"sample_id", v.sample_id},
+       {"backend", v.backend},
+       {"precision", v.precision},
+       {"compile", v.compile},
+       {"compile_mode", v.compile_mode},
+       {"num_correct_trials", v.num_correct_trials},
+       {"num_perf_trials", v.num_perf_trials},
+       {"seed", v.seed},
+       {"strict", v.strict},
+       {"switches", v.switches}};
+}
+void from_json(const nlohmann::json& j, KernelBenchTask& v) {
+  const KernelBenchTask d;
+  v.mode = j.value("mode", d.mode);
+  v.level = j.at("level").get<int>();
+  v.problem_id = j.at("problem_id").get<int>();
+  v.problem_name = j.at("problem_name").get<std::string>();
+  v.problem_code = j.at("problem_code").get<std::string>();
+  v.sample_id = j.value("sample_id", d.sample_id);
+  v.backend = j.value("backend", d.backend);
+  v.precision = j.value("precision", d.precision);
+  v.compile = j.value("compile", d.compile);
+  v.compile_mode = j.value("compile_mode", d.compile_mode);
+  v.num_correct_trials = j.value("num_correct_trials", d.num_correct_trials);
+  v.num_perf_trials = j.value("num_perf_trials", d.num_perf_trials);
+  v.seed = j.value("seed", d.seed);
+  v.strict = j.value("strict", d.strict);
+  v.switches = j.value("switches", nlohmann::json::object());
 }
 void from_json(const nlohmann::json& j, JobSpec& v) {
   v.job_id = j.at("job_id").get<std::string>();
@@ -91,6 +128,7 @@ void from_json(const nlohmann::json& j, JobSpec& v) {
   v.tag = j.value("tag", "");
   v.description = j.value("description", "");
   v.study = j.value("study", -1);
+  if (j.contains("kernelbench")) v.kernelbench = j.at("kernelbench").get<KernelBenchTask>();
 }
 
 void to_json(nlohmann::json& j, const Capabilities& v) {
@@ -170,6 +208,7 @@ void to_json(nlohmann::json& j, const ResultRecord& v) {
        {"options_hash", v.options_hash},
        {"completed_wall_ms", v.completed_wall_ms},
        {"attempt_reasons", v.attempt_reasons}};
+  if (!v.kernelbench.is_null()) j["kernelbench"] = v.kernelbench;
 }
 void from_json(const nlohmann::json& j, ResultRecord& v) {
   v.job_id = j.at("job_id").get<std::string>();
@@ -184,6 +223,7 @@ void from_json(const nlohmann::json& j, ResultRecord& v) {
   v.options_hash = j.value("options_hash", "");
   v.completed_wall_ms = j.value("completed_wall_ms", int64_t{0});
   v.attempt_reasons = j.value("attempt_reasons", std::vector<std::string>{});
+  v.kernelbench = j.value("kernelbench", nlohmann::json());
 }
 
 void to_json(nlohmann::json& j, const JobRecord& v) {

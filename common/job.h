@@ -64,6 +64,27 @@ struct MeasureOptions {
   bool cold = true;
 };
 
+// A KernelBench job (kernelbench/): one problem's baseline timing or one candidate sample, run by
+// the worker's KernelBench harness (kernelbench/harness.py, HARNESS.md) instead of the kernel
+// sandbox. The candidate's code is JobSpec::source; JobSpec::kernel_type is "kernelbench".
+struct KernelBenchTask {
+  std::string mode = "candidate";  // "candidate" | "baseline"
+  int level = 0;
+  int problem_id = 0;
+  std::string problem_name;        // the file name, "1_Square_matrix_multiplication_.py"
+  std::string problem_code;
+  int sample_id = 0;               // candidate mode
+  std::string backend = "cuda";    // the candidate's: "cuda" (load_inline), "triton", "torch"
+  std::string precision = "fp32";  // "fp32" | "fp16" | "bf16", KernelBench's precision argument
+  bool compile = false;            // baseline mode: torch.compile (inductor) instead of eager
+  std::string compile_mode = "default";
+  int num_correct_trials = 5;
+  int num_perf_trials = 100;
+  int64_t seed = 42;
+  bool strict = true;              // the strict checks beside the faithful verdict
+  nlohmann::json switches = nlohmann::json::object();  // the harness's deviation switches
+};
+
 struct JobSpec {
   std::string job_id;
   std::string campaign_id;
@@ -80,6 +101,8 @@ struct JobSpec {
   // Index of the study (coordinator/study.h) of a study campaign that proposed this job; -1 for
   // the jobs of a plain campaign. JSON key "study", written only when >= 0.
   int study = -1;
+  // Set for KernelBench jobs; JSON key "kernelbench", written only when set.
+  std::optional<KernelBenchTask> kernelbench;
 };
 
 // A worker's performance ceilings: measured by its sandbox at start (calibration) and looked up in
@@ -175,6 +198,11 @@ struct ResultRecord {
   std::string options_hash;    // xxh64 of compile options + compiler version + arch, hex
   int64_t completed_wall_ms = 0;
   std::vector<std::string> attempt_reasons;  // for LOST: why each attempt ended
+  // KernelBench jobs: what the harness said (kernelbench/HARNESS.md): the faithful fields
+  // ("verdict", "compiled", "correctness", "metadata", "runtime_ms", "runtime_stats",
+  // "ref_runtime_ms"), the strict checks ("strict", "judge") or the baseline ("baseline").
+  // JSON key "kernelbench", written only when not null.
+  nlohmann::json kernelbench;
 };
 
 // The coordinator's record of a job; written through to the store on every transition.
@@ -196,6 +224,8 @@ struct CampaignRecord {
   int64_t submitted_wall_ms = 0;
 };
 
+void to_json(nlohmann::json& j, const KernelBenchTask& v);
+void from_json(const nlohmann::json& j, KernelBenchTask& v);
 void to_json(nlohmann::json& j, const Requirements& v);
 void from_json(const nlohmann::json& j, Requirements& v);
 void to_json(nlohmann::json& j, const MeasureOptions& v);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 namespace ak {
@@ -34,6 +35,14 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    if (options.new_process_group) setpgid(0, 0);
+    if (!options.output_path.empty()) {
+      const int out = open(options.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (out >= 0) {
+        if (!options.capture_stdout) dup2(out, STDOUT_FILENO);
+        dup2(out, STDERR_FILENO);
+      }
+    }
     if (options.capture_stdout) dup2(fds[1], STDOUT_FILENO);
     for (const auto& e : options.env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> args;
@@ -78,6 +87,42 @@ ChildProcess::~ChildProcess() {
     wait();
   }
   if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+std::optional<int> ChildProcess::wait_for(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  if (exit_code_) return *exit_code_;
+  if (!running()) return *exit_code_;
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  if (pidfd >= 0) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{pidfd, POLLIN, 0};
+      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+      if (r < 0 && errno == EINTR) continue;
+      break;
+    }
+    close(pidfd);
+  } else {
+    // No pidfd (kernel < 5.3): check every 10 ms until the deadline.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (running() && std::chrono::steady_clock::now() < deadline) {
+      const timespec ts{0, 10'000'000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  if (running()) return std::nullopt;
+  return *exit_code_;
+}
+
+int ChildProcess::kill_group() {
+  if (pid_ <= 0) return -1;
+  if (exit_code_) return *exit_code_;
+  if (getpgid(pid_) == pid_) ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
+  return wait();
 }
 
 bool ChildProcess::running() {

@@ -23,6 +23,12 @@ class ChildProcess {
   struct Options {
     bool capture_stdout = false;
     std::vector<std::string> env;  // extra NAME=value entries
+    // The child's stdout and stderr go to this file (created or truncated) instead; ignored for
+    // stdout when capture_stdout is set. Empty: inherited.
+    std::string output_path;
+    // The child leads a new process group, so kill_group() reaches what it starts in turn
+    // (compilers, build tools).
+    bool new_process_group = false;
   };
   static Result<ChildProcess> spawn(const std::vector<std::string>& argv, const Options& options);
 
@@ -42,6 +48,11 @@ class ChildProcess {
   void signal(int sig);
   // Waits for exit; returns the exit code, or 128 + signal number.
   int wait();
+  // Waits at most `timeout` for exit: the exit code as wait() gives it, or nullopt when the child
+  // is still running at the deadline (it is left running). Blocks on a pidfd, no polling loop.
+  std::optional<int> wait_for(std::chrono::milliseconds timeout);
+  // SIGKILL to the child's process group (new_process_group) or to the child, then reaps it.
+  int kill_group();
   // SIGTERM, wait up to `grace`, then SIGKILL.
   int stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 

@@ -105,6 +105,15 @@ nlohmann::json result_row(const JobRecord& job, const ResultRecord& r, int64_t e
       {"campaign_id", job.spec.campaign_id},
       {"completed_wall_ms", r.completed_wall_ms},
   };
+  // KernelBench jobs: the task (problem, sample, baseline mode) and what the harness said, for
+  // the JSON export and `autokernel kb`; not a TSV column (the table in result_fields.h).
+  if (const auto& t = job.spec.kernelbench) {
+    nlohmann::json kb = r.kernelbench.is_object() ? r.kernelbench : nlohmann::json::object();
+    kb["task"] = {{"mode", t->mode},           {"level", t->level},       {"problem_id", t->problem_id},
+                  {"problem_name", t->problem_name}, {"sample_id", t->sample_id}, {"backend", t->backend},
+                  {"precision", t->precision}, {"compile", t->compile},   {"compile_mode", t->compile_mode}};
+    row["kernelbench"] = std::move(kb);
+  }
   return row;
 }
 

@@ -91,7 +91,7 @@ bool replaces(const TunedEntry& candidate, const TunedEntry& incumbent) {
 
 std::optional<TunedEntry> tuned_entry_from(const JobRecord& job, const ResultRecord& result, const Capabilities* caps) {
   if (result.status != ResultStatus::kPass || !(result.m.latency_us > 0) || job.spec.kernel_type.empty() ||
-      result.gpu.empty())
+      result.gpu.empty() || job.spec.kernelbench)
     return std::nullopt;
   TunedEntry e;
   e.kernel_type = job.spec.kernel_type;

@@ -59,7 +59,7 @@ std::string tuning_key(const TunedEntry& e);
 bool replaces(const TunedEntry& candidate, const TunedEntry& incumbent);
 
 // The entry a result makes, or nullopt when it is not a tuning result: only PASS rows with a
-// latency, of a job with a kernel type. `caps` is the worker's last READY (nullptr: unknown, the
+// latency, of a job with a kernel type (not KernelBench jobs: their problems are not kernel types). `caps` is the worker's last READY (nullptr: unknown, the
 // provenance then lacks arch and versions).
 std::optional<TunedEntry> tuned_entry_from(const JobRecord& job, const ResultRecord& result,
                                            const Capabilities* caps);

@@ -7,6 +7,7 @@
 #include "common/ids.h"
 #include "common/result_fields.h"
 #include "coordinator/campaign.h"
+#include "coordinator/kernelbench_campaign.h"
 
 namespace ak {
 
@@ -433,7 +434,8 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
   }
   if (auto* s = std::get_if<pr::Submit>(&m)) {
     const std::string id = new_campaign_id();
-    auto plan = plan_campaign(s->campaign, id, clock_.wall_ms());
+    auto plan = is_kernelbench_document(s->campaign) ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms())
+                                                     : plan_campaign(s->campaign, id, clock_.wall_ms());
     if (!plan.ok()) {
       *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
       return {};

@@ -56,7 +56,14 @@ WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock,
       caps_(std::move(caps)),
       clock_(clock),
       compiler_(std::move(compiler)),
-      runner_(std::move(runner)) {
+      runner_(std::move(runner)),
+      kernelbench_(KernelBenchRunnerOptions{
+          options_.python,
+          !options_.kernelbench_dir.empty()
+              ? options_.kernelbench_dir
+              : (options_.cache_dir.empty() ? std::string("/tmp/ak-kernelbench") : options_.cache_dir + "/kernelbench"),
+          options_.backend == Backend::kCpu ? std::string("cpu") : "cuda:" + std::to_string(options_.device_index),
+          false}) {
   options_.slots = std::max(1, options_.slots);
   options_.compile_threads = std::max(1, options_.compile_threads);
   options_.heartbeat_ms = std::max<int64_t>(1, options_.heartbeat_ms);
@@ -109,6 +116,13 @@ void WorkerAgent::compile_loop() {
       job = std::move(compile_queue_.front());
       compile_queue_.pop_front();
     }
+    if (job.spec.kernelbench) {
+      // The harness compiles (load_inline, Triton) inside its own process.
+      std::lock_guard<std::mutex> lock(mu_);
+      run_queue_.push_back(Compiled{std::move(job), CompiledArtifact{}});
+      run_cv_.notify_one();
+      continue;
+    }
     const int64_t t0 = clock_.now_ms();
     std::optional<Result<CompiledArtifact>> art;
     std::string crash;
@@ -160,6 +174,28 @@ void WorkerAgent::execute_loop() {
       if (shutdown_) break;
       c = std::move(run_queue_.front());
       run_queue_.pop_front();
+    }
+    if (c.job.spec.kernelbench) {
+      KernelBenchOutcome o;
+      try {
+        o = kernelbench_.run(c.job.spec, std::chrono::milliseconds(std::max<int64_t>(1, c.job.spec.timeout_ms)));
+      } catch (const std::exception& e) {
+        o.status = ResultStatus::kCrash;
+        o.stage = "kernelbench";
+        o.reason = std::string("KernelBench runner threw: ") + e.what();
+      }
+      ResultRecord r = base_result(c.job);
+      r.status = o.status;
+      r.stage = o.stage;
+      r.reason = o.reason;
+      r.m = o.m;
+      r.kernelbench = std::move(o.kernelbench);
+      r.completed_wall_ms = clock_.wall_ms();
+      if (r.status != ResultStatus::kPass)
+        spdlog::info("worker {}: KernelBench job {} attempt {}: {} at {}: {}", options_.worker_id, r.job_id, r.attempt,
+                     result_status_name(r.status), r.stage, r.reason);
+      push_result(std::move(r));
+      continue;
     }
     SandboxRequest req;
     req.job = c.job.spec;

@@ -16,7 +16,8 @@
 // Threads: the thread that calls run() is the only one that touches the socket and the outbox.
 // compile_threads compile threads compile queued jobs ahead (so compiling job N+1 overlaps
 // measuring job N); one executor thread runs compiled jobs one at a time through the
-// SandboxRunner (GPU measurement must be serialised). Finished results come back to the main
+// SandboxRunner (GPU measurement must be serialised), and KernelBench jobs through the
+// KernelBenchRunner (they bypass the compile threads). Finished results come back to the main
 // thread through a queue and an eventfd that wakes its poll. No exception crosses a thread: a
 // throwing compiler or runner becomes a CRASH result and a log line. A compile error becomes a
 // COMPILE_ERROR result without touching the sandbox.
@@ -42,6 +43,7 @@
 #include "common/protocol.h"
 #include "common/status.h"
 #include "worker/compiler.h"
+#include "worker/kernelbench_runner.h"
 #include "worker/outbox.h"
 #include "worker/supervisor.h"
 
@@ -65,6 +67,10 @@ struct WorkerOptions {
   int64_t sandbox_start_timeout_ms = 60'000;
   int64_t poll_ms = 50;              // longest the main loop blocks before re-reading the clock [ms]
   int64_t linger_ms = 1'000;         // how long unsent messages may delay closing the socket [ms]
+  // KernelBench jobs (JobSpec::kernelbench) skip the compiler and the sandbox: the executor thread
+  // runs them through a KernelBenchRunner (worker/kernelbench_runner.h) with `python`, in this
+  // folder (empty: <cache_dir>/kernelbench).
+  std::string kernelbench_dir;
 };
 
 class WorkerAgent {
@@ -111,6 +117,7 @@ class WorkerAgent {
   Clock& clock_;
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<SandboxRunner> runner_;
+  KernelBenchRunner kernelbench_;
 
   // Shared with the worker threads, guarded by mu_.
   std::mutex mu_;

@@ -7,6 +7,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
 
 namespace ak {
 namespace {
@@ -41,6 +44,46 @@ TEST(ChildProcess, StopKillsAChildThatIgnoresSigtermAfterTheGrace) {
   EXPECT_EQ(code, 128 + SIGKILL);
   EXPECT_GE(took, milliseconds(250));  // poll() rounds its timeout to whole ms
   EXPECT_FALSE(c.running());
+}
+
+}  // namespace
+}  // namespace ak
+
+namespace ak {
+namespace {
+
+TEST(ChildProcessWaitFor, ReturnsTheExitCodeOfAChildThatEndsInTime) {
+  auto c = ChildProcess::spawn({"sh", "-c", "exit 3"}, {});
+  ASSERT_TRUE(c.ok());
+  auto rc = c->wait_for(std::chrono::seconds(30));
+  ASSERT_TRUE(rc.has_value());
+  EXPECT_EQ(*rc, 3);
+}
+
+TEST(ChildProcessWaitFor, LeavesARunningChildRunningAtTheDeadlineAndKillGroupEndsItsGroup) {
+  const std::string out = "/tmp/ak-process-test-" + std::to_string(getpid()) + ".log";
+  ChildProcess::Options o;
+  o.new_process_group = true;
+  o.output_path = out;
+  // A shell that starts a grandchild in the same group and waits for it.
+  auto c = ChildProcess::spawn({"sh", "-c", "sleep 300 & echo $!; wait"}, o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->wait_for(std::chrono::milliseconds(200)).has_value());
+  EXPECT_TRUE(c->running());
+  EXPECT_EQ(c->kill_group(), 128 + SIGKILL);
+  std::ifstream in(out);
+  std::string grandchild;
+  std::getline(in, grandchild);
+  ASSERT_FALSE(grandchild.empty()) << "stdout went to output_path";
+  // Dead: gone, or a zombie waiting for its new parent to reap it.
+  std::ifstream stat("/proc/" + grandchild + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const auto close = text.rfind(')');
+  if (close != std::string::npos) {
+    EXPECT_EQ(text.substr(close + 2, 1), "Z") << text;
+  }
+  std::remove(out.c_str());
 }
 
 }  // namespace

@@ -1,0 +1,268 @@
+// autokernel kb baseline | sweep: KernelBench on the farm. Reads the problems (and generations)
+// from local folders (kernelbench/bridge.h), submits a KernelBench campaign
+// (coordinator/kernelbench_campaign.h), follows it, and writes KernelBench's files: the baseline
+// JSON of results/timing/<hardware>/, eval_results.json per level, and the fast_p scores.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "coordinator/client.h"
+#include "kernelbench/bridge.h"
+#include "kernelbench/score.h"
+
+namespace ak::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Result<kernelbench::Selection> selection_of(const KbArgs& a) {
+  kernelbench::Selection sel;
+  if (!a.levels.empty()) {
+    auto lv = kernelbench::parse_id_ranges(a.levels);
+    if (!lv.ok()) return Status::invalid("--levels: " + lv.status().message());
+    sel.levels = *lv;
+  }
+  if (!a.ids.empty()) {
+    auto ids = kernelbench::parse_id_ranges(a.ids);
+    if (!ids.ok()) return Status::invalid("--ids: " + ids.status().message());
+    sel.ids = *ids;
+  }
+  return sel;
+}
+
+json campaign_base(const KbArgs& a, const std::string& task) {
+  json doc = {{"kind", "kernelbench"},
+              {"task", task},
+              {"name", a.name.empty() ? "kernelbench " + task : a.name},
+              {"backend", a.backend},
+              {"precision", a.precision},
+              {"num_correct_trials", a.correct_trials},
+              {"num_perf_trials", a.perf_trials},
+              {"timeout_ms", a.timeout_ms},
+              {"strict", a.strict},
+              {"switches", {{"keep_integer_inputs", a.keep_integer_inputs}}}};
+  if (!a.gpu_models.empty()) doc["gpu_models"] = a.gpu_models;
+  return doc;
+}
+
+json problems_json(const std::vector<kernelbench::Problem>& ps) {
+  json out = json::array();
+  for (const auto& p : ps)
+    out.push_back({{"level", p.level}, {"problem_id", p.problem_id}, {"name", p.name}, {"code", p.code}});
+  return out;
+}
+
+// Submits, follows, and returns the campaign's result rows.
+Result<json> run_campaign(const ClientArgs& c, const json& doc, std::string* campaign_id, double* wall_s) {
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sub = client.submit(doc);
+  if (!sub.ok()) return Status::invalid("campaign rejected: " + sub.status().message());
+  *campaign_id = (*sub)["campaign_id"].get<std::string>();
+  std::cout << "campaign " << *campaign_id << " (" << (*sub)["name"].get<std::string>() << "): " << (*sub)["jobs"]
+            << " jobs\n";
+  if (!wait_for_campaign(client, *campaign_id, stop_flag())) return Status::unavailable("interrupted or coordinator lost");
+  *wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto rows = client.results(*campaign_id, "");
+  if (!rows.ok()) return rows.status();
+  return (*rows)["rows"];
+}
+
+std::string hardware_dir(std::string gpu) {
+  for (char& ch : gpu)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return gpu;
+}
+
+Status write_json(const fs::path& p, const json& j) {
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  std::ofstream out(p);
+  if (!out) return Status::unavailable("cannot write " + p.string());
+  out << j.dump(2) << "\n";
+  return {};
+}
+
+std::string baseline_file(const std::string& mode) {
+  if (mode == "eager") return "baseline_time_torch.json";
+  const std::string m = mode == "compile" ? "default" : mode.substr(8);  // compile-<mode>
+  return "baseline_time_torch_compile_inductor_" + m + ".json";
+}
+
+std::string mode_of(const json& task) {
+  if (task.value("mode", "") != "baseline") return "candidate";
+  if (!task.value("compile", false)) return "eager";
+  const std::string m = task.value("compile_mode", "default");
+  return m == "default" ? "compile" : "compile-" + m;
+}
+
+// Baselines of every KernelBench baseline row the farm holds (optionally of some campaigns).
+std::vector<kernelbench::Baseline> farm_baselines(const json& rows) {
+  std::vector<kernelbench::Baseline> out;
+  for (const auto& r : rows) {
+    if (!r.contains("kernelbench") || r["correctness"] != "PASS") continue;
+    const json& kb = r["kernelbench"];
+    const json task = kb.value("task", json::object());
+    if (task.value("mode", "") != "baseline") continue;
+    const json b = kb.value("baseline", json::object());
+    out.push_back({task.value("level", 0), task.value("problem_name", ""), r.value("gpu", ""), mode_of(task),
+                   b.value("mean_ms", 0.0)});
+  }
+  return out;
+}
+
+}  // namespace
+
+int kb_baseline(const ClientArgs& c, const KbArgs& a) {
+  auto sel = selection_of(a);
+  if (!sel.ok()) {
+    std::cerr << "autokernel kb baseline: " << sel.status().message() << "\n";
+    return 2;
+  }
+  auto problems = kernelbench::load_problems(a.kernelbench, *sel);
+  if (!problems.ok() || problems->empty()) {
+    std::cerr << "autokernel kb baseline: "
+              << (problems.ok() ? "no problem matches the selection" : problems.status().message()) << "\n";
+    return 2;
+  }
+  json doc = campaign_base(a, "baseline");
+  doc["baselines"] = a.baselines;
+  doc["problems"] = problems_json(*problems);
+  std::string cid;
+  double wall_s = 0;
+  auto rows = run_campaign(c, doc, &cid, &wall_s);
+  if (!rows.ok()) {
+    std::cerr << "autokernel kb baseline: " << rows.status().message() << "\n";
+    return 1;
+  }
+  // KernelBench's layout: results/timing/<hardware>/<file>: {"level1": {"<name>.py": stats}}.
+  std::map<std::pair<std::string, std::string>, json> files;  // (hardware, mode) -> document
+  int ok = 0, failed = 0;
+  for (const auto& r : *rows) {
+    if (!r.contains("kernelbench")) continue;
+    const json& kb = r["kernelbench"];
+    const json task = kb.value("task", json::object());
+    const json b = kb.value("baseline", json::object());
+    if (r["correctness"] != "PASS") {
+      ++failed;
+      std::cout << "  failed: level " << task.value("level", 0) << " " << task.value("problem_name", "") << " "
+                << mode_of(task) << ": " << r.value("correctness", "") << " " << r.value("reason", "") << "\n";
+      continue;
+    }
+    ++ok;
+    json stats = b.value("stats", json::object());
+    stats["hardware"] = b.value("hardware", r.value("gpu", ""));
+    stats["device"] = b.value("device", "");
+    files[{hardware_dir(r.value("gpu", "cpu")), mode_of(task)}]["level" + std::to_string(task.value("level", 0))]
+         [task.value("problem_name", "")] = stats;
+  }
+  for (const auto& [key, doc_] : files) {
+    const fs::path p = fs::path(a.out) / "results" / "timing" / key.first / baseline_file(key.second);
+    if (Status s = write_json(p, doc_); !s.ok()) {
+      std::cerr << "autokernel kb baseline: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << p.string() << "\n";
+  }
+  std::printf("baselines: %d measured, %d failed, %zu problems x %zu modes, wall %.1f s (campaign %s)\n", ok, failed,
+              problems->size(), a.baselines.size(), wall_s, cid.c_str());
+  return failed == 0 ? 0 : 1;
+}
+
+int kb_sweep(const ClientArgs& c, const KbArgs& a) {
+  auto sel = selection_of(a);
+  if (!sel.ok()) {
+    std::cerr << "autokernel kb sweep: " << sel.status().message() << "\n";
+    return 2;
+  }
+  auto gens = kernelbench::load_generations(a.generations, *sel);
+  if (!gens.ok() || gens->empty()) {
+    std::cerr << "autokernel kb sweep: " << (gens.ok() ? "no generation matches the selection" : gens.status().message())
+              << "\n";
+    return 2;
+  }
+  auto problems = kernelbench::load_problems(a.kernelbench, *sel);
+  if (!problems.ok()) {
+    std::cerr << "autokernel kb sweep: " << problems.status().message() << "\n";
+    return 2;
+  }
+  json doc = campaign_base(a, "candidates");
+  doc["problems"] = problems_json(*problems);
+  json samples = json::array();
+  for (const auto& g : *gens)
+    samples.push_back({{"level", g.level}, {"problem_id", g.problem_id}, {"sample_id", g.sample_id}, {"code", g.code},
+                       {"backend", a.sample_backend}});
+  doc["samples"] = samples;
+  std::string cid;
+  double wall_s = 0;
+  auto rows = run_campaign(c, doc, &cid, &wall_s);
+  if (!rows.ok()) {
+    std::cerr << "autokernel kb sweep: " << rows.status().message() << "\n";
+    return 1;
+  }
+  // KernelBench's eval_results.json per level: {"<problem_id>": [{sample_id, compiled,
+  // correctness, metadata, runtime, runtime_stats}, ...]}, plus the strict columns beside.
+  std::map<int, json> eval;
+  std::vector<kernelbench::SampleEval> evals;
+  std::map<std::string, int> verdicts;
+  for (const auto& r : *rows) {
+    if (!r.contains("kernelbench")) continue;
+    const json& kb = r["kernelbench"];
+    const json task = kb.value("task", json::object());
+    const bool compiled = kb.value("compiled", false), correct = kb.value("correctness", false);
+    const double runtime = kb.value("runtime_ms", -1.0);
+    const json judge = kb.value("judge", json());
+    json e = {{"sample_id", task.value("sample_id", 0)}, {"compiled", compiled}, {"correctness", correct},
+              {"metadata", kb.value("metadata", json::object())}, {"runtime", runtime},
+              {"runtime_stats", kb.value("runtime_stats", json::object())}, {"status", r.value("correctness", "")},
+              {"strict", kb.value("strict", json::object())}, {"judge", judge}};
+    eval[task.value("level", 0)][std::to_string(task.value("problem_id", 0))].push_back(e);
+    ++verdicts[kb.value("verdict", r.value("correctness", "?"))];
+    evals.push_back({task.value("level", 0), task.value("problem_id", 0), task.value("problem_name", ""),
+                     task.value("sample_id", 0), r.value("gpu", ""), compiled, correct, runtime});
+  }
+  for (const auto& [level, e] : eval) {
+    const fs::path p = fs::path(a.out) / ("level" + std::to_string(level)) / "eval_results.json";
+    if (Status s = write_json(p, e); !s.ok()) {
+      std::cerr << "autokernel kb sweep: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  // Baselines: every KernelBench baseline the farm has measured.
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  auto all = client.results(protocol::ResultsQuery{"", "PASS", "kernelbench", "", ""});
+  if (!all.ok()) {
+    std::cerr << "autokernel kb sweep: " << all.status().message() << "\n";
+    return 1;
+  }
+  const auto baselines = farm_baselines((*all)["rows"]);
+  std::cout << "verdicts:";
+  for (const auto& [v, n] : verdicts) std::cout << " " << v << " " << n;
+  std::printf("\nsamples: %zu, wall %.1f s (campaign %s), baselines known: %zu\n", evals.size(), wall_s, cid.c_str(),
+              baselines.size());
+  json scores = json::object();
+  for (const auto& [label, thresholds] : {std::pair{std::string("kernelbench"), kernelbench::kKernelBenchThresholds},
+                                          std::pair{std::string("autokernel"), kernelbench::kAutoKernelThresholds}}) {
+    kernelbench::ScoreOptions o;
+    o.thresholds = thresholds;
+    const auto s = kernelbench::score(evals, baselines, o);
+    std::cout << "fast_p at " << label << "'s thresholds:\n" << kernelbench::score_table(s);
+    scores[label] = kernelbench::score_json(s);
+  }
+  const fs::path sp = fs::path(a.out) / "scores.json";
+  if (Status s = write_json(sp, scores); !s.ok()) {
+    std::cerr << "autokernel kb sweep: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << sp.string() << " and eval_results.json per level under " << a.out << "\n";
+  return 0;
+}
+
+}  // namespace ak::cli

@@ -1,0 +1,166 @@
+#include "kernelbench/bridge.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+namespace ak::kernelbench {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Result<std::string> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return Status::unavailable("cannot read " + p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool parse_int(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 9) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  *out = std::stoi(s);
+  return true;
+}
+
+}  // namespace
+
+std::string xxh64_hex(const std::string& text) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
+  return buf;
+}
+
+bool Selection::matches(int level, int problem_id) const {
+  if (!levels.empty() && !levels.count(level)) return false;
+  if (!ids.empty() && !ids.count(problem_id)) return false;
+  return true;
+}
+
+Result<std::set<int>> parse_id_ranges(const std::string& text) {
+  std::set<int> out;
+  std::stringstream ss(text);
+  std::string piece;
+  while (std::getline(ss, piece, ',')) {
+    piece.erase(std::remove(piece.begin(), piece.end(), ' '), piece.end());
+    if (piece.empty()) continue;
+    const auto dash = piece.find('-');
+    int a = 0, b = 0;
+    const bool ok = dash == std::string::npos
+                        ? parse_int(piece, &a) && (b = a, true)
+                        : parse_int(piece.substr(0, dash), &a) && parse_int(piece.substr(dash + 1), &b);
+    if (!ok || a < 1 || b < a || b - a > 100000)
+      return Status::invalid("bad problem id range '" + piece + "'; expected ids like 1-10,15,20-22");
+    for (int i = a; i <= b; ++i) out.insert(i);
+  }
+  return out;
+}
+
+Result<std::string> find_levels_dir(const std::string& root) {
+  for (const fs::path& p : {fs::path(root) / "KernelBench", fs::path(root)}) {
+    std::error_code ec;
+    for (int l = 1; l <= 4; ++l)
+      if (fs::is_directory(p / ("level" + std::to_string(l)), ec)) return p.string();
+  }
+  return Status::not_found("no KernelBench problems under " + root +
+                           ": expected level1/ ... there or in its KernelBench/ folder (a checkout of "
+                           "github.com/ScalingIntelligence/KernelBench)");
+}
+
+Result<std::vector<Problem>> load_problems(const std::string& root, const Selection& sel) {
+  auto dir = find_levels_dir(root);
+  if (!dir.ok()) return dir.status();
+  std::vector<Problem> out;
+  std::map<std::pair<int, int>, std::string> seen;
+  for (int level = 1; level <= 4; ++level) {
+    const fs::path ldir = fs::path(*dir) / ("level" + std::to_string(level));
+    std::error_code ec;
+    if (!fs::is_directory(ldir, ec)) continue;
+    if (!sel.levels.empty() && !sel.levels.count(level)) continue;
+    for (const auto& entry : fs::directory_iterator(ldir, ec)) {
+      const std::string file = entry.path().filename().string();
+      if (!entry.is_regular_file() || entry.path().extension() != ".py") continue;
+      int id = 0;
+      const auto us = file.find('_');
+      if (us == std::string::npos || !parse_int(file.substr(0, us), &id)) continue;
+      if (!sel.matches(level, id)) continue;
+      auto [it, fresh] = seen.emplace(std::make_pair(level, id), entry.path().string());
+      if (!fresh)
+        return Status::invalid("two problem files for level " + std::to_string(level) + " id " + std::to_string(id) +
+                               ": " + it->second + " and " + entry.path().string());
+      auto code = read_file(entry.path());
+      if (!code.ok()) return code.status();
+      Problem p;
+      p.level = level;
+      p.problem_id = id;
+      p.name = file;
+      p.path = fs::absolute(entry.path()).string();
+      p.code = std::move(*code);
+      p.code_hash = xxh64_hex(p.code);
+      out.push_back(std::move(p));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Problem& a, const Problem& b) {
+    return std::tie(a.level, a.problem_id) < std::tie(b.level, b.problem_id);
+  });
+  return out;
+}
+
+std::optional<Generation> parse_generation_name(const std::string& file_name) {
+  static const std::regex re(R"(^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$)");
+  std::smatch m;
+  if (!std::regex_match(file_name, m, re)) return std::nullopt;
+  Generation g;
+  if (!parse_int(m[1], &g.level) || !parse_int(m[2], &g.problem_id) || !parse_int(m[3], &g.sample_id))
+    return std::nullopt;
+  return g;
+}
+
+Result<std::vector<Generation>> load_generations(const std::string& dir, const Selection& sel) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::not_found("generations folder " + dir + " does not exist");
+  std::vector<Generation> out;
+  std::map<std::tuple<int, int, int>, std::string> seen;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) return Status::unavailable("cannot list " + dir + ": " + ec.message());
+    if (!it->is_regular_file()) continue;
+    auto g = parse_generation_name(it->path().filename().string());
+    if (!g || !sel.matches(g->level, g->problem_id)) continue;
+    auto [s, fresh] = seen.emplace(std::make_tuple(g->level, g->problem_id, g->sample_id), it->path().string());
+    if (!fresh)
+      return Status::invalid("two generations for level " + std::to_string(g->level) + " problem " +
+                             std::to_string(g->problem_id) + " sample " + std::to_string(g->sample_id) + ": " +
+                             s->second + " and " + it->path().string());
+    auto code = read_file(it->path());
+    if (!code.ok()) return code.status();
+    g->path = fs::absolute(it->path()).string();
+    g->code = std::move(*code);
+    g->code_hash = xxh64_hex(g->code);
+    out.push_back(std::move(*g));
+  }
+  std::sort(out.begin(), out.end(), [](const Generation& a, const Generation& b) {
+    return std::tie(a.level, a.problem_id, a.sample_id) < std::tie(b.level, b.problem_id, b.sample_id);
+  });
+  return out;
+}
+
+json manifest(const Problem& p, const json& inspected) {
+  json j = {{"level", p.level}, {"problem_id", p.problem_id}, {"name", p.name}, {"code_hash", p.code_hash},
+            {"path", p.path}};
+  if (inspected.is_object())
+    for (const char* k : {"inputs", "init_inputs", "parameters", "outputs"})
+      if (inspected.contains(k)) j[k] = inspected[k];
+  return j;
+}
+
+}  // namespace ak::kernelbench

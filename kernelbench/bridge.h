@@ -1,0 +1,73 @@
+// The KernelBench bridge: problems from a local KernelBench checkout, candidate generations from a
+// folder in KernelBench's naming, and the manifest of each. No network, no Python: the problems'
+// own Python runs only inside the harness (kernelbench/harness.py) on a worker.
+//
+// A checkout is any of: the repository root (holding KernelBench/level1 ...), its KernelBench/
+// folder, or a folder that holds level1/ ... directly (the tests' problems). Problem files are
+// level{L}/{id}_{name}.py; `name` below is the file name with ".py", as KernelBench's baseline
+// JSON keys problems. Generations are files named level_{L}_problem_{P}_sample_{S}_kernel.py,
+// found anywhere under the folder given (KernelBench's scripts write runs/<run>/...).
+//
+// Pure functions of the files they read; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ak::kernelbench {
+
+struct Problem {
+  int level = 0;
+  int problem_id = 0;
+  std::string name;       // "1_Square_matrix_multiplication_.py"
+  std::string path;       // absolute path of the file read
+  std::string code;
+  std::string code_hash;  // xxh64 of code, hex
+};
+
+// Which problems: levels (empty: 1..4) and, per level or for all, problem ids (empty: all).
+struct Selection {
+  std::set<int> levels;
+  std::set<int> ids;
+  bool matches(int level, int problem_id) const;
+};
+
+// Parses "1-10,15,20-22" into ids; errors name the bad piece.
+Result<std::set<int>> parse_id_ranges(const std::string& text);
+
+// The folder that holds level1/ ... under `root`, or kNotFound saying what was looked for.
+Result<std::string> find_levels_dir(const std::string& root);
+
+// Every problem of the checkout that `sel` selects, sorted by (level, id). A file whose name does
+// not start with "<id>_" is skipped; two files with one (level, id) are an error naming both.
+Result<std::vector<Problem>> load_problems(const std::string& root, const Selection& sel);
+
+struct Generation {
+  int level = 0;
+  int problem_id = 0;
+  int sample_id = 0;
+  std::string path;
+  std::string code;
+  std::string code_hash;
+};
+
+// Parses "level_1_problem_23_sample_0_kernel.py"; nullopt for any other name.
+std::optional<Generation> parse_generation_name(const std::string& file_name);
+// Every generation file under `dir` (recursively), sorted by (level, problem, sample); the same
+// (level, problem, sample) twice is an error naming both paths.
+Result<std::vector<Generation>> load_generations(const std::string& dir, const Selection& sel);
+
+// {"level", "problem_id", "name", "code_hash", "path"} plus, when given, the harness's inspect
+// result ("inputs", "init_inputs", "parameters", "outputs").
+nlohmann::json manifest(const Problem& p, const nlohmann::json& inspected = nullptr);
+
+std::string xxh64_hex(const std::string& text);
+
+}  // namespace ak::kernelbench

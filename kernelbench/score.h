@@ -1,0 +1,83 @@
+// The KernelBench scorer: fast_p exactly as KernelBench defines it (src/kernelbench/score.py and
+// scripts/benchmark_eval_analysis.py of ScalingIntelligence/KernelBench), at KernelBench's
+// thresholds and at AutoKernel's, and the geometric-mean speedup over correct problems; per
+// level, per GPU model, against each baseline (eager, torch.compile).
+//
+// KernelBench's definition, kept here:
+//   fast_p = #{problems whose sample is correct and baseline_ms / runtime_ms > p} / n
+// strictly faster than p, divided by ALL n problems of the level that have a baseline (a problem
+// without an evaluation counts as incorrect), not by the correct ones only. One sample per
+// problem: the one with sample_id 0 (KernelBench scores sample 0), or, with
+// ScoreOptions::best_sample, the fastest correct sample of the problem.
+//   geo_mean_speedup = (prod over correct problems of baseline_ms / runtime_ms)^(1 / #correct),
+// 0 when none is correct.
+//   compilation_rate, correctness_rate: compiled (resp. correct) problems / n.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ak::kernelbench {
+
+// KernelBench's thresholds and AutoKernel's.
+inline const std::vector<double> kKernelBenchThresholds = {0.0, 0.5, 0.8, 1.0, 1.5, 2.0};
+inline const std::vector<double> kAutoKernelThresholds = {1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0};
+
+// One evaluated sample (a candidate ModelNew for one problem on one GPU model).
+struct SampleEval {
+  int level = 0;
+  int problem_id = 0;
+  std::string problem_name;  // file name with ".py", as KernelBench's baseline JSON keys it
+  int sample_id = 0;
+  std::string gpu_model;     // "NVIDIA H200"
+  bool compiled = false;
+  bool correct = false;      // the faithful verdict
+  double runtime_ms = 0;     // mean of the faithful timing [ms]; meaningful when correct
+};
+
+// One baseline time of a problem on a GPU model.
+struct Baseline {
+  int level = 0;
+  std::string problem_name;  // with ".py"
+  std::string gpu_model;
+  std::string mode;          // "eager", "compile" (inductor default), "compile-max-autotune", ...
+  double mean_ms = 0;
+};
+
+struct ScoreOptions {
+  std::vector<double> thresholds = kKernelBenchThresholds;
+  bool best_sample = false;  // false: sample 0, as KernelBench
+};
+
+// The score of one (level, GPU model, baseline mode).
+struct LevelScore {
+  int level = 0;
+  std::string gpu_model;
+  std::string baseline_mode;
+  int64_t problems = 0;      // n: problems of the level with a baseline of this mode and model
+  int64_t compiled = 0;
+  int64_t correct = 0;
+  double compilation_rate = 0;
+  double correctness_rate = 0;
+  double geo_mean_speedup = 0;
+  std::map<double, double> fast_p;  // threshold -> fraction of n
+};
+
+// Every (level, GPU model, baseline mode) that has baselines, sorted by those three.
+std::vector<LevelScore> score(const std::vector<SampleEval>& samples, const std::vector<Baseline>& baselines,
+                              const ScoreOptions& options = {});
+
+// {"scores": [{level, gpu_model, baseline, problems, compiled, correct, compilation_rate,
+//  correctness_rate, geo_mean_speedup, fast_p: {"0.0": x, "0.5": y, ...}}, ...]}; thresholds
+// written with one decimal at least, as KernelBench's keys ("0.0", "1.25").
+nlohmann::json score_json(const std::vector<LevelScore>& scores);
+// A fixed-width table: one row per (level, GPU model, baseline), one column per threshold.
+std::string score_table(const std::vector<LevelScore>& scores);
+
+}  // namespace ak::kernelbench

@@ -1,0 +1,656 @@
+#!/usr/bin/env python3
+"""Tests of kernelbench/harness.py, run the way the worker runs it: one subprocess per request.
+
+Everything runs on the CPU (device "cpu", precision fp32, backend "torch", 2 correctness trials,
+5 perf trials); the GPU-only parts (side-stream check, CUDA-event timing) have their own tests
+that skip without CUDA. The harness runs are independent processes, so they are started two at a
+time up front (setUpModule) and each test waits for the ones it reads; a test run alone starts
+its own. Registered in ctest as kernelbench_harness (tests/kernelbench/CMakeLists.txt).
+
+Timing assertions only use ratios that are orders of magnitude away from their thresholds, so a
+loaded machine cannot flip them (see each test).
+"""
+
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HARNESS = os.path.join(ROOT, "kernelbench", "harness.py")
+PROBLEMS = os.path.join(ROOT, "tests", "kernelbench", "problems")
+CANDIDATES = os.path.join(ROOT, "tests", "kernelbench", "candidates")
+PYTHON = sys.executable
+
+# One intra-op thread: on a shared 2-core machine two OpenMP threads turn a 0.4 ms matmul into
+# 25 ms whenever the other core is busy, which makes every CPU timing noise.
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+BASE_REQUEST = {"backend": "torch", "device": "cpu", "precision": "fp32", "seed": 42,
+                "num_correct_trials": 2, "num_perf_trials": 5}
+TRIALS, ROTATIONS = 2, 4
+RUN_TIMEOUT_S = 300
+HANG_TIMEOUT_S = 20  # the matmul problem loads in ~4 s even on a loaded machine
+
+WORKDIR = tempfile.mkdtemp(prefix="kb_harness_test_")
+
+
+def problem(name):
+    return os.path.join(PROBLEMS, name)
+
+
+def candidate(name):
+    return os.path.join(CANDIDATES, name)
+
+
+class Run:
+    def __init__(self, returncode, result, stderr, seconds, timed_out=False, result_path=None):
+        self.returncode, self.result, self.stderr = returncode, result, stderr
+        self.seconds, self.timed_out, self.result_path = seconds, timed_out, result_path
+
+
+_counter = [0]
+_counter_lock = threading.Lock()
+
+
+def run_harness(request, timeout=RUN_TIMEOUT_S):
+    with _counter_lock:
+        _counter[0] += 1
+        n = _counter[0]
+    request = dict(request)
+    request.setdefault("result_path", os.path.join(WORKDIR, f"{n}.result.json"))
+    request_path = os.path.join(WORKDIR, f"{n}.request.json")
+    with open(request_path, "w") as f:
+        json.dump(request, f)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([PYTHON, HARNESS, request_path], cwd=ROOT, env=ENV, capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:  # subprocess.run has killed the child
+        stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return Run(None, None, stderr, time.monotonic() - start, timed_out=True, result_path=request["result_path"])
+    result = None
+    if os.path.exists(request["result_path"]):
+        with open(request["result_path"]) as f:
+            result = json.load(f)
+    return Run(proc.returncode, result, proc.stderr, time.monotonic() - start, result_path=request["result_path"])
+
+
+def checked(run, what):
+    """The result of a run that must have written a verdict."""
+    if run.returncode != 0 or run.result is None:
+        raise AssertionError(f"{what}: harness exited {run.returncode} without a result; stderr:\n{run.stderr[-3000:]}")
+    return run.result
+
+
+# --- the evaluations, computed once and shared by the tests ----------------------------------
+
+_references = {}
+_references_lock = threading.Lock()
+
+
+def reference(problem_name, switches=None, device="cpu"):
+    """Reference outputs of a problem (memoised per problem, switches and device)."""
+    key = (problem_name, json.dumps(switches, sort_keys=True), device)
+    with _references_lock:
+        entry = _references.setdefault(key, {"lock": threading.Lock(), "value": None})
+    with entry["lock"]:
+        if entry["value"] is None:
+            path = os.path.join(WORKDIR, f"ref_{len(_references)}_{problem_name.replace('/', '_')}.pt")
+            req = dict(BASE_REQUEST, mode="reference", problem_path=problem(problem_name), reference_outputs=path,
+                       device=device)
+            if switches:
+                req["switches"] = switches
+            entry["value"] = (run_harness(req), path)
+        return entry["value"]
+
+
+def evaluate(problem_name, candidate_name, switches=None, judge=False, **extra):
+    """candidate mode (strict), then, with judge, reference and judge in their own processes."""
+    out_path = os.path.join(WORKDIR, f"cand_{candidate_name}_{abs(hash((problem_name, str(switches), str(extra))))}.pt")
+    req = dict(BASE_REQUEST, mode="candidate", problem_path=problem(problem_name),
+               candidate_path=candidate(candidate_name), candidate_outputs=out_path, **extra)
+    if switches:
+        req["switches"] = switches
+    runs = {"candidate": run_harness(req), "candidate_outputs": out_path}
+    if judge:
+        ref_run, ref_path = reference(problem_name, switches, req["device"])
+        runs["reference"] = ref_run
+        jreq = dict(mode="judge", precision="fp32", reference_outputs=ref_path, candidate_outputs=out_path)
+        if switches:
+            jreq["switches"] = switches
+        runs["judge"] = run_harness(jreq)
+    return runs
+
+
+L1 = "level1/"
+CASES = {
+    # name: (function, args, kwargs)
+    "matmul_correct": (evaluate, (L1 + "1_Matmul.py", "matmul_correct.py"), {"judge": True}),
+    "linear_correct": (evaluate, (L1 + "2_Linear.py", "linear_correct.py"), {}),
+    "conv_relu_bias_correct": (evaluate, ("level2/1_Conv2d_ReLU_BiasAdd.py", "conv2d_relu_bias_correct.py"), {}),
+    "topk_correct": (evaluate, (L1 + "4_TopK.py", "topk_correct.py"), {"judge": True}),
+    "topk_no_tuple_switch": (evaluate, (L1 + "4_TopK.py", "topk_correct.py"),
+                             {"switches": {"compare_tuple_outputs": False}, "judge": True}),
+    "cross_entropy_correct": (evaluate, (L1 + "5_CrossEntropyLoss.py", "cross_entropy_correct.py"), {"judge": True}),
+    "cross_entropy_cast": (evaluate, (L1 + "5_CrossEntropyLoss.py", "cross_entropy_correct.py"),
+                           {"switches": {"keep_integer_inputs": False}}),
+    "masked_fill_correct": (evaluate, (L1 + "6_MaskedFill.py", "masked_fill_correct.py"), {"judge": True}),
+    "masked_fill_cast": (evaluate, (L1 + "6_MaskedFill.py", "masked_fill_correct.py"),
+                         {"switches": {"keep_integer_inputs": False}}),
+    "scale_shift_correct": (evaluate, (L1 + "7_ScaleShift.py", "scale_shift_correct.py"), {}),
+    "sum_correct": (evaluate, (L1 + "8_Sum_reduction_over_a_dimension.py", "sum_correct.py"), {}),
+    "softmax_correct": (evaluate, (L1 + "9_Softmax.py", "softmax_correct.py"), {"judge": True}),
+    "softmax_wrong": (evaluate, (L1 + "9_Softmax.py", "softmax_wrong.py"), {"judge": True}),
+    "softmax_shape_mismatch": (evaluate, (L1 + "9_Softmax.py", "softmax_shape_mismatch.py"), {}),
+    "chunk_correct": (evaluate, (L1 + "10_Chunk.py", "chunk_correct.py"), {"judge": True}),
+    # 10 perf trials: one preemption of the fast candidate must not pull the speedup under 10x.
+    "cumsum_fast": (evaluate, (L1 + "11_CumsumLoop.py", "cumsum_fast.py"), {"num_perf_trials": 10}),
+    "mlp_correct": (evaluate, ("level3/1_MLP.py", "mlp_correct.py"), {}),
+    "raises_in_forward": (evaluate, (L1 + "1_Matmul.py", "raises_in_forward.py"), {}),
+    "syntax_error": (evaluate, (L1 + "1_Matmul.py", "syntax_error.py"), {}),
+    "no_modelnew": (evaluate, (L1 + "1_Matmul.py", "no_modelnew.py"), {}),
+    "construct_raises": (evaluate, (L1 + "1_Matmul.py", "construct_raises.py"), {}),
+    "exits_at_import": (evaluate, (L1 + "1_Matmul.py", "exits_at_import.py"), {}),
+    "monkeypatch_reference": (evaluate, (L1 + "1_Matmul.py", "monkeypatch_reference.py"), {"judge": True}),
+    "mutates_inputs": (evaluate, (L1 + "7_ScaleShift.py", "mutates_inputs.py"), {"judge": True}),
+    "uninitialised_output": (evaluate, (L1 + "12_Tril.py", "uninitialised_output.py"), {}),
+    "cache_by_identity": (evaluate, (L1 + "1_Matmul.py", "cache_by_identity.py"), {"judge": True}),
+    "static_flagged": (evaluate, (L1 + "9_Softmax.py", "static_flagged.py"), {}),
+    "matmul_cuda_backend": (evaluate, (L1 + "1_Matmul.py", "matmul_correct.py"),
+                            {"backend": "cuda", "build_dir": os.path.join(WORKDIR, "build")}),
+    "hangs": (run_harness, (dict(BASE_REQUEST, mode="candidate", problem_path=problem(L1 + "1_Matmul.py"),
+                                 candidate_path=candidate("hangs.py")),), {"timeout": HANG_TIMEOUT_S}),
+    "inspect_topk": (run_harness, (dict(BASE_REQUEST, mode="inspect", problem_path=problem(L1 + "4_TopK.py")),), {}),
+    "inspect_scale_shift": (run_harness, (dict(BASE_REQUEST, mode="inspect",
+                                               problem_path=problem(L1 + "7_ScaleShift.py")),), {}),
+    "inspect_cross_entropy": (run_harness, (dict(BASE_REQUEST, mode="inspect",
+                                                 problem_path=problem(L1 + "5_CrossEntropyLoss.py")),), {}),
+    "inspect_linear": (run_harness, (dict(BASE_REQUEST, mode="inspect", problem_path=problem(L1 + "2_Linear.py")),), {}),
+    "baseline_eager": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py")),), {}),
+    "baseline_compile": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py"),
+                                            compile=True, compile_mode="default"),), {}),
+}
+CUDA = torch.cuda.is_available()
+if CUDA:  # the GPU halves; skipped (and never started) without a device
+    CASES.update({
+        "cuda_matmul_correct": (evaluate, (L1 + "1_Matmul.py", "matmul_correct.py"), {"device": "cuda:0", "judge": True}),
+        "cuda_side_stream": (evaluate, (L1 + "1_Matmul.py", "side_stream.py"), {"device": "cuda:0", "judge": True}),
+        "cuda_uninitialised_output": (evaluate, (L1 + "12_Tril.py", "uninitialised_output.py"), {"device": "cuda:0"}),
+        "cuda_triton_candidate": (evaluate, (L1 + "7_ScaleShift.py", "scale_shift_triton.py"),
+                                  {"device": "cuda:0", "backend": "triton"}),
+        "cuda_load_inline_candidate": (evaluate, (L1 + "7_ScaleShift.py", "scale_shift_cuda.py"),
+                                       {"device": "cuda:0", "backend": "cuda",
+                                        "build_dir": os.path.join(WORKDIR, "cuda_build")}),
+    })
+# Which problem each candidate case ran on, for the table.
+_CASE_PROBLEM = {name: args[0] for name, (fn, args, _) in CASES.items() if fn is evaluate}
+
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+_futures = {}
+_futures_lock = threading.Lock()
+
+
+def start(name):
+    with _futures_lock:
+        if name not in _futures:
+            fn, args, kwargs = CASES[name]
+            _futures[name] = _pool.submit(fn, *args, **kwargs)
+        return _futures[name]
+
+
+def case(name):
+    return start(name).result()
+
+
+def verdict(name):
+    return checked(case(name)["candidate"], name)
+
+
+_T0 = time.monotonic()
+
+
+def setUpModule():
+    # The slowest first, so two workers stay busy to the end.
+    for name in ["baseline_compile", "hangs"] + [n for n in CASES if n not in ("baseline_compile", "hangs")]:
+        start(name)
+
+
+def tearDownModule():
+    _pool.shutdown(wait=True)
+    shutil.rmtree(WORKDIR, ignore_errors=True)
+
+
+# --- the faithful verdicts --------------------------------------------------------------------
+
+
+class FaithfulVerdictTest(unittest.TestCase):
+    def test_correct_candidates_are_correct_and_timed(self):
+        for name in ["matmul_correct", "linear_correct", "conv_relu_bias_correct", "scale_shift_correct",
+                     "sum_correct", "softmax_correct", "mlp_correct"]:
+            with self.subTest(name):
+                r = verdict(name)
+                self.assertEqual(r["verdict"], "correct", r["metadata"])
+                self.assertTrue(r["compiled"])
+                self.assertTrue(r["correctness"])
+                self.assertEqual(r["metadata"]["correctness_trials"], f"({TRIALS} / {TRIALS})")
+                self.assertGreater(r["runtime_ms"], 0)
+                self.assertEqual(r["runtime_stats"]["num_trials"], 5)
+                self.assertEqual(r["runtime_ms"], r["runtime_stats"]["mean"])
+                self.assertGreater(r["ref_runtime_ms"], 0)
+                self.assertEqual(r["timer"], "host_perf_counter")
+                self.assertEqual(r["switches"], {"keep_integer_inputs": True, "compare_tuple_outputs": True})
+
+    def test_wrong_values_are_incorrect_with_kernelbench_differences_and_no_timing(self):
+        r = verdict("softmax_wrong")
+        self.assertEqual(r["verdict"], "incorrect")
+        self.assertTrue(r["compiled"])
+        self.assertEqual(r["metadata"]["correctness_trials"], f"(0 / {TRIALS})")
+        self.assertEqual(r["metadata"]["correctness_issue"], "Output mismatch")
+        self.assertEqual(len(r["metadata"]["max_difference"]), TRIALS)
+        self.assertRegex(r["metadata"]["max_difference"][0], r"^\d+\.\d{6}$")
+        self.assertEqual(len(r["metadata"]["avg_difference"]), TRIALS)
+        self.assertEqual(r["runtime_ms"], -1)
+        # KernelBench times the reference for every candidate that got past construction.
+        self.assertGreater(r["ref_runtime_ms"], 0)
+
+    def test_shape_mismatch_stops_at_the_first_trial_with_kernelbench_message(self):
+        r = verdict("softmax_shape_mismatch")
+        self.assertEqual(r["verdict"], "incorrect")
+        self.assertEqual(r["metadata"]["correctness_issue"],
+                         "Output shape mismatch: Expected torch.Size([16, 128]), got torch.Size([16, 127])")
+        self.assertEqual(r["metadata"]["correctness_issue_name"], "correctness_issue")
+        self.assertNotIn("correctness_trials", r["metadata"])
+
+    def test_exception_in_forward_is_a_runtime_error_truncated_to_200_characters(self):
+        r = verdict("raises_in_forward")
+        self.assertEqual(r["verdict"], "runtime_error")
+        self.assertTrue(r["compiled"])
+        self.assertFalse(r["correctness"])
+        self.assertEqual(r["metadata"]["runtime_error_name"], "builtins.RuntimeError")
+        self.assertEqual(len(r["metadata"]["runtime_error"]), 200)
+        self.assertTrue(r["metadata"]["runtime_error"].endswith("..."))
+        self.assertIn("Traceback", r["metadata"]["runtime_error_traceback"])
+        self.assertEqual(r["runtime_ms"], -1)
+
+    def test_syntax_error_is_a_compile_failure(self):
+        r = verdict("syntax_error")
+        self.assertEqual(r["verdict"], "compile_failure")
+        self.assertFalse(r["compiled"])
+        self.assertEqual(r["metadata"]["compilation_error_name"], "SyntaxError")
+        self.assertEqual(r["runtime_ms"], -1)
+        self.assertEqual(r["ref_runtime_ms"], -1)
+
+    def test_missing_modelnew_is_a_compile_failure(self):
+        r = verdict("no_modelnew")
+        self.assertEqual(r["verdict"], "compile_failure")
+        self.assertEqual(r["metadata"]["compilation_error"],
+                         "Syntax error in custom generated code or ModelNew not found")
+
+    def test_exception_while_building_modelnew_is_a_runtime_error_after_compiling(self):
+        r = verdict("construct_raises")
+        self.assertEqual(r["verdict"], "runtime_error")
+        self.assertTrue(r["compiled"])
+        self.assertEqual(r["metadata"]["runtime_error_name"], "builtins.ValueError")
+        self.assertNotIn("correctness_trials", r["metadata"])
+
+    def test_sys_exit_while_loading_still_writes_a_compile_failure(self):
+        run = case("exits_at_import")["candidate"]
+        self.assertEqual(run.returncode, 0)
+        self.assertEqual(run.result["verdict"], "compile_failure")
+        self.assertEqual(run.result["metadata"]["compilation_error_name"], "builtins.SystemExit")
+
+    def test_hanging_forward_runs_until_the_callers_timeout_kills_it(self):
+        run = case("hangs")
+        self.assertTrue(run.timed_out, f"expected the harness to hang; it exited {run.returncode}")
+        self.assertFalse(os.path.exists(run.result_path))
+
+    def test_trial_seeds_are_drawn_from_the_seed_as_kernelbench_does(self):
+        ref_run, _ = reference(L1 + "1_Matmul.py")
+        r = checked(ref_run, "reference")
+        torch.manual_seed(42)
+        expected = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(TRIALS)]
+        self.assertEqual(r["trial_seeds"], expected)
+        self.assertEqual(r["trials"], TRIALS)
+        self.assertEqual(r["rotations"], ROTATIONS)
+
+    def test_cuda_backend_loads_by_exec_with_the_build_dir_prefix(self):
+        r = verdict("matmul_cuda_backend")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        self.assertEqual(r["backend"], "cuda")
+        # A torch-only candidate has no __global__ kernel: KernelBench's cuda_impl check.
+        self.assertIn("cuda_impl", r["strict"]["static_scan"]["errors"])
+
+
+# --- the GPU halves ---------------------------------------------------------------------------
+
+
+@unittest.skipUnless(CUDA, "no CUDA device: the CUDA halves (events, L2 flush, side streams, Triton, load_inline) skip")
+class CudaTest(unittest.TestCase):
+    def test_cuda_device_times_with_cuda_events_and_passes_every_check(self):
+        r = verdict("cuda_matmul_correct")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        self.assertEqual(r["timer"], "cuda_event")
+        self.assertEqual(r["runtime_stats"]["hardware"], torch.cuda.get_device_name(0))
+        s = r["strict"]
+        self.assertIs(s["side_stream"], False, s["side_stream_detail"])
+        self.assertIs(s["output_poison"], False, s["output_poison_detail"])
+        self.assertIs(s["rotation_suspect"], False, s["rotated_timing"])
+        self.assertEqual(s["monkeypatch"], [])
+        self.assertTrue(checked(case("cuda_matmul_correct")["judge"], "judge")["strict_correct"])
+
+    def test_work_left_on_a_side_stream_is_caught(self):
+        r = verdict("cuda_side_stream")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])  # the device-wide synchronize hides it
+        self.assertIn("stream_injection", r["strict"]["static_scan"]["warnings"])
+        self.assertTrue(r["strict"]["side_stream"], r["strict"]["side_stream_detail"])
+        self.assertTrue(r["strict"]["side_stream_detail"]["escaped_current_stream"])
+
+    def test_uninitialised_output_shows_torchs_nan_fill_on_cuda(self):
+        s = verdict("cuda_uninitialised_output")["strict"]
+        self.assertTrue(s["output_poison"], s["output_poison_detail"])
+        self.assertTrue(s["output_poison_detail"]["nan_fill_values_in_output"])
+
+    def test_triton_candidate_is_imported_from_a_temp_file(self):
+        r = verdict("cuda_triton_candidate")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        self.assertEqual(r["strict"]["static_scan"]["errors"], [])
+
+    def test_load_inline_candidate_builds_in_the_requests_build_dir(self):
+        r = verdict("cuda_load_inline_candidate")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        self.assertEqual(r["strict"]["static_scan"]["errors"], [])
+        self.assertTrue(os.path.isdir(os.path.join(WORKDIR, "cuda_build", "scale_shift")))
+
+
+# --- the deviation switches -------------------------------------------------------------------
+
+
+class SwitchTest(unittest.TestCase):
+    def test_integer_targets_stay_int64_by_default(self):
+        r = verdict("cross_entropy_correct")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        self.assertTrue(checked(case("cross_entropy_correct")["judge"], "judge")["strict_correct"])
+
+    def test_kernelbench_cast_of_integer_targets_breaks_the_reference(self):
+        r = verdict("cross_entropy_cast")
+        self.assertFalse(r["switches"]["keep_integer_inputs"])
+        self.assertEqual(r["verdict"], "runtime_error")
+        # Raised by the reference's cross_entropy on float targets (KernelBench issue #151).
+        self.assertIn("expected scalar type Long but found Float", r["metadata"]["runtime_error"])
+
+    def test_boolean_mask_stays_bool_by_default(self):
+        r = verdict("masked_fill_correct")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        self.assertTrue(checked(case("masked_fill_correct")["judge"], "judge")["strict_correct"])
+
+    def test_kernelbench_cast_of_a_boolean_mask_breaks_the_reference(self):
+        r = verdict("masked_fill_cast")
+        self.assertEqual(r["verdict"], "runtime_error")
+        self.assertIn("only implemented on integer and Boolean", r["metadata"]["runtime_error"])
+
+    def test_tuple_outputs_are_compared_element_by_element_with_the_switch(self):
+        r = verdict("topk_correct")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        j = checked(case("topk_correct")["judge"], "judge")
+        self.assertTrue(j["strict_correct"], j["reason"])
+
+    def test_tuple_outputs_are_a_runtime_error_without_the_switch(self):
+        r = verdict("topk_no_tuple_switch")
+        self.assertEqual(r["verdict"], "runtime_error")
+        self.assertIn("'tuple' object has no attribute 'shape'", r["metadata"]["runtime_error"])
+        j = checked(case("topk_no_tuple_switch")["judge"], "judge")
+        self.assertFalse(j["strict_correct"])
+        self.assertIn("compare_tuple_outputs", j["reason"])
+
+    def test_a_list_of_tensors_is_compared_element_by_element(self):
+        r = verdict("chunk_correct")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        j = checked(case("chunk_correct")["judge"], "judge")
+        self.assertTrue(j["strict_correct"], j["reason"])
+
+
+# --- the strict checks ------------------------------------------------------------------------
+
+
+class StrictCheckTest(unittest.TestCase):
+    def test_judge_passes_honest_candidates_on_every_trial_and_rotation(self):
+        for name in ["matmul_correct", "softmax_correct", "topk_correct", "chunk_correct"]:
+            with self.subTest(name):
+                j = checked(case(name)["judge"], f"{name} judge")
+                self.assertTrue(j["strict_correct"], j["reason"])
+                self.assertEqual((j["trials_passed"], j["trials"]), (TRIALS, TRIALS))
+                self.assertEqual((j["rotations_passed"], j["rotations"]), (ROTATIONS, ROTATIONS))
+                self.assertTrue(j["inputs_match"])
+
+    def test_judge_fails_a_wrong_candidate(self):
+        j = checked(case("softmax_wrong")["judge"], "judge")
+        self.assertFalse(j["strict_correct"])
+        self.assertEqual(j["trials_passed"], 0)
+        self.assertGreater(j["max_difference"], 1e-4)
+
+    def test_reference_monkeypatch_fools_kernelbench_but_not_the_judge(self):
+        r = verdict("monkeypatch_reference")
+        self.assertEqual(r["verdict"], "correct")  # zeros compared with zeros
+        self.assertIn("Model.forward", r["strict"]["monkeypatch"])
+        j = checked(case("monkeypatch_reference")["judge"], "judge")
+        self.assertFalse(j["strict_correct"])
+        self.assertEqual(j["trials_passed"], 0)
+
+    def test_honest_candidates_patch_nothing_and_mutate_nothing(self):
+        for name in ["matmul_correct", "softmax_correct", "topk_correct", "scale_shift_correct"]:
+            with self.subTest(name):
+                s = verdict(name)["strict"]
+                self.assertEqual(s["monkeypatch"], [])
+                self.assertFalse(s["input_mutation"])
+                self.assertFalse(s["output_poison"], s["output_poison_detail"])
+                self.assertEqual(s["check_errors"], {})
+
+    def test_input_mutation_is_reported_for_every_call(self):
+        r = verdict("mutates_inputs")
+        self.assertEqual(r["verdict"], "correct")  # the reference ran first on the same tensors
+        self.assertTrue(r["strict"]["input_mutation"])
+        self.assertEqual(len(r["strict"]["input_mutation_calls"]), TRIALS + ROTATIONS)
+        # Its outputs on fresh clones are right: only the mutation check sees it.
+        self.assertTrue(checked(case("mutates_inputs")["judge"], "judge")["strict_correct"])
+
+    def test_uninitialised_output_shows_torchs_nan_fill(self):
+        # The faithful verdict depends on what the allocator hands back (fresh pages are zero):
+        # not asserted. torch's NaN fill of uninitialised memory is deterministic.
+        s = verdict("uninitialised_output")["strict"]
+        self.assertTrue(s["output_poison"])
+        self.assertTrue(s["output_poison_detail"]["nan_fill_values_in_output"])
+
+    def test_identity_cache_fools_the_faithful_timing_but_not_the_rotated_timing(self):
+        r = verdict("cache_by_identity")
+        self.assertEqual(r["verdict"], "correct")
+        rt = r["strict"]["rotated_timing"]
+        # A dictionary hit (microseconds) against a 256^3 matmul (~0.4 ms): far above 1.5.
+        self.assertGreater(rt["paired_median_ratio"], 1.5)
+        self.assertTrue(rt["outputs_consistent"])
+        self.assertTrue(r["strict"]["rotation_suspect"])
+        # Every output it returns is right (fresh clones miss the cache): the judge cannot see it.
+        self.assertTrue(checked(case("cache_by_identity")["judge"], "judge")["strict_correct"])
+
+    def test_honest_candidate_is_not_a_rotation_suspect(self):
+        rt = verdict("matmul_correct")["strict"]["rotated_timing"]
+        # Same work with fresh clones as with fixed inputs: the paired medians stay close to 1.
+        self.assertLess(rt["paired_median_ratio"], 1.5)
+        self.assertTrue(rt["outputs_consistent"])
+        self.assertFalse(verdict("matmul_correct")["strict"]["rotation_suspect"])
+
+    def test_static_scan_flags_try_except_and_threading(self):
+        r = verdict("static_flagged")
+        self.assertEqual(r["verdict"], "correct")
+        self.assertEqual(r["strict"]["static_scan"]["errors"], ["code_bypass", "thread_injection"])
+        self.assertIn("torch_computation_ops", r["strict"]["static_scan"]["warnings"])
+        self.assertEqual(verdict("softmax_correct")["strict"]["static_scan"]["errors"], [])
+
+    def test_excessive_speedup_is_reported_for_a_slow_reference(self):
+        r = verdict("cumsum_fast")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        # ~5 ms of per-column reductions against one cumsum (~10 us): hundreds of times faster.
+        self.assertGreater(r["ref_runtime_ms"] / r["runtime_ms"], 10)
+        self.assertTrue(r["metadata"]["excessive_speedup"])
+        self.assertTrue(r["strict"]["excessive_speedup"])
+        self.assertNotIn("excessive_speedup", verdict("softmax_wrong")["metadata"])
+
+    def test_side_stream_check_is_null_without_cuda(self):
+        if torch.cuda.is_available():
+            self.skipTest("CUDA present: covered by test_cuda_device_times_with_cuda_events")
+        self.assertIsNone(verdict("matmul_correct")["strict"]["side_stream"])
+
+    def test_candidate_outputs_load_with_weights_only(self):
+        runs = case("topk_correct")
+        saved = torch.load(runs["candidate_outputs"], weights_only=True)
+        self.assertEqual(saved["kind"], "candidate")
+        self.assertEqual(len(saved["outputs"]), TRIALS)
+        self.assertEqual(len(saved["rotation_outputs"]), ROTATIONS)
+        values, indices = saved["outputs"][0]
+        self.assertEqual((values.dtype, indices.dtype), (torch.float32, torch.int64))
+        self.assertEqual(values.device.type, "cpu")
+
+
+# --- inspect and baseline ---------------------------------------------------------------------
+
+
+class InspectTest(unittest.TestCase):
+    def test_inspect_describes_init_inputs_and_tuple_outputs(self):
+        r = checked(case("inspect_topk"), "inspect")
+        self.assertTrue(r["ok"])
+        self.assertEqual(r["inputs"], [{"kind": "tensor", "dtype": "torch.float32", "shape": [8, 32]}])
+        self.assertEqual(r["init_inputs"], [{"kind": "scalar", "type": "int", "value": 4}])
+        self.assertEqual(r["parameters"], 0)
+        self.assertEqual(r["output_structure"], "tuple")
+        self.assertEqual(r["outputs"], [{"kind": "tensor", "dtype": "torch.float32", "shape": [8, 4]},
+                                        {"kind": "tensor", "dtype": "torch.int64", "shape": [8, 4]}])
+
+    def test_inspect_describes_scalar_inputs(self):
+        r = checked(case("inspect_scale_shift"), "inspect")
+        self.assertEqual(r["inputs"][1:], [{"kind": "scalar", "type": "float", "value": 0.5},
+                                           {"kind": "scalar", "type": "int", "value": 3}])
+
+    def test_inspect_reports_integer_inputs_as_given(self):
+        r = checked(case("inspect_cross_entropy"), "inspect")
+        self.assertEqual(r["inputs"][1], {"kind": "tensor", "dtype": "torch.int64", "shape": [16]})
+        self.assertEqual(r["outputs"], [{"kind": "tensor", "dtype": "torch.float32", "shape": []}])
+
+    def test_inspect_counts_parameters(self):
+        r = checked(case("inspect_linear"), "inspect")
+        self.assertEqual(r["parameters"], 64 * 32 + 32)
+        self.assertEqual(r["init_inputs"], [{"kind": "scalar", "type": "int", "value": 64},
+                                            {"kind": "scalar", "type": "int", "value": 32}])
+
+    def test_inspect_of_a_broken_problem_is_not_ok(self):
+        path = os.path.join(WORKDIR, "broken_problem.py")
+        with open(path, "w") as f:
+            f.write("import torch\nraise ImportError('no such kernel library')\n")
+        r = checked(run_harness(dict(BASE_REQUEST, mode="inspect", problem_path=path)), "inspect")
+        self.assertFalse(r["ok"])
+        self.assertIn("no such kernel library", r["error"])
+
+
+class BaselineTest(unittest.TestCase):
+    def test_eager_baseline_times_the_reference(self):
+        r = checked(case("baseline_eager"), "baseline")
+        self.assertTrue(r["ok"], r.get("error"))
+        self.assertFalse(r["compile"])
+        self.assertGreater(r["mean_ms"], 0)
+        self.assertEqual(r["stats"]["num_trials"], 5)
+        self.assertEqual(r["num_warmup"], 5)  # measure_ref_program_time's default
+        self.assertEqual(r["hardware"], "cpu")
+
+    def test_compile_baseline_is_timed_or_reports_its_error(self):
+        r = checked(case("baseline_compile"), "baseline")
+        self.assertTrue(r["compile"])
+        self.assertEqual(r["compile_mode"], "default")
+        if r["ok"]:
+            self.assertGreater(r["mean_ms"], 0)
+            self.assertEqual(r["stats"]["num_trials"], 5)
+        else:  # inductor without a working C++ toolchain: a clean error, not a crash
+            self.assertTrue(r["error"])
+
+
+# --- bad requests -----------------------------------------------------------------------------
+
+
+class BadRequestTest(unittest.TestCase):
+    def assert_bad(self, request, needle):
+        run = run_harness(request)
+        self.assertEqual(run.returncode, 2, run.stderr[-2000:])
+        self.assertIsNone(run.result)
+        self.assertIn(needle, run.stderr)
+
+    def test_unknown_mode_unknown_key_and_missing_candidate_exit_2(self):
+        matmul = problem(L1 + "1_Matmul.py")
+        self.assert_bad(dict(BASE_REQUEST, mode="evaluate", problem_path=matmul), '"mode" must be one of')
+        self.assert_bad(dict(BASE_REQUEST, mode="inspect", problem_path=matmul, num_perf_trial=3),
+                        "unknown request key(s) ['num_perf_trial']")
+        self.assert_bad(dict(BASE_REQUEST, mode="candidate", problem_path=matmul,
+                             candidate_path=candidate("does_not_exist.py")), "is not a file")
+
+    def test_a_problem_that_fails_before_the_candidate_runs_exits_2(self):
+        path = os.path.join(WORKDIR, "no_model_problem.py")
+        with open(path, "w") as f:
+            f.write("def get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n")
+        self.assert_bad(dict(BASE_REQUEST, mode="candidate", problem_path=path,
+                             candidate_path=candidate("matmul_correct.py")), "does not define ['Model']")
+
+    @unittest.skipIf(torch.cuda.is_available(), "CUDA present")
+    def test_cuda_device_without_cuda_exits_2(self):
+        self.assert_bad(dict(BASE_REQUEST, mode="inspect", device="cuda:0", problem_path=problem(L1 + "1_Matmul.py")),
+                        "torch.cuda.is_available() is false")
+
+
+# --- the verdict table ------------------------------------------------------------------------
+
+
+def _flag(v):
+    return "-" if v is None else ("yes" if v else "no")
+
+
+def verdict_table():
+    rows = [("case", "problem", "verdict", "trials", "ms", "ref ms", "judge", "mutation", "poison",
+             "rotation (paired ratio)", "side stream", "patched", "static errors")]
+    for name in CASES:
+        fut = _futures.get(name)
+        if fut is None or not fut.done() or fut.exception() or CASES[name][0] is not evaluate:
+            continue
+        runs = fut.result()
+        r = runs["candidate"].result
+        if r is None:
+            continue
+        s = r.get("strict") or {}
+        judge = runs.get("judge")
+        jr = judge.result if judge else None
+        rows.append((name, os.path.basename(_CASE_PROBLEM[name]), r["verdict"],
+                     r["metadata"].get("correctness_trials", "-"),
+                     f"{r['runtime_ms']:.3g}" if r["runtime_ms"] > 0 else "-",
+                     f"{r['ref_runtime_ms']:.3g}" if r["ref_runtime_ms"] > 0 else "-",
+                     "-" if not jr else ("pass" if jr.get("strict_correct") else "FAIL"),
+                     _flag(s.get("input_mutation")), _flag(s.get("output_poison")),
+                     _flag(s.get("rotation_suspect")) + (f" ({s['rotated_timing']['paired_median_ratio']:.3g})"
+                                                         if s.get("rotated_timing") else ""),
+                     _flag(s.get("side_stream")),
+                     ",".join(s.get("monkeypatch") or []) or "-",
+                     ",".join(s.get("static_scan", {}).get("errors", [])) or "-"))
+    if "hangs" in _futures and _futures["hangs"].done():
+        rows.append(("hangs", "1_Matmul.py", "killed (timeout)" if _futures["hangs"].result().timed_out else "?",
+                     "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows)
+
+
+if __name__ == "__main__":
+    program = unittest.main(exit=False, verbosity=2)
+    print("\n" + verdict_table())
+    print(f"\nkernelbench harness tests: {time.monotonic() - _T0:.1f} s")
+    sys.exit(0 if program.result.wasSuccessful() else 1)

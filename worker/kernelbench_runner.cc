@@ -1,0 +1,250 @@
+#include "worker/kernelbench_runner.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/process.h"
+#include "kernelbench/harness_source.h"
+
+namespace ak {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Status write_text(const fs::path& p, std::string_view text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::unavailable("cannot write " + p.string());
+  out << text;
+  return out.good() ? Status() : Status::unavailable("write to " + p.string() + " failed");
+}
+
+std::string tail_of(const fs::path& p, size_t bytes) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+}
+
+std::string short_text(std::string s, size_t n = 400) {
+  if (s.size() > n) s = s.substr(0, n) + "...";
+  return s;
+}
+
+}  // namespace
+
+KernelBenchRunner::KernelBenchRunner(KernelBenchRunnerOptions options) : options_(std::move(options)) {}
+
+std::string KernelBenchRunner::harness_path() {
+  if (!harness_path_.empty()) return harness_path_;
+  std::error_code ec;
+  fs::create_directories(options_.work_dir, ec);
+  // Named by the embedded text's size, so a worker built from another version never runs a
+  // stale copy left in the folder.
+  const fs::path p = fs::path(options_.work_dir) /
+                     ("harness-" + std::to_string(kernelbench::kHarnessScript.size()) + "-" + std::to_string(getpid()) + ".py");
+  if (write_text(p, kernelbench::kHarnessScript).ok()) harness_path_ = p.string();
+  return harness_path_;
+}
+
+KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, const std::string& name, json request,
+                                                    std::chrono::steady_clock::time_point deadline) {
+  Step step;
+  const fs::path d(dir);
+  request["result_path"] = (d / (name + ".result.json")).string();
+  const fs::path req = d / (name + ".request.json");
+  const fs::path log = d / (name + ".log");
+  if (!write_text(req, request.dump(1)).ok()) {
+    step.exit_code = -1;
+    step.log_tail = "cannot write " + req.string();
+    return step;
+  }
+  ChildProcess::Options o;
+  o.output_path = log.string();
+  o.new_process_group = true;
+  o.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
+  auto child = ChildProcess::spawn({options_.python, harness_path(), req.string()}, o);
+  if (!child.ok()) {
+    step.exit_code = -1;
+    step.log_tail = child.status().message();
+    return step;
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  auto rc = child->wait_for(std::max(left, std::chrono::milliseconds(1)));
+  if (!rc) {
+    step.timed_out = true;
+    step.exit_code = child->kill_group();
+  } else {
+    step.exit_code = *rc;
+    // What the step started (compilers, candidate threads' processes) goes with it.
+    ::kill(-child->pid(), SIGKILL);
+  }
+  step.log_tail = tail_of(log, 2000);
+  std::ifstream in(request["result_path"].get<std::string>());
+  if (in) {
+    json r = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!r.is_discarded() && r.is_object()) step.result = std::move(r);
+  }
+  return step;
+}
+
+KernelBenchOutcome KernelBenchRunner::run(const JobSpec& job, std::chrono::milliseconds timeout) {
+  KernelBenchOutcome out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!job.kernelbench) {
+    out.status = ResultStatus::kCrash;
+    out.stage = "kernelbench";
+    out.reason = "not a KernelBench job (no 'kernelbench' task)";
+    return out;
+  }
+  const KernelBenchTask& t = *job.kernelbench;
+  static std::atomic<uint64_t> seq{0};
+  const fs::path dir = fs::path(options_.work_dir) / "jobs" / (job.job_id + "-" + std::to_string(getpid()) + "-" +
+                                                               std::to_string(seq.fetch_add(1)));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir / "build", ec);
+  if (ec || harness_path().empty()) {
+    out.status = ResultStatus::kCrash;
+    out.stage = "kernelbench";
+    out.reason = "cannot prepare " + dir.string() + ": " + ec.message();
+    return out;
+  }
+  const fs::path problem = dir / t.problem_name;
+  (void)write_text(problem, t.problem_code);
+  json base = {{"problem_path", problem.string()},
+               {"backend", t.backend},
+               {"device", options_.device},
+               {"precision", t.precision},
+               {"seed", t.seed},
+               {"num_correct_trials", t.num_correct_trials},
+               {"num_perf_trials", t.num_perf_trials},
+               {"switches", t.switches},
+               {"strict", t.strict},
+               {"build_dir", (dir / "build").string()}};
+  auto finish = [&](KernelBenchOutcome o) {
+    if (!options_.keep_job_dirs) fs::remove_all(dir, ec);
+    return o;
+  };
+  auto failed_step = [&](const Step& s, const std::string& what) {
+    KernelBenchOutcome o;
+    o.stage = what;
+    if (s.timed_out) {
+      o.status = ResultStatus::kTimeout;
+      o.reason = "the " + what + " step did not finish within the job's " + std::to_string(timeout.count()) +
+                 " ms; its process group was killed";
+    } else {
+      o.status = ResultStatus::kCrash;
+      o.reason = "the " + what + " step ended with exit code " + std::to_string(s.exit_code) +
+                 " without a verdict: " + short_text(s.log_tail);
+    }
+    o.kernelbench = {{"mode", t.mode}, {"step", what}};
+    return o;
+  };
+
+  if (t.mode == "baseline") {
+    json req = base;
+    req["mode"] = "baseline";
+    req["compile"] = t.compile;
+    req["compile_mode"] = t.compile_mode;
+    Step s = run_step(dir.string(), "baseline", req, deadline);
+    if (s.result.is_null()) return finish(failed_step(s, "baseline"));
+    out.kernelbench = {{"mode", "baseline"}, {"baseline", s.result}};
+    if (!s.result.value("ok", false)) {
+      out.status = ResultStatus::kFail;
+      out.stage = "baseline";
+      out.reason = short_text(s.result.value("error", std::string("the baseline did not run")));
+      return finish(out);
+    }
+    out.status = ResultStatus::kPass;
+    out.stage = "baseline";
+    out.m.latency_us = s.result.value("mean_ms", 0.0) * 1000.0;
+    out.m.baseline_us = out.m.latency_us;
+    out.m.speedup = 1.0;
+    const json st = s.result.value("stats", json::object());
+    out.m.samples = st.value("num_trials", 0);
+    return finish(out);
+  }
+
+  // Candidate mode: reference, candidate, judge.
+  const fs::path ref_out = dir / "reference.pt", cand_out = dir / "candidate.pt";
+  json ref_req = base;
+  ref_req["mode"] = "reference";
+  ref_req["reference_outputs"] = ref_out.string();
+  Step ref{};
+  if (t.strict) {
+    ref = run_step(dir.string(), "reference", ref_req, deadline);
+    if (ref.result.is_null() || !ref.result.value("ok", false)) {
+      if (ref.result.is_null()) return finish(failed_step(ref, "reference"));
+      out.status = ResultStatus::kCrash;
+      out.stage = "reference";
+      out.reason = "the problem's reference did not run: " + short_text(ref.result.value("error", std::string()));
+      out.kernelbench = {{"mode", "candidate"}, {"reference", ref.result}};
+      return finish(out);
+    }
+  }
+  const fs::path cand = dir / ("candidate_sample_" + std::to_string(t.sample_id) + ".py");
+  (void)write_text(cand, job.source);
+  json cand_req = base;
+  cand_req["mode"] = "candidate";
+  cand_req["candidate_path"] = cand.string();
+  cand_req["candidate_outputs"] = cand_out.string();
+  Step c = run_step(dir.string(), "candidate", cand_req, deadline);
+  if (c.result.is_null()) return finish(failed_step(c, "candidate"));
+  json kb = c.result;
+  kb["mode"] = "candidate";
+  if (t.strict && fs::exists(cand_out, ec)) {
+    json judge_req = base;
+    judge_req["mode"] = "judge";
+    judge_req["reference_outputs"] = ref_out.string();
+    judge_req["candidate_outputs"] = cand_out.string();
+    Step j = run_step(dir.string(), "judge", judge_req, deadline);
+    kb["judge"] = j.result.is_null() ? json{{"error", "the judge gave no verdict: " + short_text(j.log_tail)}} : j.result;
+  }
+  const std::string verdict = kb.value("verdict", "");
+  const json meta = kb.value("metadata", json::object());
+  if (verdict == "correct") {
+    out.status = ResultStatus::kPass;
+    out.stage = "measure";
+  } else if (verdict == "compile_failure") {
+    out.status = ResultStatus::kCompileError;
+    out.stage = "compile";
+    out.reason = short_text(meta.value("compilation_error_name", std::string()) + ": " +
+                            meta.value("compilation_error", std::string()));
+  } else if (verdict == "runtime_error") {
+    out.status = ResultStatus::kFail;
+    out.stage = "runtime";
+    out.reason = short_text(meta.value("runtime_error_name", std::string()) + ": " +
+                            meta.value("runtime_error", std::string()));
+  } else if (verdict == "incorrect") {
+    out.status = ResultStatus::kFail;
+    out.stage = "correctness";
+    out.reason = short_text(meta.value("correctness_issue", std::string("output mismatch")) + " " +
+                            meta.value("correctness_trials", std::string()));
+  } else {
+    out.status = ResultStatus::kCrash;
+    out.stage = "candidate";
+    out.reason = "the harness wrote no verdict: " + short_text(kb.dump());
+  }
+  const double runtime_ms = kb.value("runtime_ms", -1.0), ref_ms = kb.value("ref_runtime_ms", -1.0);
+  if (runtime_ms > 0) {
+    out.m.latency_us = runtime_ms * 1000.0;
+    const json st = kb.value("runtime_stats", json::object());
+    out.m.samples = st.value("num_trials", 0);
+    if (ref_ms > 0) {
+      out.m.baseline_us = ref_ms * 1000.0;
+      out.m.speedup = ref_ms / runtime_ms;
+    }
+  }
+  out.kernelbench = std::move(kb);
+  return finish(out);
+}
+
+}  // namespace ak

@@ -1,0 +1,60 @@
+// KernelBenchRunner: runs a KernelBench job (JobSpec::kernelbench) through the harness
+// (kernelbench/harness.py, protocol in kernelbench/HARNESS.md), each step a Python subprocess in
+// its own process group, with its own job folder, bounded by what is left of the job's timeout:
+//   candidate mode: reference (the problem alone, in one process) -> candidate (the faithful
+//     KernelBench evaluation plus the strict probes, in another) -> judge (compares the two
+//     processes' outputs, executes neither's code) when strict is on;
+//   baseline mode: one baseline step (eager or torch.compile).
+// The faithful verdict sets the status: correct PASS, incorrect FAIL (stage "correctness"),
+// runtime error FAIL (stage "runtime"), compile failure COMPILE_ERROR; a step past the deadline
+// is killed with its group (TIMEOUT), one that dies without a verdict is CRASH. The strict checks
+// never change the status: they are reported in ResultRecord::kernelbench beside it.
+//
+// Thread-compatible: one run() at a time per runner (the worker's executor thread).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/job.h"
+
+namespace ak {
+
+struct KernelBenchRunnerOptions {
+  std::string python = "python3";  // with torch (and triton for triton candidates)
+  std::string work_dir;            // job folders go under it; the harness is written here
+  std::string device = "cpu";      // "cuda:<ordinal>" or "cpu"
+  bool keep_job_dirs = false;      // keep each job's folder (files, logs) after the run
+};
+
+struct KernelBenchOutcome {
+  ResultStatus status = ResultStatus::kCrash;
+  std::string stage;
+  std::string reason;
+  Measurement m;            // latency_us / baseline_us / speedup from the faithful timing [us]
+  nlohmann::json kernelbench;  // ResultRecord::kernelbench
+};
+
+class KernelBenchRunner {
+ public:
+  explicit KernelBenchRunner(KernelBenchRunnerOptions options);
+  KernelBenchOutcome run(const JobSpec& job, std::chrono::milliseconds timeout);
+
+ private:
+  struct Step {
+    bool timed_out = false;
+    int exit_code = 0;
+    nlohmann::json result;  // null when the step wrote none
+    std::string log_tail;
+  };
+  Step run_step(const std::string& dir, const std::string& name, nlohmann::json request,
+                std::chrono::steady_clock::time_point deadline);
+  std::string harness_path();
+
+  KernelBenchRunnerOptions options_;
+  std::string harness_path_;
+};
+
+}  // namespace ak
