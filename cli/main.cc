@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     s->add_option("--precision", kb.precision, "fp32, fp16 or bf16 (KernelBench's precision)")->capture_default_str();
     s->add_option("--correct-trials", kb.correct_trials, "correctness trials per sample")->capture_default_str();
     s->add_option("--perf-trials", kb.perf_trials, "timed trials")->capture_default_str();
-    s->add_option("--timeout-ms", kb.timeout_ms, "per job: every harness step together")->capture_default_str();
+    s->add_option("--job-timeout-ms", kb.timeout_ms, "per job: every harness step together")->capture_default_str();
     s->add_option("--name", kb.name, "campaign name");
     s->add_option("--out", kb.out, "output folder")->capture_default_str();
     s->add_flag("!--kb-cast-integer-inputs", kb.keep_integer_inputs,

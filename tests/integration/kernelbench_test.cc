@@ -1,0 +1,120 @@
+// KernelBench on a real farm of CPU workers (redis-server, coordinator, worker processes, the
+// harness as their subprocesses): `autokernel kb baseline` over the project's own problems in
+// KernelBench's format writes KernelBench's baseline file; `autokernel kb sweep` over a folder of
+// generations gives each candidate its faithful verdict and the strict checks beside it, and the
+// fast_p scores against the farm's baselines. The harness's own verdicts per candidate are tested
+// in tests/kernelbench/harness_test.py; here the farm's plumbing: one job per sample, a hanging
+// sample killed at its timeout without holding the others, results in Redis, files on disk.
+#include <cstdio>
+#include <filesystem>
+
+#include "tests/integration/farm.h"
+
+namespace ak::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int run_cli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {bin("autokernel"), "--log-level", "warn"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = ChildProcess::spawn(argv, {});
+  if (!p.ok()) return -1;
+  return p->wait();
+}
+
+json read_json(const fs::path& p) { return json::parse(read_text(p.string())); }
+
+TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) {
+  Farm farm;
+  farm.start_coordinator();
+  for (int i = 0; i < 2; ++i) farm.start_worker("kb" + std::to_string(i), 1);
+  farm.wait_workers(2);
+  const std::string problems = std::string(AK_SOURCE_DIR) + "/tests/kernelbench/problems";
+  const std::string cands = std::string(AK_SOURCE_DIR) + "/tests/kernelbench/candidates";
+  const fs::path out = fs::path(farm.dir()) / "kb";
+  const std::vector<std::string> common = {"--kernelbench", problems, "--backend", "cpu", "--perf-trials", "5",
+                                           "--correct-trials", "2", "--client", farm.client_endpoint()};
+
+  // Baselines (eager) of level 1 problems 1, 7 and 9.
+  std::vector<std::string> args = {"kb", "baseline", "--levels", "1", "--ids", "1,7,9", "--modes", "eager", "--out",
+                                   out.string()};
+  args.insert(args.end(), common.begin(), common.end());
+  ASSERT_EQ(run_cli(args), 0);
+  const json base = read_json(out / "results/timing/cpu/baseline_time_torch.json");
+  ASSERT_TRUE(base.contains("level1"));
+  EXPECT_EQ(base["level1"].size(), 3u);
+  for (const char* name : {"1_Matmul.py", "7_ScaleShift.py", "9_Softmax.py"}) {
+    ASSERT_TRUE(base["level1"].contains(name)) << name;
+    EXPECT_GT(base["level1"][name]["mean"].get<double>(), 0) << name;
+    EXPECT_EQ(base["level1"][name]["num_trials"], 5) << name;
+  }
+
+  // Generations in KernelBench's naming: a correct, a wrong, a crashing, a hanging and a cheating
+  // sample, and a correct one for each of the other two problems.
+  const fs::path gens = fs::path(farm.dir()) / "runs" / "r1";
+  fs::create_directories(gens);
+  const std::map<std::string, std::string> layout = {
+      {"level_1_problem_1_sample_0_kernel.py", "matmul_correct.py"},
+      {"level_1_problem_1_sample_1_kernel.py", "raises_in_forward.py"},
+      {"level_1_problem_1_sample_2_kernel.py", "hangs.py"},
+      {"level_1_problem_1_sample_3_kernel.py", "monkeypatch_reference.py"},
+      {"level_1_problem_1_sample_4_kernel.py", "syntax_error.py"},
+      {"level_1_problem_7_sample_0_kernel.py", "scale_shift_correct.py"},
+      {"level_1_problem_9_sample_0_kernel.py", "softmax_wrong.py"},
+      {"level_1_problem_9_sample_1_kernel.py", "softmax_correct.py"},
+  };
+  for (const auto& [name, src] : layout) fs::copy_file(fs::path(cands) / src, gens / name);
+  const fs::path sweep = fs::path(farm.dir()) / "sweep";
+  args = {"kb", "sweep", "--levels", "1", "--ids", "1,7,9", "--generations", gens.parent_path().string(),
+          "--sample-backend", "torch", "--job-timeout-ms", "20000", "--out", sweep.string()};
+  args.insert(args.end(), common.begin(), common.end());
+  ASSERT_EQ(run_cli(args), 0);
+
+  // One result row per sample, with the status the faithful verdict gives.
+  auto rows = farm.client().results(protocol::ResultsQuery{"", "", "kernelbench", "", ""});
+  ASSERT_TRUE(rows.ok());
+  std::map<std::pair<int, int>, json> by_sample;  // (problem, sample) -> row
+  for (const auto& r : (*rows)["rows"]) {
+    const json task = r["kernelbench"]["task"];
+    if (task["mode"] == "candidate") by_sample[{task["problem_id"].get<int>(), task["sample_id"].get<int>()}] = r;
+  }
+  ASSERT_EQ(by_sample.size(), layout.size());
+  auto status = [&](int p, int s) { return by_sample.at({p, s})["correctness"].get<std::string>(); };
+  auto kb = [&](int p, int s) { return by_sample.at({p, s})["kernelbench"]; };
+  EXPECT_EQ(status(1, 0), "PASS");
+  EXPECT_EQ(status(1, 1), "FAIL");
+  EXPECT_EQ(kb(1, 1)["verdict"], "runtime_error");
+  EXPECT_EQ(status(1, 2), "TIMEOUT") << by_sample.at({1, 2}).dump();
+  EXPECT_EQ(status(1, 4), "COMPILE_ERROR");
+  EXPECT_EQ(status(7, 0), "PASS");
+  EXPECT_EQ(status(9, 0), "FAIL");
+  EXPECT_EQ(kb(9, 0)["verdict"], "incorrect");
+  EXPECT_EQ(status(9, 1), "PASS");
+  // The cheat fools the faithful check (same process, same namespace) but not the judge, which
+  // compares with a reference computed in another process; the status stays the faithful one.
+  EXPECT_EQ(status(1, 3), "PASS");
+  EXPECT_EQ(kb(1, 3)["judge"]["strict_correct"], false) << kb(1, 3)["judge"].dump();
+  EXPECT_EQ(kb(1, 0)["judge"]["strict_correct"], true) << kb(1, 0)["judge"].dump();
+  // A correct sample is timed; its speedup is over the in-process reference.
+  EXPECT_GT(kb(1, 0)["runtime_ms"].get<double>(), 0);
+
+  // KernelBench's eval_results.json and the scores (sample 0 of each problem, as KernelBench):
+  // problem 1 correct, 7 correct, 9 wrong: 2 of 3 correct.
+  const json eval = read_json(sweep / "level1" / "eval_results.json");
+  EXPECT_EQ(eval["1"].size(), 5u);
+  EXPECT_EQ(eval["9"].size(), 2u);
+  const json scores = read_json(sweep / "scores.json");
+  const json s = scores["kernelbench"]["scores"][0];
+  EXPECT_EQ(s["level"], 1);
+  EXPECT_EQ(s["baseline"], "eager");
+  EXPECT_EQ(s["problems"], 3);
+  EXPECT_EQ(s["correct"], 2);
+  EXPECT_NEAR(s["fast_p"]["0.0"].get<double>(), 2.0 / 3.0, 1e-9);
+  EXPECT_TRUE(scores["autokernel"]["scores"][0]["fast_p"].contains("1.25"));
+  std::printf("%s\n", scores.dump().c_str());
+}
+
+}  // namespace
+}  // namespace ak::testing
