@@ -5,7 +5,8 @@
 # xxhash, nlohmann-json). Logs and results go to $OUT (default ./gpu-out).
 # Then: the device's calibration, ctest -L gpu (sandbox and hostile suites), bench/repeatability.sh
 # and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
-# bench/library.sh (the kernel library's results table), "study" the H200 study campaign
+# bench/library.sh (the kernel library's results table), "kernelbench" KernelBench baselines and
+# their agreement with KernelBench's own timing (bench/kernelbench.sh), "study" the H200 study campaign
 # (coordinator/campaigns/study_h200.toml) with its tuning-database export in $OUT/study.
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
@@ -26,7 +27,7 @@ nvidia-smi --query-gpu=name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,po
 {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON \
     -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$SYS/usr;$SYS/usr/lib/x86_64-linux-gnu/cmake;$SYS/usr/share/cmake" \
-    -DCMAKE_CXX_FLAGS="-isystem $SYS/usr/include" && ninja -C build-gpu -j "$(nproc)"
+    -DCMAKE_CXX_FLAGS="-isystem $SYS/usr/include" && ninja -C build-gpu -j "$(nproc)" ${AK_GPU_TARGETS:-}
 } > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
 echo "build ok"
 export OUT
@@ -52,6 +53,21 @@ for step in $STEPS; do
       echo "study rc=$?"
       grep -v "^\s*$" "$OUT/study/run.log" | grep -v "\r" | tail -45
       rm -rf "$OUT/study/.ak" ;;
+    kernelbench)
+      # The farm's eager baselines of KernelBench problems 1-7 of levels 1-3 (a checkout in .kb/,
+      # kept outside the repository) beside KernelBench's own timing of them, and a sweep of
+      # pass-through candidates (ModelNew = Model) of level 1. AK_GPU_TARGETS="autokernel
+      # autokernel-sandbox" builds only what it needs.
+      KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
+      GENS="$OUT/kb-gens"; mkdir -p "$GENS"
+      for f in "$KBC"/KernelBench/level1/[1-7]_*.py; do
+        id=$(basename "$f" | cut -d_ -f1)
+        { cat "$f"; printf '\n\nModelNew = Model\n'; } > "$GENS/level_1_problem_${id}_sample_0_kernel.py"
+      done
+      timeout 460 bash bench/kernelbench.sh "$B" "$KBC" 1-3 1-7 eager "$GENS"; echo "kernelbench rc=$?" ;;
+    kbcompile)
+      KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
+      OUT="$OUT/compile" timeout 400 bash bench/kernelbench.sh "$B" "$KBC" 1 1-4 compile; echo "kbcompile rc=$?" ;;
     library)
       timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac
