@@ -58,16 +58,19 @@ for step in $STEPS; do
       # kept outside the repository) beside KernelBench's own timing of them, and a sweep of
       # pass-through candidates (ModelNew = Model) of level 1. AK_GPU_TARGETS="autokernel
       # autokernel-sandbox" builds only what it needs.
+      # Generated files stay out of $OUT (what comes back from a device run is limited in count).
       KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
-      GENS="$OUT/kb-gens"; mkdir -p "$GENS"
+      GENS=/tmp/ak-kb-gens; rm -rf "$GENS"; mkdir -p "$GENS"
       for f in "$KBC"/KernelBench/level1/[1-7]_*.py; do
         id=$(basename "$f" | cut -d_ -f1)
         { cat "$f"; printf '\n\nModelNew = Model\n'; } > "$GENS/level_1_problem_${id}_sample_0_kernel.py"
       done
-      timeout 460 bash bench/kernelbench.sh "$B" "$KBC" 1-3 1-7 eager "$GENS"; echo "kernelbench rc=$?" ;;
+      timeout 460 bash bench/kernelbench.sh "$B" "$KBC" 1-3 1-7 eager "$GENS" > "$OUT/kernelbench.log" 2>&1
+      echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | tail -70 ;;
     kbcompile)
       KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
-      OUT="$OUT/compile" timeout 400 bash bench/kernelbench.sh "$B" "$KBC" 1 1-4 compile; echo "kbcompile rc=$?" ;;
+      OUT="$OUT/compile" timeout 400 bash bench/kernelbench.sh "$B" "$KBC" 1 1-4 compile > "$OUT/kbcompile.log" 2>&1
+      echo "kbcompile rc=$?"; tail -40 "$OUT/kbcompile.log" ;;
     library)
       timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac
