@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -50,7 +51,13 @@ std::string KernelBenchRunner::harness_path() {
   // stale copy left in the folder.
   const fs::path p = fs::path(options_.work_dir) /
                      ("harness-" + std::to_string(kernelbench::kHarnessScript.size()) + "-" + std::to_string(getpid()) + ".py");
-  if (write_text(p, kernelbench::kHarnessScript).ok()) harness_path_ = p.string();
+  // Agents of one process (one per GPU) share the folder: each writes its own temporary copy and
+  // renames it, so no harness run ever reads a half-written file.
+  const fs::path tmp = p.string() + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  if (write_text(tmp, kernelbench::kHarnessScript).ok()) {
+    fs::rename(tmp, p, ec);
+    if (!ec) harness_path_ = p.string();
+  }
   return harness_path_;
 }
 
