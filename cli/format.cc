@@ -137,9 +137,6 @@ std::string format_results(const json& rows_in, int limit) {
   return os.str();
 }
 
-namespace {
-
-// Whole or not at all: a temporary file renamed over `path`.
 Status write_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
@@ -151,8 +148,6 @@ Status write_file(const std::string& path, const std::string& text) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::unavailable("cannot rename " + tmp + " to " + path);
   return {};
 }
-
-}  // namespace
 
 Status write_tuning_export(const json& doc, const std::string& path) {
   return write_file(path, doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
@@ -178,12 +173,11 @@ std::string format_best(const json& doc) {
 }
 
 Status write_exports(const json& rows, const std::string& tsv_path, const std::string& json_path) {
-  const auto write = write_file;
   std::string tsv = tsv_header() + "\n";
   for (const auto& r : rows) tsv += tsv_line(r) + "\n";
-  if (Status s = write(tsv_path, tsv); !s.ok()) return s;
+  if (Status s = write_file(tsv_path, tsv); !s.ok()) return s;
   if (!json_path.empty()) {
-    if (Status s = write(json_path, rows.dump(1) + "\n"); !s.ok()) return s;
+    if (Status s = write_file(json_path, rows.dump(1) + "\n"); !s.ok()) return s;
   }
   return {};
 }

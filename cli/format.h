@@ -22,6 +22,8 @@ Status write_exports(const nlohmann::json& rows, const std::string& tsv_path, co
 // The tuning database as a table: one line per entry (target, config, latency, speedup, worker,
 // date).
 std::string format_best(const nlohmann::json& export_document);
+// Writes `text` to `path` whole or not at all (a temporary file renamed over it).
+Status write_file(const std::string& path, const std::string& text);
 // Writes an export document to `path` (temporary file and rename).
 Status write_tuning_export(const nlohmann::json& export_document, const std::string& path);
 // Polls STATUS and redraws a progress line (done/total, pass/fail, best, rate, ETA) until the

@@ -84,10 +84,7 @@ std::string hardware_dir(std::string gpu) {
 Status write_json(const fs::path& p, const json& j) {
   std::error_code ec;
   fs::create_directories(p.parent_path(), ec);
-  std::ofstream out(p);
-  if (!out) return Status::unavailable("cannot write " + p.string());
-  out << j.dump(2) << "\n";
-  return {};
+  return write_file(p.string(), j.dump(2) + "\n");
 }
 
 std::string baseline_file(const std::string& mode) {

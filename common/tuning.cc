@@ -80,9 +80,20 @@ void from_json(const json& j, TunedEntry& v) {
   v.date = p.value("date", "");
 }
 
-std::string tuning_key(const TunedEntry& e) {
-  return e.kernel_type + "|" + backend_name(e.backend) + "|" + lower(e.gpu_model) + "|" + dtype_name(e.dtype) + "|" +
-         shape_string(e.shape);
+namespace {
+
+std::string key_of(const std::string& kernel_type, Backend backend, const std::string& gpu_model, DType dtype,
+                   const std::vector<int64_t>& shape) {
+  return kernel_type + "|" + backend_name(backend) + "|" + lower(gpu_model) + "|" + dtype_name(dtype) + "|" +
+         shape_string(shape);
+}
+
+}  // namespace
+
+std::string tuning_key(const TunedEntry& e) { return key_of(e.kernel_type, e.backend, e.gpu_model, e.dtype, e.shape); }
+
+std::string tuning_key(const JobSpec& job, const std::string& gpu_model) {
+  return key_of(job.kernel_type, job.requires_.backend, gpu_model, job.dtype, job.shape);
 }
 
 bool replaces(const TunedEntry& candidate, const TunedEntry& incumbent) {

@@ -54,6 +54,10 @@ void from_json(const nlohmann::json& j, TunedEntry& v);
 // campaigns' gpu_models compare case-insensitively.
 std::string tuning_key(const TunedEntry& e);
 
+// The key of the entry a result of `job` on a worker with GPU `gpu_model` would make, without
+// making it (the entry copies the source).
+std::string tuning_key(const JobSpec& job, const std::string& gpu_model);
+
 // Whether `candidate` should replace `incumbent` under the same key: strictly lower latency.
 // Ties keep the incumbent, so re-importing a file changes nothing.
 bool replaces(const TunedEntry& candidate, const TunedEntry& incumbent);

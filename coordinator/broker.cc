@@ -243,11 +243,15 @@ Status Coordinator::store_best(const TunedEntry& entry, bool* stored) {
 }
 
 void Coordinator::offer_best(const JobRecord& job, const ResultRecord& result) {
+  // Called for every stored row at start: most are no better than their key's entry, and are
+  // turned away before an entry (with its source) is made.
+  if (result.status != ResultStatus::kPass) return;
+  if (const auto it = best_.find(tuning_key(job.spec, result.gpu));
+      it != best_.end() && !(result.m.latency_us < it->second.m.latency_us))
+    return;
   const auto caps = worker_caps_.find(result.worker_id);
   auto entry = tuned_entry_from(job, result, caps == worker_caps_.end() ? nullptr : &caps->second);
   if (!entry) return;
-  const auto it = best_.find(tuning_key(*entry));
-  if (it != best_.end() && !replaces(*entry, it->second)) return;
   bool stored = false;
   if (Status s = store_best(*entry, &stored); !s.ok())
     spdlog::error("tuning database: best entry of {} not stored (it is offered again at the next start): {}",

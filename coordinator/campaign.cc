@@ -23,6 +23,14 @@ nlohmann::json default_campaign(Backend backend) {
           {"configs", "all"}};
 }
 
+Status check_keys(const json& obj, const std::set<std::string>& keys, const std::string& where,
+                  const std::string& doc) {
+  if (!obj.is_object()) return Status::invalid(where + " must be an object");
+  for (const auto& [k, v] : obj.items())
+    if (!keys.count(k)) return Status::invalid("unknown key '" + k + "' in " + where + "; see " + doc);
+  return {};
+}
+
 Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campaign_id, int64_t wall_ms) {
   if (!doc.is_object()) return Status::invalid("a campaign must be a JSON/TOML object with at least kernel_type and backend");
   for (const auto& [k, v] : doc.items())

@@ -18,6 +18,7 @@
 // thread-safe.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ struct PlannedCampaign {
   CampaignRecord record;
   std::vector<JobSpec> jobs;
 };
+
+// kInvalidArgument unless `obj` is an object whose keys are all in `keys`: "unknown key '<k>' in
+// <where>; see <doc>". Shared by every kind of campaign document.
+Status check_keys(const nlohmann::json& obj, const std::set<std::string>& keys, const std::string& where,
+                  const std::string& doc);
 
 Result<PlannedCampaign> plan_campaign(const nlohmann::json& doc, const std::string& campaign_id,
                                       int64_t wall_ms);

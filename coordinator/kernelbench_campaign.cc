@@ -15,10 +15,7 @@ const std::set<std::string> kKeys = {"kind",     "name",       "task",        "b
                                      "samples",  "description", "tag"};
 
 Status check_keys(const json& obj, const std::set<std::string>& keys, const std::string& where) {
-  if (!obj.is_object()) return Status::invalid(where + " must be an object");
-  for (const auto& [k, v] : obj.items())
-    if (!keys.count(k)) return Status::invalid("unknown key '" + k + "' in " + where + "; see coordinator/kernelbench_campaign.h");
-  return {};
+  return ak::check_keys(obj, keys, where, "coordinator/kernelbench_campaign.h");
 }
 
 std::string pad3(int v) {

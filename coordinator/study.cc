@@ -1,5 +1,7 @@
 #include "coordinator/study.h"
 
+#include "coordinator/campaign.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -19,10 +21,7 @@ const std::set<std::string> kKeys = {"kind",   "name",       "strategy",        
 const std::set<std::string> kTargetKeys = {"kernel_type", "backend", "shape", "shapes", "dtype", "dtypes", "share"};
 
 Status check_keys(const json& obj, const std::set<std::string>& keys, const std::string& where) {
-  if (!obj.is_object()) return Status::invalid(where + " must be an object");
-  for (const auto& [k, v] : obj.items())
-    if (!keys.count(k)) return Status::invalid("unknown key '" + k + "' in " + where + "; see coordinator/CAMPAIGNS.md");
-  return {};
+  return ak::check_keys(obj, keys, where, "coordinator/CAMPAIGNS.md");
 }
 
 const kernels::BackendSource* backend_source(const StudyDef& s) {

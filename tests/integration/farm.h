@@ -235,6 +235,15 @@ inline nlohmann::json quick_campaign(int n_jobs, const std::string& name) {
           {"measure", {{"warmup", 1}, {"min_samples", 3}, {"max_samples", 5}, {"max_time_ms", 5}}}};
 }
 
+// Runs `autokernel --log-level warn <args>` (a client command) to its end; its exit code.
+inline int run_autokernel(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {bin("autokernel"), "--log-level", "warn"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = ChildProcess::spawn(argv, {});
+  if (!p.ok()) return -1;
+  return p->wait();
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

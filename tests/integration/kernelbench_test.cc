@@ -16,14 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int run_cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {bin("autokernel"), "--log-level", "warn"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto p = ChildProcess::spawn(argv, {});
-  if (!p.ok()) return -1;
-  return p->wait();
-}
-
 json read_json(const fs::path& p) { return json::parse(read_text(p.string())); }
 
 TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) {
@@ -41,7 +33,7 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   std::vector<std::string> args = {"kb", "baseline", "--levels", "1", "--ids", "1,7,9", "--modes", "eager", "--out",
                                    out.string()};
   args.insert(args.end(), common.begin(), common.end());
-  ASSERT_EQ(run_cli(args), 0);
+  ASSERT_EQ(run_autokernel(args), 0);
   const json base = read_json(out / "results/timing/cpu/baseline_time_torch.json");
   ASSERT_TRUE(base.contains("level1"));
   EXPECT_EQ(base["level1"].size(), 3u);
@@ -70,7 +62,7 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   args = {"kb", "sweep", "--levels", "1", "--ids", "1,7,9", "--generations", gens.parent_path().string(),
           "--sample-backend", "torch", "--job-timeout-ms", "20000", "--out", sweep.string()};
   args.insert(args.end(), common.begin(), common.end());
-  ASSERT_EQ(run_cli(args), 0);
+  ASSERT_EQ(run_autokernel(args), 0);
 
   // One result row per sample, with the status the faithful verdict gives.
   auto rows = farm.client().results(protocol::ResultsQuery{"", "", "kernelbench", "", ""});

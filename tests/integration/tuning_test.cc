@@ -43,14 +43,6 @@ std::map<std::vector<int64_t>, std::pair<double, Config>> best_rows(const StoreS
   return best;
 }
 
-int run_cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {bin("autokernel"), "--log-level", "warn"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto p = ChildProcess::spawn(argv, {});
-  if (!p.ok()) return -1;
-  return p->wait();
-}
-
 TEST(TuningFarmTest, AStudyFillsTheDatabaseWhichExportsLoadsInTheLookupAndImportsIntoAnotherFarm) {
   Farm farm;
   farm.start_coordinator();
@@ -90,7 +82,7 @@ TEST(TuningFarmTest, AStudyFillsTheDatabaseWhichExportsLoadsInTheLookupAndImport
 
   // `autokernel best --export`, loaded by the header-only lookup of kernels/tuned.h.
   const std::string file = farm.dir() + "/tuning.json";
-  ASSERT_EQ(run_cli({"best", "--client", farm.client_endpoint(), "--export", file}), 0);
+  ASSERT_EQ(run_autokernel({"best", "--client", farm.client_endpoint(), "--export", file}), 0);
   auto tuned = kernels::TunedConfigs::load(file);
   ASSERT_TRUE(tuned.ok()) << tuned.status().message();
   EXPECT_EQ(tuned->size(), 2u);
@@ -109,7 +101,7 @@ TEST(TuningFarmTest, AStudyFillsTheDatabaseWhichExportsLoadsInTheLookupAndImport
   // Imported into a second farm: the same entries; importing again stores nothing.
   Farm other;
   other.start_coordinator();
-  ASSERT_EQ(run_cli({"best", "--client", other.client_endpoint(), "--import", file}), 0);
+  ASSERT_EQ(run_autokernel({"best", "--client", other.client_endpoint(), "--import", file}), 0);
   auto imported = other.client().best(TuningQuery{});
   ASSERT_TRUE(imported.ok());
   EXPECT_EQ((*imported)["entries"], (*best)["entries"]);
