@@ -8,7 +8,7 @@ Contract (kernels/cross_entropy/spec.cc, the cuda backend's parameter order):
 
 Tunables: BLOCK, num_warps, num_stages.
 
-One pass with a per-lane running (max, sum of exp) as in softmax.py, combined at the end; the
+One sweep with a per-lane running (max, sum of exp) as in softmax.py, combined at the end; the
 loss is log(s) - (x_t - m). A NaN or +inf in a row gives NaN, a target logit of -inf gives +inf.
 """
 

@@ -12,9 +12,9 @@ Contract (the farm's softmax convention, kernels/softmax/spec.cc):
 
 Tunables: BLOCK (columns per step, a power of two), num_warps, num_stages.
 
-Algorithm: one read pass keeps a running (max, sum of exp) per lane of a BLOCK-wide tile (online
+Algorithm: one read sweep keeps a running (max, sum of exp) per lane of a BLOCK-wide tile (online
 softmax, Milakov & Gimelshein 2018, arXiv:1805.02867), the lanes are combined once at the end,
-and a second read pass writes exp(x - max) / sum. All arithmetic in fp32. Exponents are formed
+and a second read sweep writes exp(x - max) / sum. All arithmetic in fp32. Exponents are formed
 as (x - max) * log2(e), never x * log2(e) - max * log2(e), for the reason given in
 kernels/softmax/softmax.cu (large row offsets lose the fp32 tolerance otherwise).
 
