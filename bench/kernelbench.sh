@@ -5,6 +5,10 @@
 # sweep of generations if a folder is given. Output under $OUT/kernelbench (a few files; the
 # farm's state lives in a /tmp folder that is removed), progress on stdout as it happens.
 #   bench/kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT [LEVELS] [IDS] [MODES] [GENERATIONS]
+# Environment: AK_KB_SLOTS (jobs at once per GPU, sharing it through the harness's lock; default
+# 8), AK_KB_AGREE_IDS (problem ids of each level that KernelBench's own timing repeats; default
+# every baseline), AK_KB_TIMEOUT_MS (per job; default 300000), AK_KB_BUILTIN=1 (sweep the
+# built-in candidates of level 1 after the baselines).
 set -uo pipefail
 B=${1:?usage: kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT [LEVELS] [IDS] [MODES] [GENERATIONS]}
 KB=${2:?KernelBench checkout}
@@ -19,7 +23,7 @@ STATE=$(mktemp -d /tmp/ak-kb-XXXXXX)
 "$AK" --log-level warn coordinator --data-dir "$STATE" --workers-bind tcp://127.0.0.1:25555 \
   --clients-bind tcp://127.0.0.1:25556 --metrics "" > "$OUT/coordinator.log" 2>&1 &
 COORD=$!
-"$AK" --log-level info worker --backend cuda --gpus all --coordinator tcp://127.0.0.1:25555 \
+"$AK" --log-level info worker --backend cuda --gpus all --kb-slots "${AK_KB_SLOTS:-8}" --coordinator tcp://127.0.0.1:25555 \
   --cache-dir "$STATE/cache" --state-dir "$STATE/worker" > "$OUT/worker.log" 2>&1 &
 WORKER=$!
 trap 'kill $WORKER $COORD 2>/dev/null; wait 2>/dev/null; rm -rf "$STATE"' EXIT
@@ -28,11 +32,12 @@ ids=(); [ -n "$IDS" ] && ids=(--ids "$IDS")
 modes=(); IFS=, read -ra ms <<< "$MODES"; for m in "${ms[@]}"; do modes+=(--modes "$m"); done
 start=$(date +%s)
 "$AK" kb baseline --kernelbench "$KB" --levels "$LEVELS" "${ids[@]}" "${modes[@]}" --backend cuda \
-  --out "$OUT" $C 2>&1 | tr '\r' '\n' | grep --line-buffered -v '^\['
+  --job-timeout-ms "${AK_KB_TIMEOUT_MS:-300000}" --out "$OUT" $C 2>&1 | tr '\r' '\n' | grep --line-buffered -v '^\['
 echo "kb baseline rc=${PIPESTATUS[0]} wall $(( $(date +%s) - start )) s"
 F=$(ls "$OUT"/results/timing/*/baseline_time_torch.json 2>/dev/null | head -1)
 if [ -n "$F" ]; then
-  python3 "$(dirname "$0")/kernelbench_agreement.py" --kernelbench "$KB" --farm "$F" --json "$OUT/agreement.json" 2>&1
+  python3 "$(dirname "$0")/kernelbench_agreement.py" --kernelbench "$KB" --farm "$F" --ids "${AK_KB_AGREE_IDS:-}" \
+    --json "$OUT/agreement.json" 2>&1
 fi
 if [ -n "$GENS" ]; then
   "$AK" kb sweep --kernelbench "$KB" --levels "$LEVELS" "${ids[@]}" --generations "$GENS" --backend cuda \

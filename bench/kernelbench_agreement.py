@@ -13,7 +13,8 @@ the package is set up without running __init__, and `requests`/`pydantic` (impor
 unused by the timing path) are stubbed when this Python lacks them.
 
   python bench/kernelbench_agreement.py --kernelbench .kb/KernelBench \
-      --farm kb-out/results/timing/NVIDIA_H200/baseline_time_torch.json [--tolerance 0.03] [--json out.json]
+      --farm kb-out/results/timing/NVIDIA_H200/baseline_time_torch.json [--ids 1-8,40] \
+      [--tolerance 0.03] [--json out.json]
 """
 import argparse
 import importlib
@@ -45,6 +46,17 @@ def load_kernelbench(root):
     return importlib.import_module("kernelbench.timing")
 
 
+def parse_ids(text):
+    """'1-8,40' -> {1, ..., 8, 40}; empty -> None (every problem)."""
+    if not text:
+        return None
+    ids = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        ids.update(range(int(lo), int(hi or lo) + 1))
+    return ids
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernelbench", required=True)
@@ -52,7 +64,9 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.03)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--json", default="")
+    ap.add_argument("--ids", default="", help="problem ids of every level to time, e.g. 1-8,40 (default: all)")
     a = ap.parse_args()
+    ids = parse_ids(a.ids)
     timing = load_kernelbench(a.kernelbench)
     import torch
 
@@ -61,6 +75,8 @@ def main():
     rows = []
     for level, probs in sorted(farm.items()):
         for name, stats in sorted(probs.items(), key=lambda kv: int(kv[0].split("_")[0])):
+            if ids is not None and int(name.split("_")[0]) not in ids:
+                continue
             path = os.path.join(levels_dir, level, name)
             code = open(path).read()
             kb = timing.measure_ref_program_time(name, code, num_warmup=5, num_trials=100, discard_first=1,

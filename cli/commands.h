@@ -38,6 +38,7 @@ struct WorkerArgs {
   std::string state_dir = ".ak/worker";
   std::string sandbox;           // default: autokernel-sandbox next to this executable
   int64_t heartbeat_ms = 500;
+  int kb_slots = 1;              // KernelBench jobs at once per GPU
 };
 int worker(const WorkerArgs& a);
 

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   work->add_option("--state-dir", wo.state_dir, "outbox of unacknowledged results")->capture_default_str();
   work->add_option("--sandbox", wo.sandbox, "sandbox executable (default: next to autokernel)");
   work->add_option("--heartbeat-ms", wo.heartbeat_ms, "heartbeat interval")->capture_default_str();
+  work->add_option("--kb-slots", wo.kb_slots,
+                   "KernelBench jobs run at once per GPU; they share the GPU except while one times (kernelbench/HARNESS.md)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
 
   ClientArgs cl;
   auto add_client = [&](CLI::App* sub) {

@@ -16,6 +16,8 @@ faithful path mirrors ScalingIntelligence/KernelBench src/kernelbench/eval.py
 get_timing_stats, measure_ref_program_time) and kernel_static_checker.py, step for step.
 """
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -88,6 +90,7 @@ _REQUEST_KEYS = {
     "rotations": (int, 4),
     "rotation_perf_trials": (int, 10),
     "result_path": (str, None),
+    "gpu_lock": (str, None),  # lock file shared by the processes that use this GPU at once
 }
 
 
@@ -201,6 +204,62 @@ def load_request(path):
     req["dtype"] = PRECISIONS[req["precision"]]
     req["tolerance"] = TOLERANCES[req["precision"]]
     return req
+
+
+class GpuLock:
+    """Turns between the harness processes that share one GPU (HARNESS.md, "Sharing a GPU").
+
+    A process moves forward through the modes with enter():
+      None         no GPU work yet (loading code, building models on the CPU, compiling extensions);
+      "shared"     GPU work that measures nothing (moving models and inputs, correctness trials,
+                   the first call of a torch.compile model): any number of processes at once,
+                   never during another's timing;
+      "exclusive"  timing: no other process holds the lock in either mode.
+    Two flock(2) files: the lock itself, and a gate that a process wanting the exclusive mode holds
+    while it waits and times, so that processes arriving for a shared turn queue behind it (a
+    stream of compiles cannot starve a timing). Locks go with the process when it exits. Without a
+    path every call is a no-op. Waits and exclusive time are counted in .stats (milliseconds), with
+    each exclusive turn's wall-clock span (seconds since the epoch), so turns can be compared
+    across processes.
+    """
+
+    def __init__(self, path):
+        self.stats = {"shared_wait_ms": 0.0, "exclusive_wait_ms": 0.0, "exclusive_ms": 0.0, "exclusive_spans": []}
+        self.mode = None
+        self._since = 0.0
+        self._lock_fd = self._gate_fd = None
+        if path:
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            self._gate_fd = os.open(path + ".gate", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+
+    @property
+    def active(self):
+        return self._lock_fd is not None
+
+    def enter(self, mode):
+        if not self.active or mode == self.mode:
+            return
+        if self.mode == "exclusive":
+            self.stats["exclusive_ms"] += (time.monotonic() - self._since) * 1e3
+            self.stats["exclusive_spans"][-1][1] = time.time()
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            fcntl.flock(self._gate_fd, fcntl.LOCK_UN)
+        elif self.mode == "shared":
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        self.mode = None
+        t0 = time.monotonic()
+        if mode == "shared":
+            fcntl.flock(self._gate_fd, fcntl.LOCK_EX)
+            fcntl.flock(self._gate_fd, fcntl.LOCK_UN)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+            self.stats["shared_wait_ms"] += (time.monotonic() - t0) * 1e3
+        elif mode == "exclusive":
+            fcntl.flock(self._gate_fd, fcntl.LOCK_EX)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._since = time.monotonic()
+            self.stats["exclusive_wait_ms"] += (self._since - t0) * 1e3
+            self.stats["exclusive_spans"].append([time.time(), None])
+        self.mode = mode
 
 
 # ---------------------------------------------------------------------------------------------
@@ -857,6 +916,7 @@ def run_reference(req):
         loaded = load_problem(req["problem_path"])
         get_inputs = loaded[4]
         model, _ = _build_reference(req, loaded)
+        req["lock"].enter("shared")  # to the end: this process measures nothing
         model = model.to(device=device, dtype=req["dtype"])
         trial_seeds = trial_seeds_for(req["seed"], req["num_correct_trials"])
         rotation_seeds = [req["seed"] + 1 + r for r in range(req["rotations"])]
@@ -905,6 +965,8 @@ def run_baseline(req):
             inputs = get_inputs()
             set_seed(req["seed"])
             init_inputs = get_init_inputs()
+            lock = req["lock"]
+            lock.enter("shared")
             inputs = [_cast_baseline(x, device, dtype, switches) for x in inputs]
             init_inputs = [_cast_baseline(x, device, dtype, switches) for x in init_inputs]
             model = Model(*init_inputs)
@@ -912,9 +974,14 @@ def run_baseline(req):
             if req["compile"]:
                 torch._dynamo.reset()
                 model = torch.compile(model, backend="inductor", mode=req["compile_mode"])
+                if lock.active:
+                    # Compile now, beside other processes' compiles, not in the timed turn.
+                    model(*inputs)
             synchronize(device)
+            lock.enter("exclusive")
             times = time_calls(model, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1,
                                device, LIVE_CLOCK)
+            lock.enter(None)
             stats = timing_stats(times, device)
         return dict(base, ok=True, mean_ms=stats["mean"], stats=stats, num_warmup=req["num_warmup"],
                     timer=_timer_name(device))
@@ -1032,6 +1099,7 @@ def run_candidate(req):
             metadata["compilation_error"] = "Syntax error in custom generated code or ModelNew not found"
             return _finish_early(result, req, scan, "compile_failure")
         result["compiled"] = True
+        req["lock"].enter("shared")  # the GPU from here on; timing takes the exclusive turn below
         try:
             with torch.no_grad():
                 set_seed(seed)
@@ -1055,6 +1123,7 @@ def run_candidate(req):
         result["correctness"] = correct
 
         # Performance: the candidate when correct; the reference always (excessive-speedup check).
+        req["lock"].enter("exclusive")  # timing and the strict checks, to the end of the process
         if correct:
             try:
                 synchronize(device)
@@ -1393,12 +1462,17 @@ def main(argv):
     except BadRequest as e:
         print(f"harness: bad request: {e}", file=sys.stderr)
         return 2
+    req["lock"] = GpuLock(req["gpu_lock"]) if req["mode"] != "judge" else GpuLock(None)
     try:
         result = _MODE_FUNCTIONS[req["mode"]](req)
     except ProblemError as e:
         print(f"harness: bad request: {e}", file=sys.stderr)
         return 2
     result = dict(result, mode=req["mode"], harness_version=HARNESS_VERSION, torch_version=torch.__version__)
+    lock = req["lock"]
+    if lock.active:
+        lock.enter(None)  # the turn ends here (a candidate's threads may run on until the exit)
+        result["gpu_lock"] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in lock.stats.items()}
     _write_json_atomic(req["result_path"], result)
     return 0
 

@@ -54,23 +54,22 @@ for step in $STEPS; do
       grep -v "^\s*$" "$OUT/study/run.log" | grep -v "\r" | tail -45
       rm -rf "$OUT/study/.ak" ;;
     kernelbench)
-      # The farm's eager baselines of KernelBench problems 1-7 of levels 1-3 (a checkout in .kb/,
-      # kept outside the repository) beside KernelBench's own timing of them, and a sweep of
-      # pass-through candidates (ModelNew = Model) of level 1. AK_GPU_TARGETS="autokernel
-      # autokernel-sandbox" builds only what it needs.
-      # Generated files stay out of $OUT (what comes back from a device run is limited in count).
+      # The farm's eager baselines of every problem of levels 1-3 (a KernelBench checkout in .kb/,
+      # kept outside the repository; AK_KB_LEVELS/AK_KB_IDS narrow it), 8 jobs at once sharing
+      # the GPU through the harness's lock, then KernelBench's own timing of problems 1-8 of each
+      # level (AK_KB_AGREE_IDS) in the same session. AK_GPU_TARGETS="autokernel autokernel-sandbox"
+      # builds only what it needs. Generated files stay out of $OUT (what comes back is limited).
       KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
-      GENS=/tmp/ak-kb-gens; rm -rf "$GENS"; mkdir -p "$GENS"
-      for f in "$KBC"/KernelBench/level1/[1-7]_*.py; do
-        id=$(basename "$f" | cut -d_ -f1)
-        { cat "$f"; printf '\n\nModelNew = Model\n'; } > "$GENS/level_1_problem_${id}_sample_0_kernel.py"
-      done
-      timeout 460 bash bench/kernelbench.sh "$B" "$KBC" 1-3 1-7 eager "$GENS" > "$OUT/kernelbench.log" 2>&1
-      echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | tail -70 ;;
+      AK_KB_AGREE_IDS=${AK_KB_AGREE_IDS:-1-8} timeout "${AK_KB_STEP_TIMEOUT:-470}" bash bench/kernelbench.sh "$B" "$KBC" \
+        "${AK_KB_LEVELS:-1-3}" "${AK_KB_IDS:-}" eager > "$OUT/kernelbench.log" 2>&1
+      echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | tail -60 ;;
     kbcompile)
+      # torch.compile (inductor, default mode) baselines of levels 1-3, 8 jobs at once: compiles
+      # overlap, timing is exclusive.
       KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
-      OUT="$OUT/compile" timeout 400 bash bench/kernelbench.sh "$B" "$KBC" 1 1-4 compile > "$OUT/kbcompile.log" 2>&1
-      echo "kbcompile rc=$?"; tail -40 "$OUT/kbcompile.log" ;;
+      OUT="$OUT/compile" timeout "${AK_KB_STEP_TIMEOUT:-470}" bash bench/kernelbench.sh "$B" "$KBC" "${AK_KB_LEVELS:-1-3}" \
+        "${AK_KB_IDS:-}" compile > "$OUT/kbcompile.log" 2>&1
+      echo "kbcompile rc=$?"; grep -v "^ *$" "$OUT/kbcompile.log" | tail -40 ;;
     library)
       timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac

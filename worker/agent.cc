@@ -56,15 +56,24 @@ WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock,
       caps_(std::move(caps)),
       clock_(clock),
       compiler_(std::move(compiler)),
-      runner_(std::move(runner)),
-      kernelbench_(KernelBenchRunnerOptions{
-          options_.python,
-          !options_.kernelbench_dir.empty()
-              ? options_.kernelbench_dir
-              : (options_.cache_dir.empty() ? std::string("/tmp/ak-kernelbench") : options_.cache_dir + "/kernelbench"),
-          options_.backend == Backend::kCpu ? std::string("cpu") : "cuda:" + std::to_string(options_.device_index),
-          false}) {
-  options_.slots = std::max(1, options_.slots);
+      runner_(std::move(runner)) {
+  options_.kernelbench_slots = std::max(1, options_.kernelbench_slots);
+  options_.slots = std::max({1, options_.slots, options_.kernelbench_slots});
+  const std::string kb_dir =
+      !options_.kernelbench_dir.empty()
+          ? options_.kernelbench_dir
+          : (options_.cache_dir.empty() ? std::string("/tmp/ak-kernelbench") : options_.cache_dir + "/kernelbench");
+  const bool cuda = options_.backend != Backend::kCpu;
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  for (int i = 0; i < options_.kernelbench_slots; ++i)
+    kernelbench_.push_back(std::make_unique<KernelBenchRunner>(KernelBenchRunnerOptions{
+        options_.python, kb_dir, cuda ? "cuda:" + std::to_string(options_.device_index) : std::string("cpu"), false,
+        // One lock per GPU for every slot of every agent that shares the folder.
+        cuda ? kb_dir + "/gpu" + std::to_string(options_.device_index) + ".lock" : std::string(),
+        // torch.compile's worker pools share the cores between the slots.
+        options_.kernelbench_slots > 1
+            ? static_cast<int>(std::max(1u, cpus / static_cast<unsigned>(options_.kernelbench_slots)))
+            : 0}));
   options_.compile_threads = std::max(1, options_.compile_threads);
   options_.heartbeat_ms = std::max<int64_t>(1, options_.heartbeat_ms);
   options_.poll_ms = std::max<int64_t>(1, options_.poll_ms);
@@ -77,6 +86,7 @@ WorkerAgent::~WorkerAgent() {
   }
   compile_cv_.notify_all();
   run_cv_.notify_all();
+  kernelbench_cv_.notify_all();
   for (auto& t : threads_)
     if (t.joinable()) t.join();
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -115,13 +125,6 @@ void WorkerAgent::compile_loop() {
       if (shutdown_) break;
       job = std::move(compile_queue_.front());
       compile_queue_.pop_front();
-    }
-    if (job.spec.kernelbench) {
-      // The harness compiles (load_inline, Triton) inside its own process.
-      std::lock_guard<std::mutex> lock(mu_);
-      run_queue_.push_back(Compiled{std::move(job), CompiledArtifact{}});
-      run_cv_.notify_one();
-      continue;
     }
     const int64_t t0 = clock_.now_ms();
     std::optional<Result<CompiledArtifact>> art;
@@ -175,28 +178,6 @@ void WorkerAgent::execute_loop() {
       c = std::move(run_queue_.front());
       run_queue_.pop_front();
     }
-    if (c.job.spec.kernelbench) {
-      KernelBenchOutcome o;
-      try {
-        o = kernelbench_.run(c.job.spec, std::chrono::milliseconds(std::max<int64_t>(1, c.job.spec.timeout_ms)));
-      } catch (const std::exception& e) {
-        o.status = ResultStatus::kCrash;
-        o.stage = "kernelbench";
-        o.reason = std::string("KernelBench runner threw: ") + e.what();
-      }
-      ResultRecord r = base_result(c.job);
-      r.status = o.status;
-      r.stage = o.stage;
-      r.reason = o.reason;
-      r.m = o.m;
-      r.kernelbench = std::move(o.kernelbench);
-      r.completed_wall_ms = clock_.wall_ms();
-      if (r.status != ResultStatus::kPass)
-        spdlog::info("worker {}: KernelBench job {} attempt {}: {} at {}: {}", options_.worker_id, r.job_id, r.attempt,
-                     result_status_name(r.status), r.stage, r.reason);
-      push_result(std::move(r));
-      continue;
-    }
     SandboxRequest req;
     req.job = c.job.spec;
     req.artifact_path = c.artifact.path;
@@ -221,6 +202,43 @@ void WorkerAgent::execute_loop() {
     r.completed_wall_ms = clock_.wall_ms();
     if (r.status != ResultStatus::kPass)
       spdlog::info("worker {}: job {} attempt {}: {} at {}: {}", options_.worker_id, r.job_id, r.attempt,
+                   result_status_name(r.status), r.stage, r.reason);
+    push_result(std::move(r));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --threads_alive_;
+  }
+  wake_main();
+}
+
+void WorkerAgent::kernelbench_loop(KernelBenchRunner& runner) {
+  for (;;) {
+    protocol::Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      kernelbench_cv_.wait(lock, [&] { return shutdown_ || !kernelbench_queue_.empty(); });
+      if (shutdown_) break;
+      job = std::move(kernelbench_queue_.front());
+      kernelbench_queue_.pop_front();
+    }
+    KernelBenchOutcome o;
+    try {
+      o = runner.run(job.spec, std::chrono::milliseconds(std::max<int64_t>(1, job.spec.timeout_ms)));
+    } catch (const std::exception& e) {
+      o.status = ResultStatus::kCrash;
+      o.stage = "kernelbench";
+      o.reason = std::string("KernelBench runner threw: ") + e.what();
+    }
+    ResultRecord r = base_result(job);
+    r.status = o.status;
+    r.stage = o.stage;
+    r.reason = o.reason;
+    r.m = o.m;
+    r.kernelbench = std::move(o.kernelbench);
+    r.completed_wall_ms = clock_.wall_ms();
+    if (r.status != ResultStatus::kPass)
+      spdlog::info("worker {}: KernelBench job {} attempt {}: {} at {}: {}", options_.worker_id, r.job_id, r.attempt,
                    result_status_name(r.status), r.stage, r.reason);
     push_result(std::move(r));
   }
@@ -286,11 +304,13 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
       spdlog::warn("worker {}: job {} exceeds the {} slot(s) announced; queued anyway", options_.worker_id,
                    key.first, options_.slots);
     s.held.insert(key);
+    // KernelBench jobs skip the compiler: the harness compiles (load_inline, Triton) in its own process.
+    const bool kb = job->spec.kernelbench.has_value();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      compile_queue_.push_back(*job);
+      (kb ? kernelbench_queue_ : compile_queue_).push_back(*job);
     }
-    compile_cv_.notify_one();
+    (kb ? kernelbench_cv_ : compile_cv_).notify_one();
   } else if (const auto* ack = std::get_if<protocol::Ack>(&m)) {
     if (!s.outbox.ack(ack->job_id, ack->attempt))
       spdlog::debug("worker {}: ACK for job {} attempt {} not in the outbox", options_.worker_id, ack->job_id,
@@ -341,10 +361,11 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
 
   {
     std::lock_guard<std::mutex> lock(mu_);
-    threads_alive_ = options_.compile_threads + 1;
+    threads_alive_ = options_.compile_threads + 1 + static_cast<int>(kernelbench_.size());
   }
   for (int i = 0; i < options_.compile_threads; ++i) threads_.emplace_back([this] { compile_loop(); });
   threads_.emplace_back([this] { execute_loop(); });
+  for (auto& kb : kernelbench_) threads_.emplace_back([this, r = kb.get()] { kernelbench_loop(*r); });
 
   spdlog::info("worker {}: {} ({}), {} slot(s), coordinator {}", options_.worker_id, caps_.gpu_name,
                backend_name(options_.backend), options_.slots, options_.coordinator_endpoint);
@@ -361,6 +382,9 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
       compile_queue_.clear();
       for (const auto& c : run_queue_) s.held.erase(Key{c.job.spec.job_id, c.job.attempt});
       run_queue_.clear();
+      for (const auto& j : kernelbench_queue_) s.held.erase(Key{j.spec.job_id, j.attempt});
+      kernelbench_queue_.clear();
+      kernelbench_cv_.notify_all();
       compile_cv_.notify_all();
       run_cv_.notify_all();
     }

@@ -71,6 +71,10 @@ struct WorkerOptions {
   // runs them through a KernelBenchRunner (worker/kernelbench_runner.h) with `python`, in this
   // folder (empty: <cache_dir>/kernelbench).
   std::string kernelbench_dir;
+  // KernelBench jobs run at once, each on its own thread and runner. They share the GPU through a
+  // lock file in kernelbench_dir (kernelbench/HARNESS.md, "Sharing a GPU"): loading, compiling and
+  // correctness overlap, timing is exclusive. The slots announced are at least this many.
+  int kernelbench_slots = 1;
 };
 
 class WorkerAgent {
@@ -102,6 +106,7 @@ class WorkerAgent {
 
   void compile_loop();
   void execute_loop();
+  void kernelbench_loop(KernelBenchRunner& runner);
   void push_result(ResultRecord r);  // worker threads -> main thread
   void wake_main();
   ResultRecord base_result(const protocol::Job& job) const;
@@ -117,7 +122,7 @@ class WorkerAgent {
   Clock& clock_;
   std::unique_ptr<Compiler> compiler_;
   std::unique_ptr<SandboxRunner> runner_;
-  KernelBenchRunner kernelbench_;
+  std::vector<std::unique_ptr<KernelBenchRunner>> kernelbench_;  // one per KernelBench slot
 
   // Shared with the worker threads, guarded by mu_.
   std::mutex mu_;
@@ -125,6 +130,8 @@ class WorkerAgent {
   std::condition_variable run_cv_;
   std::deque<protocol::Job> compile_queue_;
   std::deque<Compiled> run_queue_;
+  std::condition_variable kernelbench_cv_;
+  std::deque<protocol::Job> kernelbench_queue_;
   std::deque<ResultRecord> results_;
   bool shutdown_ = false;
   int threads_alive_ = 0;

@@ -77,6 +77,8 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
   o.output_path = log.string();
   o.new_process_group = true;
   o.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
+  if (options_.inductor_threads > 0)
+    o.env.push_back("TORCHINDUCTOR_COMPILE_THREADS=" + std::to_string(options_.inductor_threads));
   auto child = ChildProcess::spawn({options_.python, harness_path(), req.string()}, o);
   if (!child.ok()) {
     step.exit_code = -1;
@@ -136,6 +138,7 @@ KernelBenchOutcome KernelBenchRunner::run(const JobSpec& job, std::chrono::milli
                {"switches", t.switches},
                {"strict", t.strict},
                {"build_dir", (dir / "build").string()}};
+  if (!options_.gpu_lock_path.empty()) base["gpu_lock"] = options_.gpu_lock_path;
   auto finish = [&](KernelBenchOutcome o) {
     if (!options_.keep_job_dirs) fs::remove_all(dir, ec);
     return o;
@@ -213,7 +216,14 @@ KernelBenchOutcome KernelBenchRunner::run(const JobSpec& job, std::chrono::milli
     judge_req["reference_outputs"] = ref_out.string();
     judge_req["candidate_outputs"] = cand_out.string();
     Step j = run_step(dir.string(), "judge", judge_req, deadline);
-    kb["judge"] = j.result.is_null() ? json{{"error", "the judge gave no verdict: " + short_text(j.log_tail)}} : j.result;
+    if (!j.result.is_null())
+      kb["judge"] = j.result;
+    else if (j.timed_out)
+      kb["judge"] = {{"error", "the judge did not finish before the job's deadline (" + std::to_string(timeout.count()) +
+                                   " ms for every step together)"}};
+    else
+      kb["judge"] = {{"error", "the judge gave no verdict (exit code " + std::to_string(j.exit_code) +
+                                   "): " + short_text(j.log_tail)}};
   }
   const std::string verdict = kb.value("verdict", "");
   const json meta = kb.value("metadata", json::object());

@@ -10,7 +10,8 @@
 // is killed with its group (TIMEOUT), one that dies without a verdict is CRASH. The strict checks
 // never change the status: they are reported in ResultRecord::kernelbench beside it.
 //
-// Thread-compatible: one run() at a time per runner (the worker's executor thread).
+// Thread-compatible: one run() at a time per runner; several runners may share a GPU through
+// gpu_lock_path.
 #pragma once
 
 #include <chrono>
@@ -27,6 +28,10 @@ struct KernelBenchRunnerOptions {
   std::string work_dir;            // job folders go under it; the harness is written here
   std::string device = "cpu";      // "cuda:<ordinal>" or "cpu"
   bool keep_job_dirs = false;      // keep each job's folder (files, logs) after the run
+  // Lock file through which the runners sharing a GPU take turns (kernelbench/HARNESS.md, "Sharing
+  // a GPU"): every runner of one GPU must name the same file. Empty: no lock (one runner per GPU).
+  std::string gpu_lock_path;
+  int inductor_threads = 0;        // TORCHINDUCTOR_COMPILE_THREADS for the harness; 0: torch's default
 };
 
 struct KernelBenchOutcome {

@@ -131,6 +131,14 @@ def evaluate(problem_name, candidate_name, switches=None, judge=False, **extra):
     return runs
 
 
+def locked_pair(problem_name):
+    """Two eager baselines started at once, sharing one GPU lock file (HARNESS.md, "Sharing a GPU")."""
+    lock = os.path.join(WORKDIR, "gpu0.lock")
+    req = dict(BASE_REQUEST, mode="baseline", problem_path=problem(problem_name), gpu_lock=lock, num_perf_trials=20)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        return [f.result() for f in [pool.submit(run_harness, req) for _ in range(2)]]
+
+
 L1 = "level1/"
 CASES = {
     # name: (function, args, kwargs)
@@ -176,6 +184,7 @@ CASES = {
                                                  problem_path=problem(L1 + "5_CrossEntropyLoss.py")),), {}),
     "inspect_linear": (run_harness, (dict(BASE_REQUEST, mode="inspect", problem_path=problem(L1 + "2_Linear.py")),), {}),
     "baseline_eager": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py")),), {}),
+    "baseline_locked_pair": (locked_pair, (L1 + "2_Linear.py",), {}),
     "baseline_compile": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py"),
                                             compile=True, compile_mode="default"),), {}),
 }
@@ -577,6 +586,98 @@ class BaselineTest(unittest.TestCase):
             self.assertEqual(r["stats"]["num_trials"], 5)
         else:  # inductor without a working C++ toolchain: a clean error, not a crash
             self.assertTrue(r["error"])
+
+
+class GpuLockTest(unittest.TestCase):
+    """The lock by which harness processes share a GPU. Each GpuLock opens its own file
+    descriptions, so two of them in one process exclude each other as two processes would."""
+
+    @classmethod
+    def setUpClass(cls):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("kb_harness_under_test", HARNESS)
+        cls.harness = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.harness)
+
+    def setUp(self):
+        self.path = tempfile.mktemp(prefix="gpu_lock_", dir=WORKDIR)
+
+    def lock(self):
+        return self.harness.GpuLock(self.path)
+
+    def held(self, path, mode):
+        """Whether some GpuLock holds `path` so that a `mode` flock cannot be had (non-blocking probe)."""
+        import fcntl
+        fd = os.open(path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    def until(self, condition, what):
+        deadline = time.monotonic() + 30
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, f"timed out waiting until {what}")
+            time.sleep(0.001)
+
+    def enter_in_thread(self, lock, mode):
+        t = threading.Thread(target=lock.enter, args=(mode,), daemon=True)
+        t.start()
+        return t
+
+    def test_shared_turns_overlap_and_keep_timing_out(self):
+        import fcntl
+        a, b = self.lock(), self.lock()
+        a.enter("shared")
+        t = self.enter_in_thread(b, "shared")
+        t.join(30)
+        self.assertFalse(t.is_alive(), "a second shared turn waited for the first")
+        self.assertTrue(self.held(self.path, fcntl.LOCK_EX))
+        self.assertFalse(self.held(self.path, fcntl.LOCK_SH))
+        a.enter(None)
+        b.enter(None)
+        self.assertFalse(self.held(self.path, fcntl.LOCK_EX))
+
+    def test_a_waiting_timing_holds_back_new_shared_turns_and_times_alone(self):
+        import fcntl
+        a, timer, late = self.lock(), self.lock(), self.lock()
+        a.enter("shared")
+        t = self.enter_in_thread(timer, "exclusive")
+        self.until(lambda: self.held(self.path + ".gate", fcntl.LOCK_EX), "the timer holds the gate")
+        self.assertIsNone(timer.mode)  # it waits for the shared turn to end
+        u = self.enter_in_thread(late, "shared")
+        a.enter(None)
+        t.join(30)
+        self.assertEqual(timer.mode, "exclusive")
+        self.assertTrue(u.is_alive())  # queued behind the timer at the gate
+        self.assertIsNone(late.mode)
+        timer.enter(None)
+        u.join(30)
+        self.assertEqual(late.mode, "shared")
+        self.assertEqual(len(timer.stats["exclusive_spans"]), 1)
+        self.assertGreater(timer.stats["exclusive_wait_ms"], 0)
+        late.enter(None)
+
+    def test_without_a_path_the_lock_is_a_no_op(self):
+        lock = self.harness.GpuLock(None)
+        lock.enter("exclusive")
+        self.assertFalse(lock.active)
+        self.assertIsNone(lock.mode)
+
+    def test_two_baselines_sharing_a_lock_time_one_after_the_other(self):
+        runs = case("baseline_locked_pair")
+        spans = []
+        for run in runs:
+            r = checked(run, "baseline")
+            self.assertTrue(r["ok"], r.get("error"))
+            self.assertEqual(r["stats"]["num_trials"], 20)
+            self.assertEqual(len(r["gpu_lock"]["exclusive_spans"]), 1)
+            spans.append(r["gpu_lock"]["exclusive_spans"][0])
+        spans.sort()
+        self.assertLessEqual(spans[0][1], spans[1][0], f"exclusive turns overlap: {spans}")
 
 
 # --- bad requests -----------------------------------------------------------------------------
