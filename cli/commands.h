@@ -67,6 +67,8 @@ int export_results(const ClientArgs& c, const std::string& campaign, const std::
 struct KbArgs {
   std::string kernelbench;      // a KernelBench checkout (or a folder of level<N>/ problems)
   std::string generations;      // sweep: folder of level_<L>_problem_<P>_sample_<S>_kernel.py
+  bool builtin = false;         // sweep: the kernel library's built-in candidates instead (kernelbench/builtin.h)
+  std::string tuning;           // sweep --builtin: tuning database export; empty: the specs' defaults
   std::string levels = "1-3";   // ranges
   std::string ids;              // problem id ranges; empty: all
   std::vector<std::string> baselines = {"eager", "compile"};

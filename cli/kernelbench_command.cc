@@ -1,18 +1,21 @@
 // autokernel kb baseline | sweep: KernelBench on the farm. Reads the problems (and generations)
-// from local folders (kernelbench/bridge.h), submits a KernelBench campaign
-// (coordinator/kernelbench_campaign.h), follows it, and writes KernelBench's files: the baseline
-// JSON of results/timing/<hardware>/, eval_results.json per level, and the fast_p scores.
+// from local folders (kernelbench/bridge.h) or generates the built-in candidates
+// (kernelbench/builtin.h), submits a KernelBench campaign (coordinator/kernelbench_campaign.h),
+// follows it, and writes KernelBench's files: the baseline JSON of results/timing/<hardware>/,
+// eval_results.json per level, and the fast_p scores.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "coordinator/client.h"
 #include "kernelbench/bridge.h"
+#include "kernelbench/builtin.h"
 #include "kernelbench/score.h"
 
 namespace ak::cli {
@@ -115,6 +118,46 @@ std::vector<kernelbench::Baseline> farm_baselines(const json& rows) {
   return out;
 }
 
+// --builtin: the built-in candidate of every selected problem that has one, written to
+// <out>/builtin/ in KernelBench's naming (sample 0); prints which problems are covered and why the
+// others are not.
+Result<std::vector<kernelbench::Generation>> builtin_generations(const KbArgs& a,
+                                                                 const std::vector<kernelbench::Problem>& problems) {
+  std::optional<kernels::TunedConfigs> tuned;
+  if (!a.tuning.empty()) {
+    if (a.gpu_models.size() != 1)
+      return Status::invalid("--tuning needs exactly one --gpu-model: tuned configurations are per GPU model (got " +
+                             std::to_string(a.gpu_models.size()) + ")");
+    auto t = kernels::TunedConfigs::load(a.tuning);
+    if (!t.ok()) return t.status();
+    tuned = std::move(*t);
+  }
+  const kernelbench::BuiltinOptions o{a.precision, tuned ? &*tuned : nullptr, a.tuning,
+                                      a.gpu_models.empty() ? "" : a.gpu_models.front()};
+  const fs::path dir = fs::path(a.out) / "builtin";
+  std::vector<kernelbench::Generation> out;
+  int skipped = 0;
+  for (const auto& p : problems) {
+    auto c = kernelbench::builtin_candidate(p, o);
+    if (!c.ok()) {
+      if (c.status().code() != StatusCode::kNotFound) return c.status();
+      ++skipped;
+      std::cout << "  not covered: level " << p.level << " " << p.name << ": " << c.status().message() << "\n";
+      continue;
+    }
+    const fs::path f = dir / kernelbench::generation_file_name(p.level, p.problem_id, 0);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (Status s = write_file(f.string(), c->source); !s.ok()) return s;
+    std::cout << "  covered: level " << p.level << " " << p.name << ": " << c->kernel_type << ", "
+              << (c->tuned ? "tuned" : "default") << " configuration (" << c->config_origin << ")\n";
+    out.push_back({p.level, p.problem_id, 0, f.string(), c->source, kernelbench::xxh64_hex(c->source)});
+  }
+  std::cout << "built-in candidates: " << out.size() << " covered, " << skipped << " not covered, written to "
+            << dir.string() << "\n";
+  return out;
+}
+
 }  // namespace
 
 int kb_baseline(const ClientArgs& c, const KbArgs& a) {
@@ -179,10 +222,12 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb sweep: " << sel.status().message() << "\n";
     return 2;
   }
-  auto gens = kernelbench::load_generations(a.generations, *sel);
-  if (!gens.ok() || gens->empty()) {
-    std::cerr << "autokernel kb sweep: " << (gens.ok() ? "no generation matches the selection" : gens.status().message())
-              << "\n";
+  if (a.builtin == !a.generations.empty()) {
+    std::cerr << "autokernel kb sweep: give either --generations FOLDER or --builtin\n";
+    return 2;
+  }
+  if (!a.tuning.empty() && !a.builtin) {
+    std::cerr << "autokernel kb sweep: --tuning goes with --builtin\n";
     return 2;
   }
   auto problems = kernelbench::load_problems(a.kernelbench, *sel);
@@ -190,12 +235,20 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb sweep: " << problems.status().message() << "\n";
     return 2;
   }
+  auto gens = a.builtin ? builtin_generations(a, *problems) : kernelbench::load_generations(a.generations, *sel);
+  if (!gens.ok() || gens->empty()) {
+    std::cerr << "autokernel kb sweep: " << (gens.ok() ? "no generation matches the selection" : gens.status().message())
+              << "\n";
+    return 2;
+  }
   json doc = campaign_base(a, "candidates");
   doc["problems"] = problems_json(*problems);
   json samples = json::array();
+  // Built-in candidates launch the library's Triton kernels, whatever --sample-backend says.
+  const std::string sample_backend = a.builtin ? "triton" : a.sample_backend;
   for (const auto& g : *gens)
     samples.push_back({{"level", g.level}, {"problem_id", g.problem_id}, {"sample_id", g.sample_id}, {"code", g.code},
-                       {"backend", a.sample_backend}});
+                       {"backend", sample_backend}});
   doc["samples"] = samples;
   std::string cid;
   double wall_s = 0;

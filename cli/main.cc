@@ -121,7 +121,14 @@ int main(int argc, char** argv) {
   kbb->add_option("--modes", kb.baselines, "eager, compile, compile-max-autotune ...")->capture_default_str();
   auto* kbs = kbc->add_subcommand("sweep", "Evaluate a folder of generations, one job per sample; fast_p against the farm's baselines");
   add_kb(kbs);
-  kbs->add_option("--generations", kb.generations, "folder of level_<L>_problem_<P>_sample_<S>_kernel.py")->required();
+  auto* kb_gen = kbs->add_option("--generations", kb.generations, "folder of level_<L>_problem_<P>_sample_<S>_kernel.py");
+  kbs->add_flag("--builtin", kb.builtin,
+                "instead of --generations: the kernel library's Triton kernels as candidates for the level-1 problems they "
+                "cover, written to <out>/builtin/ (kernelbench/README.md)")
+      ->excludes(kb_gen);
+  kbs->add_option("--tuning", kb.tuning,
+                  "with --builtin: tuning database export (autokernel best --export) to take configurations from; "
+                  "needs one --gpu-model");
   kbs->add_option("--sample-backend", kb.sample_backend, "the candidates' backend: cuda, triton or torch")->capture_default_str();
   kbs->add_flag("!--no-strict", kb.strict, "skip the strict checks (faithful verdict only)");
 
