@@ -20,6 +20,10 @@ Status check_options(const StrategyOptions& o) {
                            " (neighbour) and " + std::to_string(o.mutation_random_probability) +
                            " (random); each must be in [0, 1] and their sum at most 1");
   if (o.max_mutation_attempts < 1) return Status::invalid("max_mutation_attempts is 0; it must be at least 1");
+  if (!probability(o.local_search_probability))
+    return Status::invalid("local_search_probability is " + std::to_string(o.local_search_probability) +
+                           "; it must be in [0, 1]");
+  if (o.local_search_elite < 1) return Status::invalid("local_search_elite is 0; it must be at least 1");
   if (!(o.gamma > 0 && o.gamma < 1))
     return Status::invalid("gamma is " + std::to_string(o.gamma) + "; it must be in (0, 1), e.g. 0.25");
   if (!(o.prior_weight > 0) || !std::isfinite(o.prior_weight))
