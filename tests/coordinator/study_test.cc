@@ -28,6 +28,22 @@ double noise(const std::string& id, double amp) {
   return 1.0 + amp * (double(h % 20001) / 10000.0 - 1.0);
 }
 
+// Multiplicative timing noise like a loaded 2-core farm's, deterministic per job id: uniform within
+// +-3%, and one job in ten slowed by a further 0..10% (a compile or another worker's burst).
+// Multiplicative timing noise like a loaded 2-core farm's, deterministic per job id: uniform
+// within +-3%, and one job in ten slowed by a further 0..10% (a compile or another worker's burst
+// beside it; the farm test has seen the best point measured 10% high).
+double farm_noise(const std::string& id) {
+  uint64_t h = 1469598103934665603ull;
+  for (char ch : id) h = (h ^ uint8_t(ch)) * 1099511628211ull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  const double base = 1.0 + 0.03 * (double(h % 20001) / 10000.0 - 1.0);
+  const uint64_t g = h / 20001;
+  return g % 10 == 0 ? base * (1.0 + 0.10 * double((g / 10) % 1001) / 1000.0) : base;
+}
+
 struct SimFarm {
   std::string cid = "c1";
   std::map<std::string, JobRecord> jobs;
@@ -211,6 +227,68 @@ TEST(StudyTest, EvolutionaryAndTpeFindTheDesignedBestInAQuarterOfTheSpaceForSeed
     }
     std::printf("%s: trial that found the best, seeds 1..5:%s\n", strategy.c_str(), line.c_str());
   }
+}
+
+// What studies of the designed space reach over many seeds, judged as the farm test judges them.
+struct NoisyRuns {
+  double mean_gap = 0;          // mean over seeds of designed_cost(reported best) / 100 - 1
+  double worst_group_gap = 0;   // the largest mean gap of five consecutive seeds (one farm test run)
+  int misses = 0;               // seeds whose reported best is not the designed best
+  int never_evaluated = 0;      // seeds that never proposed the designed best
+};
+
+// Studies of 64 trials for seeds 1..groups*5 on `slots` worker slots, measured with farm_noise;
+// `tweak` edits the parsed campaign (its strategy options).
+NoisyRuns noisy_runs(const std::string& strategy, int64_t groups, int64_t slots,
+                     const std::function<void(StudyCampaign&)>& tweak) {
+  NoisyRuns r;
+  for (int64_t g = 0; g < groups; ++g) {
+    double group = 0;
+    for (int64_t seed = 5 * g + 1; seed <= 5 * g + 5; ++seed) {
+      StudyCampaign c = parse(designed_study(strategy, seed, 64));
+      tweak(c);
+      SimFarm f;
+      f.cid = "noisy" + std::to_string(seed);  // job ids, hence the noise, differ between seeds
+      f.run(c, slots, [](const JobSpec& s) { return designed_cost(s.config) * farm_noise(s.job_id); });
+      const StudyProgress p = f.progress(c);
+      const StudyStatus& s = p.studies[0];
+      EXPECT_EQ(s.trials, 64u);
+      const double gap = designed_cost(s.best_config) / 100.0 - 1.0;
+      bool evaluated = false;
+      for (const auto& t : s.history) evaluated = evaluated || designed_cost(t.config) == 100.0;
+      r.misses += gap > 0;
+      r.never_evaluated += !evaluated;
+      r.mean_gap += gap;
+      group += gap;
+    }
+    r.worst_group_gap = std::max(r.worst_group_gap, group / 5);
+  }
+  r.mean_gap /= double(5 * groups);
+  return r;
+}
+
+// The bar on the farm is a mean gap of at most 3% over five seeds. With farm-like noise,
+// 100 seeds (20 farm runs' worth) on 4 slots, measured: the plain genetic algorithm
+// (local_search_probability 0) never proposes the designed best in 2 seeds and ends 3 off it, so
+// one run of five has a mean gap of 4.8%; with its local search the strategy proposes the best in
+// every seed and reports it in every seed. (Over seeds 1..300: 12 misses without local search, 1
+// with. Under heavier noise, one job in five up to 15% slow, the remaining misses are the best
+// measured slower than a neighbour, which no strategy that measures each configuration once can
+// avoid.)
+TEST(StudyTest, EvolutionaryWithLocalSearchReachesTheDesignedBestUnderFarmLikeNoiseInEveryRunOfFiveSeeds) {
+  const NoisyRuns plain =
+      noisy_runs("evolutionary", 20, 4, [](StudyCampaign& c) { c.options.local_search_probability = 0; });
+  const NoisyRuns memetic = noisy_runs("evolutionary", 20, 4, [](StudyCampaign&) {});
+  const NoisyRuns tpe = noisy_runs("tpe", 20, 4, [](StudyCampaign&) {});
+  for (const auto& [what, r] : {std::pair<std::string, NoisyRuns>{"evolutionary, no local search", plain},
+                                {"evolutionary", memetic},
+                                {"tpe", tpe}})
+    std::printf("%-30s seeds 1..100: mean gap %.2f%%, worst run of five %.2f%%, best missed in %d, never proposed in %d\n",
+                what.c_str(), 100 * r.mean_gap, 100 * r.worst_group_gap, r.misses, r.never_evaluated);
+  EXPECT_LE(memetic.worst_group_gap, 0.03);
+  EXPECT_LE(memetic.mean_gap, 0.03);
+  EXPECT_LT(memetic.never_evaluated, plain.never_evaluated);
+  EXPECT_LE(memetic.misses, plain.misses);
 }
 
 TEST(StudyTest, CapacityFollowsTheSharesAndAPlateauedStudyStopsReceivingWork) {
