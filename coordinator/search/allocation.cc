@@ -153,6 +153,20 @@ Result<Allocation> allocate(const std::vector<Target>& targets, size_t free_slot
     }
     break;
   }
+
+  // What no positive gain claimed goes, one slot at a time in index order, to the targets with gain
+  // 0 that are neither done nor out of budget: the model puts them at their floor, yet their stop
+  // rules have not ended them (a tiny op whose PyTorch time is at the bandwidth floor, a share of
+  // 0). Without these slots such a study would wait forever and keep its campaign from completing.
+  for (bool given = true; left > 0 && given;) {
+    given = false;
+    for (size_t i = 0; i < n && left > 0; ++i) {
+      if (a.gain[i] > 0.0 || a.slots[i] >= cap[i]) continue;
+      ++a.slots[i];
+      --left;
+      given = true;
+    }
+  }
   a.unused_slots = left;
   return a;
 }

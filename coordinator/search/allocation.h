@@ -108,10 +108,12 @@ struct Allocation {
 // Shares free_slots among the targets: first one slot to each never-attempted target (see
 // Exploration above), then the rest in proportion to expected_gain(), by largest-remainder
 // rounding (quota floors first, then one more slot each in order of decreasing fractional part,
-// ties to the lower index). No slot goes to a done target or a target with gain 0, and no target
-// gets more than budget_trials - trials - in_flight; a target that reaches its cap gives the
-// excess back to the others in proportion to their gains. Slots nobody can take are counted in
-// unused_slots. Errors: validate()'s, and kInvalidArgument for options out of range.
+// ties to the lower index). No slot goes to a done target, and no target gets more than
+// budget_trials - trials - in_flight; a target that reaches its cap gives the excess back to the
+// others in proportion to their gains. A target with gain 0 that is not done gets only what the
+// targets with positive gain cannot take, one slot each in index order, round after round: it
+// must not stall its campaign, since its study goes on until a stop rule ends it. Slots nobody
+// can take are counted in unused_slots. Errors: validate()'s, and kInvalidArgument for options out of range.
 Result<Allocation> allocate(const std::vector<Target>& targets, size_t free_slots,
                             const AllocationOptions& opts = {});
 
