@@ -8,6 +8,7 @@
 // same strategies on the same function with timing noise.
 #include <cstdio>
 #include <set>
+#include <string>
 
 #include "tests/integration/data/study_space.h"
 #include "tests/integration/farm.h"
@@ -30,6 +31,8 @@ struct StudyRows {
   std::map<Config, double> latency;  // by configuration, PASS rows only
   std::map<Config, int> runs;        // jobs per configuration
   size_t jobs = 0, rows = 0, pass = 0;
+  // The trial (job id suffix) that proposed the designed best; -1: never proposed.
+  int64_t designed_best_trial = -1;
   Config best;
   double best_us = 1e300;
 };
@@ -42,6 +45,8 @@ StudyRows rows_of(const StoreSnapshot& snap, const std::string& cid) {
       config_of[j.spec.job_id] = j.spec.config;
       ++s.runs[j.spec.config];
       ++s.jobs;
+      if (j.spec.config == kDesignedBest)
+        s.designed_best_trial = std::stoll(j.spec.job_id.substr(j.spec.job_id.rfind('-') + 1));
     }
   for (const auto& r : snap.results) {
     auto it = config_of.find(r.job_id);
@@ -112,19 +117,22 @@ TEST(StudyFarmTest, EvolutionaryAndTpeComeWithinThreePercentOfTheExhaustiveBestI
     const std::string strategy = what.substr(0, what.find(' '));
     gap[strategy].first += g;
     ++gap[strategy].second;
-    std::printf("%-15s best %s: %.1f us measured, exhaustive table %.1f us (+%.1f%%)\n", what.c_str(),
-                config_string(r.best).c_str(), r.best_us, table.latency.at(r.best), 100 * g);
+    const std::string proposed =
+        r.designed_best_trial < 0 ? "never proposed" : "proposed at trial " + std::to_string(r.designed_best_trial);
+    std::printf("%-15s best %s: %.1f us measured, exhaustive table %.1f us (+%.1f%%); designed best %s\n",
+                what.c_str(), config_string(r.best).c_str(), r.best_us, table.latency.at(r.best), 100 * g,
+                proposed.c_str());
   }
   for (const auto& [strategy, g] : gap) {
     const double mean = g.first / g.second;
     std::printf("%s: mean gap to the exhaustive best over %d seeds %.2f%% with 64 of 256 evaluations\n",
                 strategy.c_str(), g.second, 100 * mean);
-    // tpe meets the 3% of the issue here in every run so far. Evolutionary does not reliably:
-    // four runs on a 2-core CI machine gave mean gaps of 0.05%, 1.6%, 2.3%, 3.5% and 3.6%, one
-    // or two of five seeds stopping at a neighbour 12% slower (the pure simulation in
-    // coordinator/study_test.cc finds the best in all five seeds); it is held to 8% so that the
-    // farm gate is not a coin toss, and the gap is printed.
-    EXPECT_LE(mean, strategy == "tpe" ? 0.03 : 0.08) << strategy;
+    // The issue's bar for both strategies. Evolutionary was held to 8% while it was a plain
+    // genetic algorithm: runs on a 2-core CI machine gave mean gaps of 0.05% to 3.6%, one or two
+    // of five seeds stopping at a neighbour 12% slower. Its local search (coordinator/search/
+    // evolutionary.cc) proposes the designed best in every seed of the noisy simulation in
+    // coordinator/study_test.cc; what is left is the best measured slower than a neighbour.
+    EXPECT_LE(mean, 0.03) << strategy;
   }
 }
 
