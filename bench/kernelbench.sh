@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# KernelBench on one GPU host: a coordinator (private Redis), one worker per GPU, the farm's eager
-# and torch.compile baselines of the selected problems (results/timing/<hardware>/), KernelBench's
-# own timing of the same problems in the same session (bench/kernelbench_agreement.py), and a
-# sweep of generations if a folder is given. Output under $OUT/kernelbench (a few files; the
-# farm's state lives in a /tmp folder that is removed), progress on stdout as it happens.
-#   bench/kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT [LEVELS] [IDS] [MODES] [GENERATIONS]
+# KernelBench on one GPU host: a coordinator (private Redis), one worker per GPU, then phases run
+# one after the other against that farm:
+#   eager:LEVELS[:IDS]    the farm's eager baselines of the selection (kb baseline)
+#   compile:LEVELS[:IDS]  its torch.compile (inductor default) baselines; compile-max-autotune too
+#   agree:LEVELS[:IDS]    KernelBench's own timing.py on the same problems, beside the farm's eager
+#                         figures measured so far (bench/kernelbench_agreement.py)
+#   builtin:LEVELS[:IDS]  a sweep of the kernel library's built-in candidates, fast_p against every
+#                         baseline measured so far
+#   sweep:LEVELS[:IDS]    a sweep of the generations in $AK_KB_GENERATIONS
+# IDS "all" or empty: every problem of the levels. Each baseline phase adds its problems to one
+# baseline file per mode. Output: a few flat files under $OUT/kernelbench (baseline_time_torch*.json,
+# agreement.json, scores-<phase>.json, eval_results-<phase>-level<L>.json, the logs); the farm's
+# state and generated files live in a /tmp folder that is removed. Progress on stdout.
+#   bench/kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT PHASE...
 # Environment: AK_KB_SLOTS (jobs at once per GPU, sharing it through the harness's lock; default
-# 8), AK_KB_AGREE_IDS (problem ids of each level that KernelBench's own timing repeats; default
-# every baseline), AK_KB_TIMEOUT_MS (per job; default 300000), AK_KB_BUILTIN=1 (sweep the
-# built-in candidates of level 1 after the baselines).
+# 8), AK_KB_TIMEOUT_MS (per job; default 300000), AK_KB_WAIT_S (the longest a phase waits for its
+# campaign before writing what finished; default 0, no limit), AK_KB_GENERATIONS (for sweep),
+# AK_KB_BACKEND (cuda, or cpu for a host without a GPU).
 set -uo pipefail
-B=${1:?usage: kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT [LEVELS] [IDS] [MODES] [GENERATIONS]}
+B=${1:?usage: kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT PHASE...}
 KB=${2:?KernelBench checkout}
-LEVELS=${3:-1-3}
-IDS=${4:-}
-MODES=${5:-eager,compile}
-GENS=${6:-}
+shift 2
+[ $# -gt 0 ] || set -- eager:1-3 agree:1-3:1-8
 OUT=${OUT:-$PWD/gpu-out}/kernelbench
 mkdir -p "$OUT"
 AK="$B/bin/autokernel"
@@ -23,23 +29,38 @@ STATE=$(mktemp -d /tmp/ak-kb-XXXXXX)
 "$AK" --log-level warn coordinator --data-dir "$STATE" --workers-bind tcp://127.0.0.1:25555 \
   --clients-bind tcp://127.0.0.1:25556 --metrics "" > "$OUT/coordinator.log" 2>&1 &
 COORD=$!
-"$AK" --log-level info worker --backend cuda --gpus all --kb-slots "${AK_KB_SLOTS:-8}" --coordinator tcp://127.0.0.1:25555 \
+"$AK" --log-level info worker --backend "${AK_KB_BACKEND:-cuda}" --gpus all --kb-slots "${AK_KB_SLOTS:-8}" --coordinator tcp://127.0.0.1:25555 \
   --cache-dir "$STATE/cache" --state-dir "$STATE/worker" > "$OUT/worker.log" 2>&1 &
 WORKER=$!
 trap 'kill $WORKER $COORD 2>/dev/null; wait 2>/dev/null; rm -rf "$STATE"' EXIT
-C="--client tcp://127.0.0.1:25556 --timeout-ms 60000"
-ids=(); [ -n "$IDS" ] && ids=(--ids "$IDS")
-modes=(); IFS=, read -ra ms <<< "$MODES"; for m in "${ms[@]}"; do modes+=(--modes "$m"); done
-start=$(date +%s)
-"$AK" kb baseline --kernelbench "$KB" --levels "$LEVELS" "${ids[@]}" "${modes[@]}" --backend cuda \
-  --job-timeout-ms "${AK_KB_TIMEOUT_MS:-300000}" --out "$OUT" $C 2>&1 | tr '\r' '\n' | grep --line-buffered -v '^\['
-echo "kb baseline rc=${PIPESTATUS[0]} wall $(( $(date +%s) - start )) s"
-F=$(ls "$OUT"/results/timing/*/baseline_time_torch.json 2>/dev/null | head -1)
-if [ -n "$F" ]; then
-  python3 "$(dirname "$0")/kernelbench_agreement.py" --kernelbench "$KB" --farm "$F" --ids "${AK_KB_AGREE_IDS:-}" \
-    --json "$OUT/agreement.json" 2>&1
-fi
-if [ -n "$GENS" ]; then
-  "$AK" kb sweep --kernelbench "$KB" --levels "$LEVELS" "${ids[@]}" --generations "$GENS" --backend cuda \
-    --sample-backend torch --out "$OUT/sweep" $C 2>&1 | tr '\r' '\n' | grep --line-buffered -v '^\['
-fi
+C=(--client tcp://127.0.0.1:25556 --timeout-ms 60000 --job-timeout-ms "${AK_KB_TIMEOUT_MS:-300000}"
+   --wait-s "${AK_KB_WAIT_S:-0}")
+KBOUT=$STATE/out
+quiet() { tr '\r' '\n' | grep --line-buffered -v '^\['; }
+for phase in "$@"; do
+  IFS=: read -r what levels ids <<< "$phase"
+  sel=(--levels "$levels"); [ -n "$ids" ] && [ "$ids" != all ] && sel+=(--ids "$ids")
+  echo "== $phase ($(date -u +%H:%M:%S))"
+  start=$(date +%s)
+  case $what in
+    eager|compile|compile-*)
+      "$AK" kb baseline --kernelbench "$KB" "${sel[@]}" --modes "$what" --backend "${AK_KB_BACKEND:-cuda}" --out "$KBOUT" "${C[@]}" 2>&1 | quiet
+      echo "$phase: rc=${PIPESTATUS[0]} wall $(( $(date +%s) - start )) s"
+      cp "$KBOUT"/results/timing/*/baseline_time_torch*.json "$OUT/" 2>/dev/null ;;
+    agree)
+      F=$(ls "$KBOUT"/results/timing/*/baseline_time_torch.json 2>/dev/null | head -1)
+      if [ -z "$F" ]; then echo "$phase: no eager baselines measured before it"; continue; fi
+      python3 "$(dirname "$0")/kernelbench_agreement.py" --kernelbench "$KB" --farm "$F" --levels "$levels" \
+        --ids "${ids/all/}" --json "$OUT/agreement.json" 2>&1
+      echo "$phase: rc=$? wall $(( $(date +%s) - start )) s" ;;
+    builtin|sweep)
+      src=(--builtin); [ "$what" = sweep ] && src=(--generations "${AK_KB_GENERATIONS:?sweep needs AK_KB_GENERATIONS}" --sample-backend torch)
+      "$AK" kb sweep --kernelbench "$KB" "${sel[@]}" "${src[@]}" --backend "${AK_KB_BACKEND:-cuda}" --out "$KBOUT/$what" "${C[@]}" 2>&1 | quiet
+      echo "$phase: rc=${PIPESTATUS[0]} wall $(( $(date +%s) - start )) s"
+      cp "$KBOUT/$what/scores.json" "$OUT/scores-$what.json" 2>/dev/null
+      for f in "$KBOUT/$what"/level*/eval_results.json; do
+        [ -f "$f" ] && cp "$f" "$OUT/eval_results-$what-$(basename "$(dirname "$f")").json"
+      done ;;
+    *) echo "unknown phase '$phase' (eager, compile, compile-<mode>, agree, builtin, sweep)"; exit 2 ;;
+  esac
+done

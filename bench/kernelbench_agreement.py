@@ -13,7 +13,7 @@ the package is set up without running __init__, and `requests`/`pydantic` (impor
 unused by the timing path) are stubbed when this Python lacks them.
 
   python bench/kernelbench_agreement.py --kernelbench .kb/KernelBench \
-      --farm kb-out/results/timing/NVIDIA_H200/baseline_time_torch.json [--ids 1-8,40] \
+      --farm kb-out/results/timing/NVIDIA_H200/baseline_time_torch.json [--levels 1-3] [--ids 1-8,40] \
       [--tolerance 0.03] [--json out.json]
 """
 import argparse
@@ -65,15 +65,28 @@ def main():
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--json", default="")
     ap.add_argument("--ids", default="", help="problem ids of every level to time, e.g. 1-8,40 (default: all)")
+    ap.add_argument("--levels", default="", help="levels to time, e.g. 1-3 (default: every level in the file)")
     a = ap.parse_args()
     ids = parse_ids(a.ids)
+    levels = parse_ids(a.levels)
     timing = load_kernelbench(a.kernelbench)
     import torch
 
     farm = json.load(open(a.farm))
     levels_dir = os.path.join(a.kernelbench, "KernelBench")
     rows = []
+    # A row as soon as it is measured, so a run cut short still shows what it timed.
+    print(f"{'level':7} {'problem':52} {'farm ms':>10} {'KB ms':>10} {'ratio':>7}", flush=True)
+
+    def show(r):
+        kbm = "-" if r["kernelbench_ms"] is None else f"{r['kernelbench_ms']:.4g}"
+        ratio = "-" if "ratio" not in r else f"{r['ratio']:.3f}"
+        print(f"{r['level']:7} {r['name'][:52]:52} {r['farm_ms']:>10.4g} {kbm:>10} {ratio:>7}"
+              + ("" if r.get("within", True) else "  outside"), flush=True)
+
     for level, probs in sorted(farm.items()):
+        if levels is not None and int(level.removeprefix("level")) not in levels:
+            continue
         for name, stats in sorted(probs.items(), key=lambda kv: int(kv[0].split("_")[0])):
             if ids is not None and int(name.split("_")[0]) not in ids:
                 continue
@@ -84,16 +97,12 @@ def main():
                                                  device=torch.device("cuda:0"), precision=a.precision)
             if not kb:
                 rows.append({"level": level, "name": name, "farm_ms": stats["mean"], "kernelbench_ms": None})
+                show(rows[-1])
                 continue
             ratio = stats["mean"] / kb["mean"]
             rows.append({"level": level, "name": name, "farm_ms": stats["mean"], "kernelbench_ms": kb["mean"],
                          "ratio": ratio, "within": abs(ratio - 1) <= a.tolerance})
-    print(f"{'level':7} {'problem':52} {'farm ms':>10} {'KB ms':>10} {'ratio':>7}")
-    for r in rows:
-        kbm = "-" if r["kernelbench_ms"] is None else f"{r['kernelbench_ms']:.4g}"
-        ratio = "-" if "ratio" not in r else f"{r['ratio']:.3f}"
-        print(f"{r['level']:7} {r['name'][:52]:52} {r['farm_ms']:>10.4g} {kbm:>10} {ratio:>7}"
-              + ("" if r.get("within", True) else "  outside"))
+            show(rows[-1])
     timed = [r for r in rows if "ratio" in r]
     within = sum(1 for r in timed if r["within"])
     med = statistics.median(abs(r["ratio"] - 1) for r in timed) if timed else float("nan")

@@ -182,13 +182,14 @@ Status write_exports(const json& rows, const std::string& tsv_path, const std::s
   return {};
 }
 
-bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop) {
+bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop,
+                       std::chrono::steady_clock::time_point deadline) {
   const bool tty = isatty(STDOUT_FILENO);
   const auto start = std::chrono::steady_clock::now();
   int64_t last_printed = -1;
   int failures = 0;
   int64_t version = -1;
-  while (!stop.load()) {
+  while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
     // A long poll: answered when something changed, or after 500 ms to redraw the rate and ETA.
     auto st = version < 0 ? client.status() : client.status_after(version, std::chrono::milliseconds(500));
     if (!st.ok()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +28,9 @@ Status write_file(const std::string& path, const std::string& text);
 // Writes an export document to `path` (temporary file and rename).
 Status write_tuning_export(const nlohmann::json& export_document, const std::string& path);
 // Polls STATUS and redraws a progress line (done/total, pass/fail, best, rate, ETA) until the
-// campaign has no queued or leased job. Returns false if stopped or the coordinator is gone.
-bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop);
+// campaign has no queued or leased job, `stop` is set or `deadline` passes. Returns false if it
+// ended for any reason but completion (the campaign itself goes on in the farm).
+bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop,
+                       std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 }  // namespace ak::cli

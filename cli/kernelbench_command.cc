@@ -62,20 +62,40 @@ json problems_json(const std::vector<kernelbench::Problem>& ps) {
   return out;
 }
 
-// Submits, follows, and returns the campaign's result rows.
-Result<json> run_campaign(const ClientArgs& c, const json& doc, std::string* campaign_id, double* wall_s) {
+// A campaign followed to its end, or to --wait-s or an interrupt: the rows of the jobs that
+// finished.
+struct CampaignRun {
+  std::string id;
+  json rows;
+  bool complete = false;
+  int64_t jobs = 0;
+  double wall_s = 0;
+};
+
+// Submits and follows the campaign. If the wait ends early (deadline, Ctrl-C) the rows that
+// finished still come back, marked incomplete; only a lost coordinator is an error.
+Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const json& doc) {
   CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
   const auto t0 = std::chrono::steady_clock::now();
   auto sub = client.submit(doc);
   if (!sub.ok()) return Status::invalid("campaign rejected: " + sub.status().message());
-  *campaign_id = (*sub)["campaign_id"].get<std::string>();
-  std::cout << "campaign " << *campaign_id << " (" << (*sub)["name"].get<std::string>() << "): " << (*sub)["jobs"]
-            << " jobs\n";
-  if (!wait_for_campaign(client, *campaign_id, stop_flag())) return Status::unavailable("interrupted or coordinator lost");
-  *wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto rows = client.results(*campaign_id, "");
-  if (!rows.ok()) return rows.status();
-  return (*rows)["rows"];
+  CampaignRun run;
+  run.id = (*sub)["campaign_id"].get<std::string>();
+  run.jobs = (*sub)["jobs"].get<int64_t>();
+  std::cout << "campaign " << run.id << " (" << (*sub)["name"].get<std::string>() << "): " << run.jobs << " jobs\n";
+  const auto deadline = a.wait_s > 0 ? t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                std::chrono::duration<double>(a.wait_s))
+                                     : std::chrono::steady_clock::time_point::max();
+  run.complete = wait_for_campaign(client, run.id, stop_flag(), deadline);
+  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto rows = client.results(run.id, "");
+  if (!rows.ok()) return Status::unavailable("coordinator lost: " + rows.status().message());
+  run.rows = (*rows)["rows"];
+  if (!run.complete)
+    std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s) << " s: "
+              << run.rows.size() << " of " << run.jobs
+              << " jobs finished; the files below hold those, the others go on in the farm\n";
+  return run;
 }
 
 std::string hardware_dir(std::string gpu) {
@@ -175,13 +195,12 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
   json doc = campaign_base(a, "baseline");
   doc["baselines"] = a.baselines;
   doc["problems"] = problems_json(*problems);
-  std::string cid;
-  double wall_s = 0;
-  auto rows = run_campaign(c, doc, &cid, &wall_s);
-  if (!rows.ok()) {
-    std::cerr << "autokernel kb baseline: " << rows.status().message() << "\n";
+  auto run = run_campaign(c, a, doc);
+  if (!run.ok()) {
+    std::cerr << "autokernel kb baseline: " << run.status().message() << "\n";
     return 1;
   }
+  const json* rows = &run->rows;
   // KernelBench's layout: results/timing/<hardware>/<file>: {"level1": {"<name>.py": stats}}.
   std::map<std::pair<std::string, std::string>, json> files;  // (hardware, mode) -> document
   int ok = 0, failed = 0;
@@ -203,17 +222,35 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
     files[{hardware_dir(r.value("gpu", "cpu")), mode_of(task)}]["level" + std::to_string(task.value("level", 0))]
          [task.value("problem_name", "")] = stats;
   }
-  for (const auto& [key, doc_] : files) {
+  // Into the file already there, if any: the problems measured now replace their entries, the
+  // others stay, so levels or id ranges measured one after the other build one file.
+  for (const auto& [key, measured] : files) {
     const fs::path p = fs::path(a.out) / "results" / "timing" / key.first / baseline_file(key.second);
+    json doc_ = json::object();
+    if (std::ifstream in(p); in) {
+      doc_ = json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (!doc_.is_object()) {
+        std::cerr << "autokernel kb baseline: " << p.string()
+                  << " exists and is not a baseline file (a JSON object of levels); move it away or pick another --out\n";
+        return 1;
+      }
+    }
+    size_t n = 0, kept = 0;
+    for (const auto& [level, entries] : measured.items()) {
+      for (const auto& [name, stats] : entries.items()) doc_[level][name] = stats;
+      n += entries.size();
+    }
+    for (const auto& [level, entries] : doc_.items()) kept += entries.size();
     if (Status s = write_json(p, doc_); !s.ok()) {
       std::cerr << "autokernel kb baseline: " << s.message() << "\n";
       return 1;
     }
-    std::cout << "wrote " << p.string() << "\n";
+    std::cout << "wrote " << p.string() << ": " << n << " measured now, " << kept << " in the file\n";
   }
-  std::printf("baselines: %d measured, %d failed, %zu problems x %zu modes, wall %.1f s (campaign %s)\n", ok, failed,
-              problems->size(), a.baselines.size(), wall_s, cid.c_str());
-  return failed == 0 ? 0 : 1;
+  std::printf("baselines: %d measured, %d failed, %zu problems x %zu modes, wall %.1f s (campaign %s)%s\n", ok,
+              failed, problems->size(), a.baselines.size(), run->wall_s, run->id.c_str(),
+              run->complete ? "" : ", not complete");
+  return failed == 0 && run->complete ? 0 : 1;
 }
 
 int kb_sweep(const ClientArgs& c, const KbArgs& a) {
@@ -250,13 +287,12 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     samples.push_back({{"level", g.level}, {"problem_id", g.problem_id}, {"sample_id", g.sample_id}, {"code", g.code},
                        {"backend", sample_backend}});
   doc["samples"] = samples;
-  std::string cid;
-  double wall_s = 0;
-  auto rows = run_campaign(c, doc, &cid, &wall_s);
-  if (!rows.ok()) {
-    std::cerr << "autokernel kb sweep: " << rows.status().message() << "\n";
+  auto run = run_campaign(c, a, doc);
+  if (!run.ok()) {
+    std::cerr << "autokernel kb sweep: " << run.status().message() << "\n";
     return 1;
   }
+  const json* rows = &run->rows;
   // KernelBench's eval_results.json per level: {"<problem_id>": [{sample_id, compiled,
   // correctness, metadata, runtime, runtime_stats}, ...]}, plus the strict columns beside.
   std::map<int, json> eval;
@@ -295,7 +331,8 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
   const auto baselines = farm_baselines((*all)["rows"]);
   std::cout << "verdicts:";
   for (const auto& [v, n] : verdicts) std::cout << " " << v << " " << n;
-  std::printf("\nsamples: %zu, wall %.1f s (campaign %s), baselines known: %zu\n", evals.size(), wall_s, cid.c_str(),
+  std::printf("\nsamples: %zu of %lld, wall %.1f s (campaign %s%s), baselines known: %zu\n", evals.size(),
+              static_cast<long long>(run->jobs), run->wall_s, run->id.c_str(), run->complete ? "" : ", not complete",
               baselines.size());
   json scores = json::object();
   for (const auto& [label, thresholds] : {std::pair{std::string("kernelbench"), kernelbench::kKernelBenchThresholds},
@@ -312,7 +349,7 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     return 1;
   }
   std::cout << "wrote " << sp.string() << " and eval_results.json per level under " << a.out << "\n";
-  return 0;
+  return run->complete ? 0 : 1;
 }
 
 }  // namespace ak::cli

@@ -111,6 +111,10 @@ int main(int argc, char** argv) {
     s->add_option("--perf-trials", kb.perf_trials, "timed trials")->capture_default_str();
     s->add_option("--job-timeout-ms", kb.timeout_ms, "per job: every harness step together")->capture_default_str();
     s->add_option("--name", kb.name, "campaign name");
+    s->add_option("--wait-s", kb.wait_s,
+                  "stop following the campaign after this many seconds and write the files of the jobs that "
+                  "finished (exit status 1; the rest go on in the farm); 0: until every job is done")
+        ->check(CLI::NonNegativeNumber);
     s->add_option("--out", kb.out, "output folder")->capture_default_str();
     s->add_flag("!--kb-cast-integer-inputs", kb.keep_integer_inputs,
                 "cast integer inputs to the precision as KernelBench does (issue #151) instead of keeping them");

@@ -5,8 +5,8 @@
 # xxhash, nlohmann-json). Logs and results go to $OUT (default ./gpu-out).
 # Then: the device's calibration, ctest -L gpu (sandbox and hostile suites), bench/repeatability.sh
 # and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
-# bench/library.sh (the kernel library's results table), "kernelbench" KernelBench baselines and
-# their agreement with KernelBench's own timing (bench/kernelbench.sh), "study" the H200 study campaign
+# bench/library.sh (the kernel library's results table), "kernelbench" KernelBench phases: baselines,
+# their agreement with KernelBench's own timing, sweeps (bench/kernelbench.sh), "study" the H200 study campaign
 # (coordinator/campaigns/study_h200.toml) with its tuning-database export in $OUT/study.
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
@@ -54,22 +54,16 @@ for step in $STEPS; do
       grep -v "^\s*$" "$OUT/study/run.log" | grep -v "\r" | tail -45
       rm -rf "$OUT/study/.ak" ;;
     kernelbench)
-      # The farm's eager baselines of every problem of levels 1-3 (a KernelBench checkout in .kb/,
-      # kept outside the repository; AK_KB_LEVELS/AK_KB_IDS narrow it), 8 jobs at once sharing
-      # the GPU through the harness's lock, then KernelBench's own timing of problems 1-8 of each
-      # level (AK_KB_AGREE_IDS) in the same session. AK_GPU_TARGETS="autokernel autokernel-sandbox"
-      # builds only what it needs. Generated files stay out of $OUT (what comes back is limited).
+      # KernelBench phases (bench/kernelbench.sh) against a checkout in .kb/, kept outside the
+      # repository: by default the farm's eager baselines of levels 1-3 (8 jobs at once sharing
+      # the GPU through the harness's lock) and KernelBench's own timing of problems 1-8 of each
+      # level; AK_KB_PHASES picks others ("eager:1 compile:1 agree:1-3:1-8 builtin:1").
+      # AK_GPU_TARGETS="autokernel autokernel-sandbox" builds only what it needs. Generated files
+      # stay out of $OUT (what comes back is limited).
       KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
-      AK_KB_AGREE_IDS=${AK_KB_AGREE_IDS:-1-8} timeout "${AK_KB_STEP_TIMEOUT:-470}" bash bench/kernelbench.sh "$B" "$KBC" \
-        "${AK_KB_LEVELS:-1-3}" "${AK_KB_IDS:-}" eager > "$OUT/kernelbench.log" 2>&1
-      echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | tail -60 ;;
-    kbcompile)
-      # torch.compile (inductor, default mode) baselines of levels 1-3, 8 jobs at once: compiles
-      # overlap, timing is exclusive.
-      KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
-      OUT="$OUT/compile" timeout "${AK_KB_STEP_TIMEOUT:-470}" bash bench/kernelbench.sh "$B" "$KBC" "${AK_KB_LEVELS:-1-3}" \
-        "${AK_KB_IDS:-}" compile > "$OUT/kbcompile.log" 2>&1
-      echo "kbcompile rc=$?"; grep -v "^ *$" "$OUT/kbcompile.log" | tail -40 ;;
+      # shellcheck disable=SC2086
+      timeout "${AK_KB_STEP_TIMEOUT:-470}" bash bench/kernelbench.sh "$B" "$KBC" ${AK_KB_PHASES:-} > "$OUT/kernelbench.log" 2>&1
+      echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | grep -v "^\[Profiling\]\|^Using PyTorch" | tail -120 ;;
     library)
       timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac
