@@ -8,7 +8,8 @@
 #   builtin:LEVELS[:IDS]  a sweep of the kernel library's built-in candidates, fast_p against every
 #                         baseline measured so far
 #   sweep:LEVELS[:IDS]    a sweep of the generations in $AK_KB_GENERATIONS
-# IDS "all" or empty: every problem of the levels. Each baseline phase adds its problems to one
+# IDS "all" or empty: every problem of the levels. A fourth field, PHASE:LEVELS:IDS:SECONDS, caps
+# how long that phase waits for its campaign (else AK_KB_WAIT_S). Each baseline phase adds its problems to one
 # baseline file per mode. Output: a few flat files under $OUT/kernelbench (baseline_time_torch*.json,
 # agreement.json, scores-<phase>.json, eval_results-<phase>-level<L>.json, the logs); the farm's
 # state and generated files live in a /tmp folder that is removed. Progress on stdout.
@@ -16,7 +17,10 @@
 # Environment: AK_KB_SLOTS (jobs at once per GPU, sharing it through the harness's lock; default
 # 8), AK_KB_TIMEOUT_MS (per job; default 300000), AK_KB_WAIT_S (the longest a phase waits for its
 # campaign before writing what finished; default 0, no limit), AK_KB_GENERATIONS (for sweep),
-# AK_KB_BACKEND (cuda, or cpu for a host without a GPU).
+# AK_KB_BACKEND (cuda, or cpu for a host without a GPU), AK_KB_BASELINES (KernelBench baseline
+# files that sweeps also score against, for problems this farm has not measured), AK_KB_BUDGET_S
+# (the phases together end within this many seconds: each waits at most what is left, less 20 s
+# for writing its files; a phase with nothing left is skipped).
 set -uo pipefail
 B=${1:?usage: kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT PHASE...}
 KB=${2:?KernelBench checkout}
@@ -33,13 +37,21 @@ COORD=$!
   --cache-dir "$STATE/cache" --state-dir "$STATE/worker" > "$OUT/worker.log" 2>&1 &
 WORKER=$!
 trap 'kill $WORKER $COORD 2>/dev/null; wait 2>/dev/null; rm -rf "$STATE"' EXIT
-C=(--client tcp://127.0.0.1:25556 --timeout-ms 60000 --job-timeout-ms "${AK_KB_TIMEOUT_MS:-300000}"
-   --wait-s "${AK_KB_WAIT_S:-0}")
+C=(--client tcp://127.0.0.1:25556 --timeout-ms 60000 --job-timeout-ms "${AK_KB_TIMEOUT_MS:-300000}")
+files=(); for f in ${AK_KB_BASELINES:-}; do files+=(--baselines "$f"); done
 KBOUT=$STATE/out
 quiet() { tr '\r' '\n' | grep --line-buffered -v '^\['; }
+END=$(( $(date +%s) + ${AK_KB_BUDGET_S:-0} ))
 for phase in "$@"; do
-  IFS=: read -r what levels ids <<< "$phase"
+  IFS=: read -r what levels ids wait <<< "$phase"
   sel=(--levels "$levels"); [ -n "$ids" ] && [ "$ids" != all ] && sel+=(--ids "$ids")
+  wait=${wait:-${AK_KB_WAIT_S:-0}}
+  if [ "${AK_KB_BUDGET_S:-0}" -gt 0 ]; then
+    left=$(( END - $(date +%s) - 20 ))
+    if [ "$left" -le 0 ]; then echo "== $phase skipped: the budget is spent"; continue; fi
+    if [ "$wait" = 0 ] || [ "$wait" -gt "$left" ]; then wait=$left; fi
+  fi
+  sel+=(--wait-s "$wait")
   echo "== $phase ($(date -u +%H:%M:%S))"
   start=$(date +%s)
   case $what in
@@ -55,7 +67,7 @@ for phase in "$@"; do
       echo "$phase: rc=$? wall $(( $(date +%s) - start )) s" ;;
     builtin|sweep)
       src=(--builtin); [ "$what" = sweep ] && src=(--generations "${AK_KB_GENERATIONS:?sweep needs AK_KB_GENERATIONS}" --sample-backend torch)
-      "$AK" kb sweep --kernelbench "$KB" "${sel[@]}" "${src[@]}" --backend "${AK_KB_BACKEND:-cuda}" --out "$KBOUT/$what" "${C[@]}" 2>&1 | quiet
+      "$AK" kb sweep --kernelbench "$KB" "${sel[@]}" "${src[@]}" "${files[@]}" --backend "${AK_KB_BACKEND:-cuda}" --out "$KBOUT/$what" "${C[@]}" 2>&1 | quiet
       echo "$phase: rc=${PIPESTATUS[0]} wall $(( $(date +%s) - start )) s"
       cp "$KBOUT/$what/scores.json" "$OUT/scores-$what.json" 2>/dev/null
       for f in "$KBOUT/$what"/level*/eval_results.json; do

@@ -10,6 +10,8 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -278,6 +280,16 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
               << "\n";
     return 2;
   }
+  // The baseline files are read before anything runs, so a bad one costs no sweep.
+  std::vector<std::vector<kernelbench::Baseline>> file_baselines;
+  for (const auto& f : a.baseline_files) {
+    auto fb = kernelbench::load_baseline_file(f, a.gpu_models.size() == 1 ? a.gpu_models.front() : "");
+    if (!fb.ok()) {
+      std::cerr << "autokernel kb sweep: --baselines: " << fb.status().message() << "\n";
+      return 2;
+    }
+    file_baselines.push_back(std::move(*fb));
+  }
   json doc = campaign_base(a, "candidates");
   doc["problems"] = problems_json(*problems);
   json samples = json::array();
@@ -328,7 +340,21 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb sweep: " << all.status().message() << "\n";
     return 1;
   }
-  const auto baselines = farm_baselines((*all)["rows"]);
+  auto baselines = farm_baselines((*all)["rows"]);
+  // Then the files' baselines, for what the farm has not measured itself.
+  std::set<std::tuple<int, std::string, std::string, std::string>> have;
+  for (const auto& b : baselines) have.insert({b.level, b.problem_name, b.gpu_model, b.mode});
+  for (size_t i = 0; i < a.baseline_files.size(); ++i) {
+    const auto& f = a.baseline_files[i];
+    auto& fb = file_baselines[i];
+    size_t used = 0;
+    for (auto& b : fb)
+      if (have.insert({b.level, b.problem_name, b.gpu_model, b.mode}).second) {
+        baselines.push_back(std::move(b));
+        ++used;
+      }
+    std::cout << "baselines from " << f << ": " << used << " of " << fb.size() << " used (the farm measured the rest)\n";
+  }
   std::cout << "verdicts:";
   for (const auto& [v, n] : verdicts) std::cout << " " << v << " " << n;
   std::printf("\nsamples: %zu of %lld, wall %.1f s (campaign %s%s), baselines known: %zu\n", evals.size(),

@@ -133,6 +133,10 @@ int main(int argc, char** argv) {
   kbs->add_option("--tuning", kb.tuning,
                   "with --builtin: tuning database export (autokernel best --export) to take configurations from; "
                   "needs one --gpu-model");
+  kbs->add_option("--baselines", kb.baseline_files,
+                  "a KernelBench baseline file (results/timing/<hardware>/baseline_time_torch*.json, repeatable) to "
+                  "score against where the farm has measured no baseline of that problem, mode and GPU model")
+      ->check(CLI::ExistingFile);
   kbs->add_option("--sample-backend", kb.sample_backend, "the candidates' backend: cuda, triton or torch")->capture_default_str();
   kbs->add_flag("!--no-strict", kb.strict, "skip the strict checks (faithful verdict only)");
 

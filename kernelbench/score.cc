@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -219,6 +221,44 @@ std::string score_table(const std::vector<LevelScore>& scores) {
   write(header);
   for (const auto& row : rows) write(row);
   return out.str();
+}
+
+Result<std::vector<Baseline>> load_baseline_file(const std::string& path, const std::string& gpu_model) {
+  const std::string file = std::filesystem::path(path).filename().string();
+  const std::string eager = "baseline_time_torch.json", compile = "baseline_time_torch_compile_inductor_";
+  std::string mode;
+  if (file == eager) {
+    mode = "eager";
+  } else if (file.starts_with(compile) && file.ends_with(".json") && file.size() > compile.size() + 5) {
+    const std::string m = file.substr(compile.size(), file.size() - compile.size() - 5);
+    mode = m == "default" ? "compile" : "compile-" + m;
+  } else {
+    return Status::invalid(path + ": not a KernelBench baseline file name (baseline_time_torch.json or "
+                           "baseline_time_torch_compile_inductor_<mode>.json)");
+  }
+  std::ifstream in(path);
+  if (!in) return Status::not_found("cannot read " + path);
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return Status::invalid(path + ": not a JSON object of levels");
+  std::vector<Baseline> out;
+  for (const auto& [level_key, entries] : doc.items()) {
+    int level = 0;
+    const std::string_view digits = std::string_view(level_key).substr(std::min<size_t>(5, level_key.size()));
+    if (!level_key.starts_with("level") || std::from_chars(digits.data(), digits.data() + digits.size(), level).ec !=
+                                                 std::errc() || !entries.is_object())
+      return Status::invalid(path + ": \"" + level_key + "\" is not a level (\"level1\": {problem: stats})");
+    for (const auto& [name, stats] : entries.items()) {
+      if (!stats.is_object() || !stats.contains("mean") || !stats["mean"].is_number() || stats["mean"].get<double>() <= 0)
+        return Status::invalid(path + ": " + level_key + "/" + name + " has no positive \"mean\"");
+      std::string gpu = stats.value("hardware", "");
+      if (gpu.empty()) gpu = gpu_model;
+      if (gpu.empty())
+        return Status::invalid(path + ": " + level_key + "/" + name +
+                               " names no \"hardware\"; say which GPU model the file was measured on");
+      out.push_back({level, name, gpu, mode, stats["mean"].get<double>()});
+    }
+  }
+  return out;
 }
 
 }  // namespace ak::kernelbench

@@ -23,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/status.h"
+
 namespace ak::kernelbench {
 
 // KernelBench's thresholds and AutoKernel's.
@@ -79,5 +81,13 @@ std::vector<LevelScore> score(const std::vector<SampleEval>& samples, const std:
 nlohmann::json score_json(const std::vector<LevelScore>& scores);
 // A fixed-width table: one row per (level, GPU model, baseline), one column per threshold.
 std::string score_table(const std::vector<LevelScore>& scores);
+
+// The baselines of a KernelBench baseline file (results/timing/<hardware>/baseline_time_torch*.json:
+// {"level1": {"<name>.py": {"mean": ms, "hardware": ..., ...}}}). The mode comes from the file
+// name: baseline_time_torch.json is "eager", baseline_time_torch_compile_inductor_default.json
+// "compile", ..._inductor_<m>.json "compile-<m>". The GPU model is each entry's "hardware" (written
+// by `autokernel kb baseline`), else `gpu_model`; an entry with neither, a file of another name
+// or a malformed document is an error.
+Result<std::vector<Baseline>> load_baseline_file(const std::string& path, const std::string& gpu_model = "");
 
 }  // namespace ak::kernelbench

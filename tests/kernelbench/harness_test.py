@@ -12,6 +12,7 @@ loaded machine cannot flip them (see each test).
 """
 
 import concurrent.futures
+import importlib.util
 import json
 import os
 import shutil
@@ -586,6 +587,50 @@ class BaselineTest(unittest.TestCase):
             self.assertEqual(r["stats"]["num_trials"], 5)
         else:  # inductor without a working C++ toolchain: a clean error, not a crash
             self.assertTrue(r["error"])
+
+
+class JudgeSampleTest(unittest.TestCase):
+    """Outputs above JUDGE_SAMPLE_ELEMENTS reach the judge as a sample at the same positions."""
+
+    @classmethod
+    def setUpClass(cls):
+        spec = importlib.util.spec_from_file_location("ak_harness_module", HARNESS)
+        cls.h = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.h)
+        cls.h.JUDGE_SAMPLE_ELEMENTS = 64
+
+    def saved(self, x):
+        # Through the judge's file format: torch.save, then torch.load(weights_only=True).
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "o.pt")
+            torch.save(self.h._to_saveable(x, sample=True), path)
+            return torch.load(path, map_location="cpu", weights_only=True)
+
+    def test_small_outputs_are_saved_whole_and_large_ones_sampled(self):
+        self.assertIsInstance(self.saved(torch.ones(64)), torch.Tensor)
+        big = self.saved(torch.arange(1000.0).reshape(10, 100))
+        self.assertEqual((big["shape"], big["dtype"], big["numel"], big["values"].numel()),
+                         ([10, 100], "torch.float32", 1000, 64))
+
+    def test_both_sides_sample_the_same_positions(self):
+        x = torch.randn(50, 40)
+        ok, reason, diff = self.h.compare_judge(self.saved(x), self.saved(x.clone()), 1e-4, True)
+        self.assertTrue(ok, reason)
+        self.assertEqual(diff, 0.0)
+
+    def test_a_wrong_large_output_fails_and_says_it_was_sampled(self):
+        x = torch.randn(50, 40)
+        ok, reason, _ = self.h.compare_judge(self.saved(x), self.saved(x + 1), 1e-4, True)
+        self.assertFalse(ok)
+        self.assertIn("at 64 sampled positions of 2000", reason)
+
+    def test_shape_and_kind_mismatches_fail(self):
+        x = torch.randn(50, 40)
+        for cand in (self.saved(x.reshape(40, 50)), self.saved(x[:1, :40]), 3.0):
+            ok, reason, _ = self.h.compare_judge(self.saved(x), cand, 1e-4, True)
+            self.assertFalse(ok)
+        ok, _, _ = self.h.compare_judge(self.saved((x, x[:1])), self.saved((x, x[:1])), 1e-4, True)
+        self.assertTrue(ok)
 
 
 class GpuLockTest(unittest.TestCase):

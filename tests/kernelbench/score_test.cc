@@ -1,11 +1,14 @@
 #include "kernelbench/score.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace ak::kernelbench {
 namespace {
@@ -331,6 +334,53 @@ TEST(ScoreTable, HasAHeaderAndOneAlignedRowPerScoreWithAColumnPerThreshold) {
 
 TEST(ScoreTable, NoScoresGiveTheHeaderOnly) {
   EXPECT_EQ(lines_of(score_table({})).size(), 1u);
+}
+
+// Baseline files in KernelBench's results/timing layout.
+class BaselineFileTest : public ::testing::Test {
+ protected:
+  std::filesystem::path dir_ = std::filesystem::path(::testing::TempDir()) /
+                               ("kb_baselines_" + std::to_string(::getpid()));
+  void SetUp() override { std::filesystem::create_directories(dir_); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+TEST_F(BaselineFileTest, ModeComesFromTheFileNameAndModelFromEachEntry) {
+  const std::string doc =
+      R"({"level1": {"1_A.py": {"mean": 2.5, "hardware": "NVIDIA H200"}}, "level3": {"4_B.py": {"mean": 0.75, "hardware": "NVIDIA H200"}}})";
+  auto eager = load_baseline_file(write("baseline_time_torch.json", doc));
+  ASSERT_TRUE(eager.ok()) << eager.status().message();
+  ASSERT_EQ(eager->size(), 2u);
+  EXPECT_EQ((*eager)[0].level, 1);
+  EXPECT_EQ((*eager)[0].problem_name, "1_A.py");
+  EXPECT_EQ((*eager)[0].mode, "eager");
+  EXPECT_EQ((*eager)[0].gpu_model, kH200);
+  EXPECT_EQ((*eager)[1].level, 3);
+  EXPECT_DOUBLE_EQ((*eager)[1].mean_ms, 0.75);
+  auto compiled = load_baseline_file(write("baseline_time_torch_compile_inductor_default.json", doc));
+  ASSERT_TRUE(compiled.ok());
+  EXPECT_EQ((*compiled)[0].mode, "compile");
+  auto autotuned = load_baseline_file(write("baseline_time_torch_compile_inductor_max-autotune.json", doc));
+  ASSERT_TRUE(autotuned.ok());
+  EXPECT_EQ((*autotuned)[0].mode, "compile-max-autotune");
+}
+
+TEST_F(BaselineFileTest, AFileWithoutHardwareNeedsTheModelAndBadFilesAreRefused) {
+  const std::string p = write("baseline_time_torch.json", R"({"level2": {"7_C.py": {"mean": 1.0}}})");
+  EXPECT_FALSE(load_baseline_file(p).ok());
+  auto given = load_baseline_file(p, kH100);
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ((*given)[0].gpu_model, kH100);
+  EXPECT_FALSE(load_baseline_file(write("timings.json", "{}")).ok());
+  EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", "[1, 2]")).ok());
+  EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", R"({"lvl1": {}})")).ok());
+  EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", R"({"level1": {"1_A.py": {"mean": 0}}})"), kH200).ok());
+  EXPECT_FALSE(load_baseline_file((dir_ / "absent" / "baseline_time_torch.json").string()).ok());
 }
 
 }  // namespace
