@@ -262,6 +262,18 @@ class GpuLock:
         self.mode = mode
 
 
+@contextlib.contextmanager
+def exclusive_turn(lock):
+    """The exclusive turn around one timed section, then back to the mode held before (a shared
+    turn for a candidate). Whatever feeds the section (get_inputs, clones) is made before it."""
+    before = lock.mode
+    lock.enter("exclusive")
+    try:
+        yield
+    finally:
+        lock.enter(before)
+
+
 # ---------------------------------------------------------------------------------------------
 # KernelBench's building blocks (eval.py, timing.py)
 # ---------------------------------------------------------------------------------------------
@@ -1156,15 +1168,17 @@ def run_candidate(req):
         result["correctness"] = correct
 
         # Performance: the candidate when correct; the reference always (excessive-speedup check).
-        req["lock"].enter("exclusive")  # timing and the strict checks, to the end of the process
+        # Each timed section takes the exclusive turn; the inputs it times are made before it, in
+        # the shared turn (KernelBench's get_inputs builds GiB-sized tensors on the CPU).
         if correct:
             try:
                 synchronize(device)
                 inputs = _inputs_for(seed, get_inputs, req)
                 model_new = custom_model.to(device=device, dtype=dtype)
                 synchronize(device)
-                times = time_calls(model_new, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1,
-                                   device, LIVE_CLOCK)
+                with exclusive_turn(req["lock"]):
+                    times = time_calls(model_new, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1,
+                                       device, LIVE_CLOCK)
                 result["runtime_stats"] = timing_stats(times, device)
                 result["runtime_ms"] = result["runtime_stats"]["mean"]
             except (Exception, SystemExit) as e:
@@ -1174,8 +1188,9 @@ def run_candidate(req):
             inputs = _inputs_for(seed, get_inputs, req)
             custom_model.to(device=device, dtype=dtype)
             synchronize(device)
-            times = time_calls(original_model, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1,
-                               device, LIVE_CLOCK)
+            with exclusive_turn(req["lock"]):
+                times = time_calls(original_model, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1,
+                                   device, LIVE_CLOCK)
             result["ref_runtime_stats"] = timing_stats(times, device)
             result["ref_runtime_ms"] = result["ref_runtime_stats"]["mean"]
             if result["runtime_ms"] > 0 and \
@@ -1307,7 +1322,10 @@ def _strict_checks(req, result, scan, snapshot, custom_model, get_inputs, trial_
     # 3. Work that escapes the current stream (CUDA only).
     if device.type == "cuda":
         try:
-            strict["side_stream"], strict["side_stream_detail"] = _side_stream_check(call, first_inputs, device, scan)
+            # Exclusive: another process's kernels would change how long escaped work stays in flight.
+            with exclusive_turn(req["lock"]):
+                strict["side_stream"], strict["side_stream_detail"] = _side_stream_check(call, first_inputs, device,
+                                                                                         scan)
         except (Exception, SystemExit) as e:
             strict["check_errors"]["side_stream"] = f"{get_error_name(e)}: {e}"
 
@@ -1440,8 +1458,9 @@ def _rotated_timing(custom_model, get_inputs, rotation_seeds, expected, req, fai
             consistent[0] = consistent[0] and ok
 
     warmup, discard = req["num_warmup"], 1
-    times = time_calls(custom_model, args_for, warmup, 2 * req["rotation_perf_trials"] * n_sets, discard, device,
-                       PINNED_CLOCK, after_call=after)
+    with exclusive_turn(req["lock"]):
+        times = time_calls(custom_model, args_for, warmup, 2 * req["rotation_perf_trials"] * n_sets, discard, device,
+                           PINNED_CLOCK, after_call=after)
     first = warmup + discard
     rotated = [t for k, t in enumerate(times) if (first + k) % 2 == 1]
     fixed = [t for k, t in enumerate(times) if (first + k) % 2 == 0]

@@ -132,10 +132,13 @@ def evaluate(problem_name, candidate_name, switches=None, judge=False, **extra):
     return runs
 
 
-def locked_pair(problem_name):
-    """Two eager baselines started at once, sharing one GPU lock file (HARNESS.md, "Sharing a GPU")."""
-    lock = os.path.join(WORKDIR, "gpu0.lock")
+def locked_pair(problem_name, candidate_name=None):
+    """Two eager baselines (or two evaluations of a candidate) started at once, sharing one GPU
+    lock file (HARNESS.md, "Sharing a GPU")."""
+    lock = os.path.join(WORKDIR, f"gpu0_{candidate_name or 'baseline'}.lock")
     req = dict(BASE_REQUEST, mode="baseline", problem_path=problem(problem_name), gpu_lock=lock, num_perf_trials=20)
+    if candidate_name:
+        req.update(mode="candidate", candidate_path=candidate(candidate_name))
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         return [f.result() for f in [pool.submit(run_harness, req) for _ in range(2)]]
 
@@ -186,6 +189,7 @@ CASES = {
     "inspect_linear": (run_harness, (dict(BASE_REQUEST, mode="inspect", problem_path=problem(L1 + "2_Linear.py")),), {}),
     "baseline_eager": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py")),), {}),
     "baseline_locked_pair": (locked_pair, (L1 + "2_Linear.py",), {}),
+    "candidate_locked_pair": (locked_pair, (L1 + "9_Softmax.py", "softmax_correct.py"), {}),
     "baseline_compile": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py"),
                                             compile=True, compile_mode="default"),), {}),
 }
@@ -723,6 +727,34 @@ class GpuLockTest(unittest.TestCase):
             spans.append(r["gpu_lock"]["exclusive_spans"][0])
         spans.sort()
         self.assertLessEqual(spans[0][1], spans[1][0], f"exclusive turns overlap: {spans}")
+
+    def test_a_candidate_takes_the_exclusive_turn_for_each_timed_section_only(self):
+        # The candidate's timing, the reference's, the rotated timing (and on a GPU the side-stream
+        # check): a turn each, inputs made outside them; two processes' turns never overlap.
+        spans = []
+        for run in case("candidate_locked_pair"):
+            r = checked(run, "candidate")
+            self.assertEqual(r["verdict"], "correct", r["metadata"])
+            self.assertIsNotNone(r["strict"]["rotated_timing"], r["strict"]["check_errors"])
+            own = r["gpu_lock"]["exclusive_spans"]
+            self.assertEqual(len(own), 4 if CUDA else 3, own)
+            spans += own
+        spans.sort()
+        for earlier, later in zip(spans, spans[1:]):
+            self.assertLessEqual(earlier[1], later[0], f"exclusive turns overlap: {spans}")
+
+    def test_an_exclusive_turn_returns_to_the_shared_turn(self):
+        import fcntl
+        lock, other = self.lock(), self.lock()
+        lock.enter("shared")
+        with self.harness.exclusive_turn(lock):
+            self.assertEqual(lock.mode, "exclusive")
+            self.assertTrue(self.held(self.path, fcntl.LOCK_SH))
+        self.assertEqual(lock.mode, "shared")
+        other.enter("shared")  # shared turns overlap again
+        self.assertEqual(len(lock.stats["exclusive_spans"]), 1)
+        lock.enter(None)
+        other.enter(None)
 
 
 # --- bad requests -----------------------------------------------------------------------------
