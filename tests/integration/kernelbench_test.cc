@@ -7,6 +7,7 @@
 // sample killed at its timeout without holding the others, results in Redis, files on disk.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "tests/integration/farm.h"
 
@@ -106,6 +107,49 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   EXPECT_NEAR(s["fast_p"]["0.0"].get<double>(), 2.0 / 3.0, 1e-9);
   EXPECT_TRUE(scores["autokernel"]["scores"][0]["fast_p"].contains("1.25"));
   std::printf("%s\n", scores.dump().c_str());
+}
+
+// kb baseline adds to the baseline file already in --out; kb sweep --wait-s stops following a
+// campaign that has not finished (a hanging sample) and still writes its files, scored against the
+// farm's baselines and those of --baselines files.
+TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScores) {
+  Farm farm;
+  farm.start_coordinator();
+  farm.start_worker("kb0", 1);
+  farm.wait_workers(1);
+  const std::string problems = std::string(AK_SOURCE_DIR) + "/tests/kernelbench/problems";
+  const fs::path out = fs::path(farm.dir()) / "kb";
+  const std::vector<std::string> common = {"--kernelbench", problems, "--backend", "cpu", "--perf-trials", "3",
+                                           "--correct-trials", "1", "--levels", "1", "--client",
+                                           farm.client_endpoint()};
+  for (const char* ids : {"1", "7"}) {
+    std::vector<std::string> args = {"kb", "baseline", "--ids", ids, "--modes", "eager", "--out", out.string()};
+    args.insert(args.end(), common.begin(), common.end());
+    ASSERT_EQ(run_autokernel(args), 0) << ids;
+  }
+  const json base = read_json(out / "results/timing/cpu/baseline_time_torch.json");
+  EXPECT_EQ(base["level1"].size(), 2u) << base.dump();
+  EXPECT_TRUE(base["level1"].contains("1_Matmul.py"));
+  EXPECT_TRUE(base["level1"].contains("7_ScaleShift.py"));
+
+  // A baseline file for a problem the farm has not measured.
+  const fs::path other = fs::path(farm.dir()) / "other" / "baseline_time_torch.json";
+  fs::create_directories(other.parent_path());
+  std::ofstream(other) << R"({"level1": {"12_Tril.py": {"mean": 1.0, "hardware": "cpu"}}})";
+  const fs::path gens = fs::path(farm.dir()) / "gens";
+  fs::create_directories(gens);
+  fs::copy_file(std::string(AK_SOURCE_DIR) + "/tests/kernelbench/candidates/hangs.py",
+                gens / "level_1_problem_1_sample_0_kernel.py");
+  const fs::path sweep = fs::path(farm.dir()) / "sweep";
+  std::vector<std::string> args = {"kb", "sweep", "--ids", "1", "--generations", gens.string(),
+                                   "--sample-backend", "torch", "--job-timeout-ms", "60000", "--wait-s", "1",
+                                   "--baselines", other.string(), "--out", sweep.string()};
+  args.insert(args.end(), common.begin(), common.end());
+  EXPECT_EQ(run_autokernel(args), 1);  // not complete
+  const json scores = read_json(sweep / "scores.json");
+  const json s = scores["kernelbench"]["scores"][0];
+  EXPECT_EQ(s["problems"], 3) << scores.dump();  // 1 and 7 from the farm, 12 from the file
+  EXPECT_EQ(s["correct"], 0);
 }
 
 }  // namespace
