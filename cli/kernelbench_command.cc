@@ -188,7 +188,7 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb baseline: " << sel.status().message() << "\n";
     return 2;
   }
-  auto problems = kernelbench::load_problems(a.kernelbench, *sel);
+  auto problems = kernelbench::load_problems(a.kernelbench, *sel, a.python);
   if (!problems.ok() || problems->empty()) {
     std::cerr << "autokernel kb baseline: "
               << (problems.ok() ? "no problem matches the selection" : problems.status().message()) << "\n";
@@ -269,7 +269,7 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb sweep: --tuning goes with --builtin\n";
     return 2;
   }
-  auto problems = kernelbench::load_problems(a.kernelbench, *sel);
+  auto problems = kernelbench::load_problems(a.kernelbench, *sel, a.python);
   if (!problems.ok()) {
     std::cerr << "autokernel kb sweep: " << problems.status().message() << "\n";
     return 2;

@@ -101,7 +101,11 @@ int main(int argc, char** argv) {
   auto* kbc = app.add_subcommand("kb", "KernelBench on the farm: baselines per GPU model, candidate sweeps, fast_p");
   kbc->require_subcommand(1);
   auto add_kb = [&](CLI::App* s) {
-    s->add_option("--kernelbench", kb.kernelbench, "KernelBench checkout (or a folder holding level1/ ...)")->required();
+    s->add_option("--kernelbench", kb.kernelbench,
+                  "KernelBench checkout (or a folder holding level1/ ..., or the Hugging Face dataset's Parquet files)")
+        ->required();
+    s->add_option("--python", kb.python, "Python with pyarrow, to read the Hugging Face dataset's files")
+        ->capture_default_str();
     s->add_option("--levels", kb.levels, "levels, e.g. 1-3 or 1,3")->capture_default_str();
     s->add_option("--ids", kb.ids, "problem ids, e.g. 1-20,40");
     s->add_option("--backend", kb.backend, "workers that run it: cuda or cpu")->capture_default_str();

@@ -10,6 +10,9 @@
 #include <regex>
 #include <sstream>
 
+#include "common/process.h"
+#include "kernelbench/harness_source.h"
+
 namespace ak::kernelbench {
 
 namespace fs = std::filesystem;
@@ -74,10 +77,58 @@ Result<std::string> find_levels_dir(const std::string& root) {
   }
   return Status::not_found("no KernelBench problems under " + root +
                            ": expected level1/ ... there or in its KernelBench/ folder (a checkout of "
-                           "github.com/ScalingIntelligence/KernelBench)");
+                           "github.com/ScalingIntelligence/KernelBench), or the Hugging Face dataset's "
+                           "level_<N>-<shard>-of-<shards>.parquet files below it");
 }
 
-Result<std::vector<Problem>> load_problems(const std::string& root, const Selection& sel) {
+bool has_hf_dataset(const std::string& root) {
+  if (find_levels_dir(root).ok()) return false;
+  static const std::regex split(R"(^level_\d+-\d+-of-\d+\.parquet$)");
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file(ec) && std::regex_match(it->path().filename().string(), split)) return true;
+  return false;
+}
+
+Result<std::vector<Problem>> load_hf_dataset(const std::string& root, const Selection& sel, const std::string& python) {
+  ChildProcess::Options o;
+  o.capture_stdout = true;  // stderr (the reason of a failure) goes to ours
+  auto child = ChildProcess::spawn({python, "-c", std::string(kHfDatasetScript), root}, o);
+  if (!child.ok()) return Status::unavailable("cannot run " + python + " for the dataset's files: " + child.status().message());
+  auto line = child->read_line(std::chrono::minutes(5));
+  const int rc = child->wait();
+  if (rc != 0 || !line.ok() || !*line)
+    return Status::invalid("reading the Hugging Face dataset's files under " + root + " with " + python +
+                           " failed (exit " + std::to_string(rc) + "; its reason is above)");
+  const json doc = json::parse(**line, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("problems") || !doc["problems"].is_array())
+    return Status::internal("hf_dataset.py printed no problems document");
+  std::vector<Problem> out;
+  std::map<std::pair<int, int>, std::string> seen;
+  for (const auto& r : doc["problems"]) {
+    Problem p;
+    p.level = r.value("level", 0);
+    p.problem_id = r.value("problem_id", 0);
+    if (!sel.matches(p.level, p.problem_id)) continue;
+    p.name = r.value("name", "");
+    p.path = r.value("file", "");
+    auto [it, fresh] = seen.emplace(std::make_pair(p.level, p.problem_id), p.path + " (" + p.name + ")");
+    if (!fresh)
+      return Status::invalid("two dataset rows for level " + std::to_string(p.level) + " id " +
+                             std::to_string(p.problem_id) + ": " + it->second + " and " + p.path + " (" + p.name + ")");
+    p.code = r.value("code", "");
+    p.code_hash = xxh64_hex(p.code);
+    out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(), [](const Problem& a, const Problem& b) {
+    return std::tie(a.level, a.problem_id) < std::tie(b.level, b.problem_id);
+  });
+  return out;
+}
+
+Result<std::vector<Problem>> load_problems(const std::string& root, const Selection& sel, const std::string& python) {
+  if (has_hf_dataset(root)) return load_hf_dataset(root, sel, python);
   auto dir = find_levels_dir(root);
   if (!dir.ok()) return dir.status();
   std::vector<Problem> out;

@@ -1,6 +1,8 @@
-// The KernelBench bridge: problems from a local KernelBench checkout, candidate generations from a
-// folder in KernelBench's naming, and the manifest of each. No network, no Python: the problems'
-// own Python runs only inside the harness (kernelbench/harness.py) on a worker.
+// The KernelBench bridge: problems from a local KernelBench checkout or from the Hugging Face
+// dataset's files on this machine, candidate generations from a folder in KernelBench's naming, and
+// the manifest of each. No network. The problems' own Python runs only inside the harness
+// (kernelbench/harness.py) on a worker; the dataset's Parquet files are read by pyarrow in a Python
+// subprocess (kernelbench/hf_dataset.py, embedded), which runs none of the problems' code.
 //
 // A checkout is any of: the repository root (holding KernelBench/level1 ...), its KernelBench/
 // folder, or a folder that holds level1/ ... directly (the tests' problems). Problem files are
@@ -8,7 +10,13 @@
 // JSON keys problems. Generations are files named level_{L}_problem_{P}_sample_{S}_kernel.py,
 // found anywhere under the folder given (KernelBench's scripts write runs/<run>/...).
 //
-// Pure functions of the files they read; thread-safe.
+// The Hugging Face dataset (ScalingIntelligence/KernelBench): a folder holding its Parquet files,
+// level_<N>-<shard>-of-<shards>.parquet anywhere below it (data/ of the dataset's repository, or
+// the datasets cache), when the folder holds no level1/ ...; `name` gets ".py" appended, `path` is
+// the Parquet file.
+//
+// Pure functions of the files they read (and, for the dataset, of the Python they run);
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +53,16 @@ Result<std::set<int>> parse_id_ranges(const std::string& text);
 // The folder that holds level1/ ... under `root`, or kNotFound saying what was looked for.
 Result<std::string> find_levels_dir(const std::string& root);
 
-// Every problem of the checkout that `sel` selects, sorted by (level, id). A file whose name does
-// not start with "<id>_" is skipped; two files with one (level, id) are an error naming both.
-Result<std::vector<Problem>> load_problems(const std::string& root, const Selection& sel);
+// Every problem of the checkout (or of the dataset's files) that `sel` selects, sorted by (level,
+// id). A file whose name does not start with "<id>_" is skipped; two files (or rows) with one
+// (level, id) are an error naming both. `python` (with pyarrow) reads the dataset's files.
+Result<std::vector<Problem>> load_problems(const std::string& root, const Selection& sel,
+                                           const std::string& python = "python3");
+
+// Whether `root` holds the dataset's Parquet files (and no checkout), and the problems in them.
+bool has_hf_dataset(const std::string& root);
+Result<std::vector<Problem>> load_hf_dataset(const std::string& root, const Selection& sel,
+                                             const std::string& python = "python3");
 
 struct Generation {
   int level = 0;

@@ -37,6 +37,10 @@ if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.s
   echo "setup: installing torch==2.11.0 into $VENV (libtorch for the sandbox)"
   "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check torch==2.11.0 numpy
 fi
+if ! "$VENV/bin/python" -c 'import pyarrow' 2>/dev/null; then
+  echo "setup: installing pyarrow into $VENV (the Hugging Face KernelBench dataset's Parquet files)"
+  "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check pyarrow==26.0.1
+fi
 TORCH_PREFIX=$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then

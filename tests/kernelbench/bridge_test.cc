@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/process.h"
+
 namespace ak::kernelbench {
 namespace {
 
@@ -112,6 +114,70 @@ TEST_F(BridgeTest, TheProjectsOwnTestProblemsLoadAsACheckout) {
   EXPECT_EQ(m["name"], p->front().name);
   EXPECT_TRUE(m.contains("inputs"));
   EXPECT_FALSE(m.contains("junk"));
+}
+
+// The Hugging Face dataset's layout, as KernelBench's make_hf_dataset.py pushes it: one split per
+// level (data/level_<N>-00000-of-00001.parquet), columns code, level, name (without ".py"),
+// problem_id. Written here with pyarrow from the project's own problems.
+class HfDatasetTest : public BridgeTest {
+ protected:
+  // Writes the split of `level` from the problem files of tests/kernelbench/problems/level<N>;
+  // `level_in_rows` lets a test write rows that disagree with their split.
+  void write_split(int level, int level_in_rows) {
+    const std::string script = R"(
+import os, sys, pyarrow as pa, pyarrow.parquet as pq
+src, level, rows_level, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+files = sorted(f for f in os.listdir(src) if f.endswith(".py"))
+rows = [{"code": open(os.path.join(src, f)).read(), "level": rows_level, "name": f[:-3],
+         "problem_id": int(f.split("_")[0])} for f in files]
+os.makedirs(os.path.dirname(out), exist_ok=True)
+pq.write_table(pa.Table.from_pylist(rows), out)
+)";
+    const std::string src = std::string(AK_SOURCE_DIR) + "/tests/kernelbench/problems/level" + std::to_string(level);
+    const std::string out = (dir_ / "data" / ("level_" + std::to_string(level) + "-00000-of-00001.parquet")).string();
+    auto p = ChildProcess::spawn({AK_PYTHON, "-c", script, src, std::to_string(level), std::to_string(level_in_rows), out},
+                                 {});
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    ASSERT_EQ(p->wait(), 0) << "writing " << out << " with " << AK_PYTHON << " (pyarrow)";
+  }
+};
+
+TEST_F(HfDatasetTest, TheDatasetsFilesLoadAsTheSameProblemsAsTheCheckout) {
+  write_split(1, 1);
+  write_split(3, 3);
+  EXPECT_TRUE(has_hf_dataset(dir_.string()));
+  auto hf = load_problems(dir_.string(), {}, AK_PYTHON);
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  auto checkout = load_problems(std::string(AK_SOURCE_DIR) + "/tests/kernelbench/problems", Selection{{1, 3}, {}});
+  ASSERT_TRUE(checkout.ok());
+  ASSERT_EQ(hf->size(), checkout->size());
+  for (size_t i = 0; i < hf->size(); ++i) {
+    const Problem &a = (*hf)[i], &b = (*checkout)[i];
+    EXPECT_EQ(std::tie(a.level, a.problem_id, a.name, a.code_hash), std::tie(b.level, b.problem_id, b.name, b.code_hash))
+        << a.name;
+    EXPECT_NE(a.path.find("level_" + std::to_string(a.level) + "-00000-of-00001.parquet"), std::string::npos);
+  }
+  auto ids = parse_id_ranges("1,9");
+  ASSERT_TRUE(ids.ok());
+  auto some = load_problems(dir_.string(), Selection{{1}, *ids}, AK_PYTHON);
+  ASSERT_TRUE(some.ok());
+  ASSERT_EQ(some->size(), 2u);
+  EXPECT_EQ((*some)[1].name, "9_Softmax.py");
+}
+
+TEST_F(HfDatasetTest, ARowOfAnotherLevelThanItsSplitAndAMissingPythonAreErrors) {
+  write_split(1, 2);
+  auto bad = load_problems(dir_.string(), {}, AK_PYTHON);
+  EXPECT_FALSE(bad.ok());
+  fs::remove_all(dir_ / "data");
+  write_split(1, 1);
+  auto no_python = load_problems(dir_.string(), {}, (dir_ / "no-such-python").string());
+  EXPECT_FALSE(no_python.ok());
+  fs::remove_all(dir_ / "data");
+  EXPECT_FALSE(has_hf_dataset(dir_.string()));
+  auto none = load_problems(dir_.string(), {}, AK_PYTHON);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("parquet"), std::string::npos) << none.status().message();
 }
 
 }  // namespace
