@@ -3,6 +3,7 @@
 // (kernelbench/builtin.h), submits a KernelBench campaign (coordinator/kernelbench_campaign.h),
 // follows it, and writes KernelBench's files: the baseline JSON of results/timing/<hardware>/,
 // eval_results.json per level, and the fast_p scores.
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -355,6 +356,15 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
       }
     std::cout << "baselines from " << f << ": " << used << " of " << fb.size() << " used (the farm measured the rest)\n";
   }
+  // Scores cover the selected problems: a sweep of level 1 gives level 1's fast_p over all its
+  // problems with a baseline, and no rows for other levels the farm or a file happens to hold.
+  std::erase_if(baselines, [&](const kernelbench::Baseline& b) {
+    const auto us = b.problem_name.find('_');
+    int id = 0;
+    const bool parsed = us != std::string::npos &&
+                        std::from_chars(b.problem_name.data(), b.problem_name.data() + us, id).ec == std::errc();
+    return !parsed || !sel->matches(b.level, id);
+  });
   std::cout << "verdicts:";
   for (const auto& [v, n] : verdicts) std::cout << " " << v << " " << n;
   std::printf("\nsamples: %zu of %lld, wall %.1f s (campaign %s%s), baselines known: %zu\n", evals.size(),

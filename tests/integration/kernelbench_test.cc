@@ -135,20 +135,23 @@ TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScor
   // A baseline file for a problem the farm has not measured.
   const fs::path other = fs::path(farm.dir()) / "other" / "baseline_time_torch.json";
   fs::create_directories(other.parent_path());
-  std::ofstream(other) << R"({"level1": {"12_Tril.py": {"mean": 1.0, "hardware": "cpu"}}})";
+  // (11 is outside the sweep's selection: not scored.)
+  std::ofstream(other) << R"({"level1": {"12_Tril.py": {"mean": 1.0, "hardware": "cpu"},
+                                         "11_CumsumLoop.py": {"mean": 1.0, "hardware": "cpu"}}})";
   const fs::path gens = fs::path(farm.dir()) / "gens";
   fs::create_directories(gens);
   fs::copy_file(std::string(AK_SOURCE_DIR) + "/tests/kernelbench/candidates/hangs.py",
                 gens / "level_1_problem_1_sample_0_kernel.py");
   const fs::path sweep = fs::path(farm.dir()) / "sweep";
-  std::vector<std::string> args = {"kb", "sweep", "--ids", "1", "--generations", gens.string(),
+  std::vector<std::string> args = {"kb", "sweep", "--ids", "1,7,12", "--generations", gens.string(),
                                    "--sample-backend", "torch", "--job-timeout-ms", "60000", "--wait-s", "1",
                                    "--baselines", other.string(), "--out", sweep.string()};
   args.insert(args.end(), common.begin(), common.end());
   EXPECT_EQ(run_autokernel(args), 1);  // not complete
   const json scores = read_json(sweep / "scores.json");
   const json s = scores["kernelbench"]["scores"][0];
-  EXPECT_EQ(s["problems"], 3) << scores.dump();  // 1 and 7 from the farm, 12 from the file
+  EXPECT_EQ(s["problems"], 3) << scores.dump();  // 1 and 7 from the farm, 12 from the file, not 11
+  EXPECT_EQ(scores["kernelbench"]["scores"].size(), 1u);
   EXPECT_EQ(s["correct"], 0);
 }
 
