@@ -19,8 +19,9 @@
 # campaign before writing what finished; default 0, no limit), AK_KB_GENERATIONS (for sweep),
 # AK_KB_BACKEND (cuda, or cpu for a host without a GPU), AK_KB_BASELINES (KernelBench baseline
 # files that sweeps also score against, for problems this farm has not measured), AK_KB_BUDGET_S
-# (the phases together end within this many seconds: each waits at most what is left, less 20 s
-# for writing its files; a phase with nothing left is skipped).
+# (each phase waits at most what is left of this many seconds, less 20 s for writing its files, and
+# one with nothing left is skipped; a phase stopped by its wait leaves its unfinished jobs in the
+# farm, where the next phase's jobs queue behind them).
 set -uo pipefail
 B=${1:?usage: kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT PHASE...}
 KB=${2:?KernelBench checkout}
@@ -62,7 +63,8 @@ for phase in "$@"; do
     agree)
       F=$(ls "$KBOUT"/results/timing/*/baseline_time_torch.json 2>/dev/null | head -1)
       if [ -z "$F" ]; then echo "$phase: no eager baselines measured before it"; continue; fi
-      python3 "$(dirname "$0")/kernelbench_agreement.py" --kernelbench "$KB" --farm "$F" --levels "$levels" \
+      limit=(); [ "${AK_KB_BUDGET_S:-0}" -gt 0 ] && limit=(timeout "$wait")
+      "${limit[@]}" python3 "$(dirname "$0")/kernelbench_agreement.py" --kernelbench "$KB" --farm "$F" --levels "$levels" \
         --ids "${ids/all/}" --json "$OUT/agreement.json" 2>&1
       echo "$phase: rc=$? wall $(( $(date +%s) - start )) s" ;;
     builtin|sweep)

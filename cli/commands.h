@@ -69,8 +69,9 @@ struct KbArgs {
   std::string generations;      // sweep: folder of level_<L>_problem_<P>_sample_<S>_kernel.py
   bool builtin = false;         // sweep: the kernel library's built-in candidates instead (kernelbench/builtin.h)
   std::string tuning;           // sweep --builtin: tuning database export; empty: the specs' defaults
+  // sweep: KernelBench baseline files scored against beside the farm's
   std::vector<std::string> baseline_files;
-  std::string python = "python3";  // with pyarrow, to read the Hugging Face dataset's files  // sweep: KernelBench baseline files scored against beside the farm's
+  std::string python = "python3";  // with pyarrow, to read the Hugging Face dataset's files
   std::string levels = "1-3";   // ranges
   std::string ids;              // problem id ranges; empty: all
   std::vector<std::string> baselines = {"eager", "compile"};

@@ -228,6 +228,7 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
       }
     }
   }
+  if (tty) std::cout << "\n";  // end the progress line before what follows
   return false;
 }
 

@@ -3,6 +3,7 @@
 // (kernelbench/builtin.h), submits a KernelBench campaign (coordinator/kernelbench_campaign.h),
 // follows it, and writes KernelBench's files: the baseline JSON of results/timing/<hardware>/,
 // eval_results.json per level, and the fast_p scores.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -86,8 +87,9 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
   run.id = (*sub)["campaign_id"].get<std::string>();
   run.jobs = (*sub)["jobs"].get<int64_t>();
   std::cout << "campaign " << run.id << " (" << (*sub)["name"].get<std::string>() << "): " << run.jobs << " jobs\n";
+  // (capped at a year, so the conversion to the clock's nanoseconds cannot overflow)
   const auto deadline = a.wait_s > 0 ? t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                std::chrono::duration<double>(a.wait_s))
+                                                std::chrono::duration<double>(std::min(a.wait_s, 3.2e7)))
                                      : std::chrono::steady_clock::time_point::max();
   run.complete = wait_for_campaign(client, run.id, stop_flag(), deadline);
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -232,9 +234,12 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
     json doc_ = json::object();
     if (std::ifstream in(p); in) {
       doc_ = json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (!doc_.is_object()) {
+      const bool levels_are_objects =
+          doc_.is_object() && std::all_of(doc_.begin(), doc_.end(), [](const json& v) { return v.is_object(); });
+      if (!levels_are_objects) {
         std::cerr << "autokernel kb baseline: " << p.string()
-                  << " exists and is not a baseline file (a JSON object of levels); move it away or pick another --out\n";
+                  << " exists and is not a baseline file ({\"level1\": {problem: stats}, ...}); move it away or pick "
+                     "another --out\n";
         return 1;
       }
     }
@@ -354,15 +359,17 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
         baselines.push_back(std::move(b));
         ++used;
       }
-    std::cout << "baselines from " << f << ": " << used << " of " << fb.size() << " used (the farm measured the rest)\n";
+    std::cout << "baselines from " << f << ": " << used << " of " << fb.size()
+              << " entries added (the others the farm or an earlier file has; only the selected problems are scored)\n";
   }
   // Scores cover the selected problems: a sweep of level 1 gives level 1's fast_p over all its
   // problems with a baseline, and no rows for other levels the farm or a file happens to hold.
   std::erase_if(baselines, [&](const kernelbench::Baseline& b) {
     const auto us = b.problem_name.find('_');
     int id = 0;
-    const bool parsed = us != std::string::npos &&
-                        std::from_chars(b.problem_name.data(), b.problem_name.data() + us, id).ec == std::errc();
+    const char* end = b.problem_name.data() + (us == std::string::npos ? 0 : us);
+    const auto r = std::from_chars(b.problem_name.data(), end, id);
+    const bool parsed = us != std::string::npos && r.ec == std::errc() && r.ptr == end;
     return !parsed || !sel->matches(b.level, id);
   });
   std::cout << "verdicts:";

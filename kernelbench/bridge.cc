@@ -97,8 +97,13 @@ Result<std::vector<Problem>> load_hf_dataset(const std::string& root, const Sele
   auto child = ChildProcess::spawn({python, "-c", std::string(kHfDatasetScript), root}, o);
   if (!child.ok()) return Status::unavailable("cannot run " + python + " for the dataset's files: " + child.status().message());
   auto line = child->read_line(std::chrono::minutes(5));
-  const int rc = child->wait();
-  if (rc != 0 || !line.ok() || !*line)
+  if (line.ok() && !*line) {
+    child->kill_group();
+    return Status::timed_out("reading the Hugging Face dataset's files under " + root + " with " + python +
+                             " took over 5 minutes; stopped");
+  }
+  const int rc = child->wait();  // it has printed its line or closed stdout: it is exiting
+  if (rc != 0 || !line.ok())
     return Status::invalid("reading the Hugging Face dataset's files under " + root + " with " + python +
                            " failed (exit " + std::to_string(rc) + "; its reason is above)");
   const json doc = json::parse(**line, nullptr, /*allow_exceptions=*/false);

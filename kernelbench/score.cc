@@ -244,13 +244,14 @@ Result<std::vector<Baseline>> load_baseline_file(const std::string& path, const 
   for (const auto& [level_key, entries] : doc.items()) {
     int level = 0;
     const std::string_view digits = std::string_view(level_key).substr(std::min<size_t>(5, level_key.size()));
-    if (!level_key.starts_with("level") || std::from_chars(digits.data(), digits.data() + digits.size(), level).ec !=
-                                                 std::errc() || !entries.is_object())
+    const auto parsed = std::from_chars(digits.data(), digits.data() + digits.size(), level);
+    if (!level_key.starts_with("level") || parsed.ec != std::errc() || parsed.ptr != digits.data() + digits.size() ||
+        level < 1 || !entries.is_object())
       return Status::invalid(path + ": \"" + level_key + "\" is not a level (\"level1\": {problem: stats})");
     for (const auto& [name, stats] : entries.items()) {
       if (!stats.is_object() || !stats.contains("mean") || !stats["mean"].is_number() || stats["mean"].get<double>() <= 0)
         return Status::invalid(path + ": " + level_key + "/" + name + " has no positive \"mean\"");
-      std::string gpu = stats.value("hardware", "");
+      std::string gpu = stats.contains("hardware") && stats["hardware"].is_string() ? stats["hardware"].get<std::string>() : "";
       if (gpu.empty()) gpu = gpu_model;
       if (gpu.empty())
         return Status::invalid(path + ": " + level_key + "/" + name +

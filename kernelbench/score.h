@@ -13,7 +13,7 @@
 // 0 when none is correct.
 //   compilation_rate, correctness_rate: compiled (resp. correct) problems / n.
 //
-// Pure functions; thread-safe.
+// Pure functions, but for load_baseline_file, which reads the file it is given; thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -628,6 +628,21 @@ class JudgeSampleTest(unittest.TestCase):
         self.assertFalse(ok)
         self.assertIn("at 64 sampled positions of 2000", reason)
 
+    def test_the_rotated_timing_checks_a_large_output_against_its_sample(self):
+        h = self.h
+        model = torch.nn.Identity()
+        req = {"device_obj": torch.device("cpu"), "dtype": torch.float32, "tolerance": 1e-4, "seed": 42,
+               "switches": {"compare_tuple_outputs": True, "keep_integer_inputs": True}, "num_warmup": 1,
+               "rotation_perf_trials": 2, "lock": h.GpuLock(None)}
+        get_inputs = lambda: [torch.randn(50, 40)]  # noqa: E731
+        seeds = [43, 44]
+        expected = [h._to_saveable(model(*h._inputs_for(s, get_inputs, req)), sample=True) for s in seeds]
+        self.assertTrue(h._has_sample(expected[0]))
+        r = h._rotated_timing(model, get_inputs, seeds, expected, req, 1.0)
+        self.assertTrue(r["outputs_consistent"])
+        r = h._rotated_timing(lambda x: x + 1, get_inputs, seeds, expected, req, 1.0)
+        self.assertFalse(r["outputs_consistent"])
+
     def test_shape_and_kind_mismatches_fail(self):
         x = torch.randn(50, 40)
         for cand in (self.saved(x.reshape(40, 50)), self.saved(x[:1, :40]), 3.0):

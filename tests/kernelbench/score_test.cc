@@ -379,6 +379,8 @@ TEST_F(BaselineFileTest, AFileWithoutHardwareNeedsTheModelAndBadFilesAreRefused)
   EXPECT_FALSE(load_baseline_file(write("timings.json", "{}")).ok());
   EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", "[1, 2]")).ok());
   EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", R"({"lvl1": {}})")).ok());
+  EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", R"({"level1x": {}})")).ok());
+  EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", R"({"level-1": {}})")).ok());
   EXPECT_FALSE(load_baseline_file(write("baseline_time_torch.json", R"({"level1": {"1_A.py": {"mean": 0}}})"), kH200).ok());
   EXPECT_FALSE(load_baseline_file((dir_ / "absent" / "baseline_time_torch.json").string()).ok());
 }
