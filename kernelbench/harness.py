@@ -915,9 +915,26 @@ def _build_reference(req, context_tuple):
     return model, init_inputs
 
 
-def _inputs_for(seed, get_inputs, req):
-    set_seed(seed)
-    return [process_input(x, req["device_obj"], req["dtype"], req["switches"]) for x in get_inputs()]
+def _inputs_for(seed, get_inputs, req, checksum=None):
+    """set_seed; get_inputs(); process_input each. get_inputs (KernelBench's build GiB-sized tensors
+    on the CPU, seconds each) and the checksum run with no turn held: a process that held its shared
+    turn through them would keep a waiting timing, and through the gate every other process's shared
+    turn, waiting as long. The turn held before is taken again (through the gate) for the move to
+    the device. With checksum, a list to which the inputs' checksum is appended: the checksum is of
+    the inputs as get_inputs made them, before the cast to the request's dtype (process_input is a
+    function of them)."""
+    lock = req["lock"]
+    held = lock.mode
+    if held == "shared":
+        lock.enter(None)
+    try:
+        set_seed(seed)
+        raw = get_inputs()
+        if checksum is not None:
+            checksum.append(_checksum(raw))
+    finally:
+        lock.enter(held)
+    return [process_input(x, req["device_obj"], req["dtype"], req["switches"]) for x in raw]
 
 
 def run_inspect(req):
@@ -972,8 +989,8 @@ def run_reference(req):
         with torch.no_grad():
             for key, seeds in (("outputs", trial_seeds), ("rotation_outputs", rotation_seeds)):
                 for s in seeds:
-                    inputs = _inputs_for(s, get_inputs, req)
-                    saved["input_checksums" if key == "outputs" else "rotation_input_checksums"].append(_checksum(inputs))
+                    inputs = _inputs_for(s, get_inputs, req,
+                                         saved["input_checksums" if key == "outputs" else "rotation_input_checksums"])
                     set_seed(s)
                     out = model(*_clone_all(inputs))
                     synchronize(device)
@@ -1287,8 +1304,8 @@ def _strict_checks(req, result, scan, snapshot, custom_model, get_inputs, trial_
         for key, seeds, label in (("outputs", trial_seeds, "trial"), ("rotation_outputs", rotation_seeds, "rotation")):
             for i, s in enumerate(seeds):
                 try:
-                    inputs = _inputs_for(s, get_inputs, req)
-                    saved["input_checksums" if key == "outputs" else "rotation_input_checksums"].append(_checksum(inputs))
+                    inputs = _inputs_for(s, get_inputs, req,
+                                         saved["input_checksums" if key == "outputs" else "rotation_input_checksums"])
                     pristine, given = _clone_all(inputs), _clone_all(inputs)
                     set_seed(s)
                     out = call(given)

@@ -758,6 +758,33 @@ class GpuLockTest(unittest.TestCase):
         for earlier, later in zip(spans, spans[1:]):
             self.assertLessEqual(earlier[1], later[0], f"exclusive turns overlap: {spans}")
 
+    def test_get_inputs_and_the_checksum_run_with_no_turn_held(self):
+        # A shared turn held through get_inputs would hold every waiting timing as long.
+        import fcntl
+        lock = self.lock()
+        req = {"lock": lock, "device_obj": torch.device("cpu"), "dtype": torch.float32,
+               "switches": {"keep_integer_inputs": True}}
+        seen = []
+
+        def get_inputs():
+            seen.append((lock.mode, self.held(self.path, fcntl.LOCK_EX)))
+            return [torch.ones(3, dtype=torch.float64), 7]
+
+        lock.enter("shared")
+        sums = []
+        inputs = self.harness._inputs_for(5, get_inputs, req, sums)
+        self.assertEqual(seen, [(None, False)])
+        self.assertEqual(lock.mode, "shared")
+        self.assertTrue(self.held(self.path, fcntl.LOCK_EX))
+        self.assertEqual(inputs[0].dtype, torch.float32)
+        self.assertEqual(sums, [self.harness._checksum([torch.ones(3, dtype=torch.float64), 7])])
+        lock.enter(None)
+        lock.enter("exclusive")  # a caller inside a timed section keeps it
+        self.harness._inputs_for(5, get_inputs, req)
+        self.assertEqual(seen[-1], ("exclusive", True))
+        self.assertEqual(len(lock.stats["exclusive_spans"]), 1)
+        lock.enter(None)
+
     def test_an_exclusive_turn_returns_to_the_shared_turn(self):
         import fcntl
         lock, other = self.lock(), self.lock()
