@@ -21,7 +21,11 @@
 # files that sweeps also score against, for problems this farm has not measured), AK_KB_BUDGET_S
 # (each phase waits at most what is left of this many seconds, less 20 s for writing its files, and
 # one with nothing left is skipped; a phase stopped by its wait leaves its unfinished jobs in the
-# farm, where the next phase's jobs queue behind them).
+# farm, where the next phase's jobs queue behind them), AK_KB_GPU_MODEL (the campaigns run on
+# workers of this model only, e.g. "NVIDIA H200"), AK_KB_RESUME (a folder of baseline files of that
+# model, e.g. an earlier run's $OUT/kernelbench: the baseline phases start from them and measure
+# only the problems they lack, kb baseline --skip-measured; an agree phase then compares with those
+# files' eager figures, measured in that earlier run).
 set -uo pipefail
 B=${1:?usage: kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT PHASE...}
 KB=${2:?KernelBench checkout}
@@ -41,6 +45,16 @@ trap 'kill $WORKER $COORD 2>/dev/null; wait 2>/dev/null; rm -rf "$STATE"' EXIT
 C=(--client tcp://127.0.0.1:25556 --timeout-ms 60000 --job-timeout-ms "${AK_KB_TIMEOUT_MS:-300000}")
 files=(); for f in ${AK_KB_BASELINES:-}; do files+=(--baselines "$f"); done
 KBOUT=$STATE/out
+gm=(); skip=(); model=${AK_KB_GPU_MODEL:-}
+[ "${AK_KB_BACKEND:-cuda}" = cpu ] && model=cpu  # cpu workers: the files of "cpu", no --gpu-model
+[ -n "$model" ] && [ "$model" != cpu ] && gm=(--gpu-model "$model")
+if [ -n "${AK_KB_RESUME:-}" ]; then
+  [ -n "$model" ] || { echo "AK_KB_RESUME needs AK_KB_GPU_MODEL (baseline files are per GPU model)"; exit 2; }
+  hw=$KBOUT/results/timing/${model//[^[:alnum:]]/_}
+  mkdir -p "$hw"
+  cp "$AK_KB_RESUME"/baseline_time_torch*.json "$hw/" || exit 2
+  skip=(--skip-measured)
+fi
 quiet() { tr '\r' '\n' | grep --line-buffered -v '^\['; }
 END=$(( $(date +%s) + ${AK_KB_BUDGET_S:-0} ))
 for phase in "$@"; do
@@ -57,7 +71,8 @@ for phase in "$@"; do
   start=$(date +%s)
   case $what in
     eager|compile|compile-*)
-      "$AK" kb baseline --kernelbench "$KB" "${sel[@]}" --modes "$what" --backend "${AK_KB_BACKEND:-cuda}" --out "$KBOUT" "${C[@]}" 2>&1 | quiet
+      "$AK" kb baseline --kernelbench "$KB" "${sel[@]}" --modes "$what" --backend "${AK_KB_BACKEND:-cuda}" "${gm[@]}" "${skip[@]}" \
+        --out "$KBOUT" "${C[@]}" 2>&1 | quiet
       echo "$phase: rc=${PIPESTATUS[0]} wall $(( $(date +%s) - start )) s"
       cp "$KBOUT"/results/timing/*/baseline_time_torch*.json "$OUT/" 2>/dev/null ;;
     agree)
@@ -69,7 +84,7 @@ for phase in "$@"; do
       echo "$phase: rc=$? wall $(( $(date +%s) - start )) s" ;;
     builtin|sweep)
       src=(--builtin); [ "$what" = sweep ] && src=(--generations "${AK_KB_GENERATIONS:?sweep needs AK_KB_GENERATIONS}" --sample-backend torch)
-      "$AK" kb sweep --kernelbench "$KB" "${sel[@]}" "${src[@]}" "${files[@]}" --backend "${AK_KB_BACKEND:-cuda}" --out "$KBOUT/$what" "${C[@]}" 2>&1 | quiet
+      "$AK" kb sweep --kernelbench "$KB" "${sel[@]}" "${src[@]}" "${files[@]}" --backend "${AK_KB_BACKEND:-cuda}" "${gm[@]}" --out "$KBOUT/$what" "${C[@]}" 2>&1 | quiet
       echo "$phase: rc=${PIPESTATUS[0]} wall $(( $(date +%s) - start )) s"
       cp "$KBOUT/$what/scores.json" "$OUT/scores-$what.json" 2>/dev/null
       for f in "$KBOUT/$what"/level*/eval_results.json; do

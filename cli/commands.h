@@ -75,6 +75,9 @@ struct KbArgs {
   std::string levels = "1-3";   // ranges
   std::string ids;              // problem id ranges; empty: all
   std::vector<std::string> baselines = {"eager", "compile"};
+  // baseline: leave out the problems the baseline files in --out already hold in every mode asked
+  // for (of the one GPU model; cpu on cpu workers), so a sweep stopped part-way goes on from there
+  bool skip_measured = false;
   std::string backend = "cuda";  // the workers that run it: cuda or cpu
   std::vector<std::string> gpu_models;
   std::string sample_backend = "cuda";  // the candidates': cuda (load_inline), triton or torch

@@ -183,6 +183,39 @@ Result<std::vector<kernelbench::Generation>> builtin_generations(const KbArgs& a
   return out;
 }
 
+// --skip-measured: the problems that the baseline files in --out do not hold in every mode of
+// --modes for the campaign's one GPU model.
+Result<std::vector<kernelbench::Problem>> unmeasured(const KbArgs& a, std::vector<kernelbench::Problem> problems) {
+  std::string gpu;
+  if (a.backend == "cpu") {
+    gpu = "cpu";
+  } else if (a.gpu_models.size() == 1) {
+    gpu = a.gpu_models.front();
+  } else {
+    return Status::invalid("--skip-measured needs one --gpu-model: baseline files are per GPU model (got " +
+                           std::to_string(a.gpu_models.size()) + ")");
+  }
+  const fs::path dir = fs::path(a.out) / "results" / "timing" / hardware_dir(gpu);
+  std::map<std::pair<int, std::string>, std::set<std::string>> modes_measured;
+  for (const auto& mode : a.baselines) {
+    const fs::path p = dir / baseline_file(mode);
+    if (!fs::exists(p)) continue;
+    auto entries = kernelbench::load_baseline_file(p.string(), gpu);
+    if (!entries.ok()) return entries.status();
+    for (const auto& e : *entries)
+      if (e.gpu_model == gpu) modes_measured[{e.level, e.problem_name}].insert(e.mode);
+  }
+  const size_t before = problems.size();
+  std::erase_if(problems, [&](const kernelbench::Problem& p) {
+    const auto it = modes_measured.find({p.level, p.name});
+    return it != modes_measured.end() &&
+           std::all_of(a.baselines.begin(), a.baselines.end(), [&](const std::string& m) { return it->second.contains(m); });
+  });
+  std::cout << "skipping " << before - problems.size() << " of " << before << " problems: measured in every mode in "
+            << dir.string() << "\n";
+  return problems;
+}
+
 }  // namespace
 
 int kb_baseline(const ClientArgs& c, const KbArgs& a) {
@@ -196,6 +229,18 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb baseline: "
               << (problems.ok() ? "no problem matches the selection" : problems.status().message()) << "\n";
     return 2;
+  }
+  if (a.skip_measured) {
+    auto left = unmeasured(a, std::move(*problems));
+    if (!left.ok()) {
+      std::cerr << "autokernel kb baseline: " << left.status().message() << "\n";
+      return 2;
+    }
+    problems = std::move(*left);
+    if (problems->empty()) {
+      std::cout << "baselines: every selected problem is measured already\n";
+      return 0;
+    }
   }
   json doc = campaign_base(a, "baseline");
   doc["baselines"] = a.baselines;

@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
   auto* kbb = kbc->add_subcommand("baseline", "Eager and torch.compile baselines of every selected problem (results/timing/<hardware>/)");
   add_kb(kbb);
   kbb->add_option("--modes", kb.baselines, "eager, compile, compile-max-autotune ...")->capture_default_str();
+  kbb->add_flag("--skip-measured", kb.skip_measured,
+                "leave out the problems that the baseline files in --out hold in every mode of --modes for the one "
+                "--gpu-model (cpu on cpu workers), so a sweep stopped part-way goes on where it stopped");
   auto* kbs = kbc->add_subcommand("sweep", "Evaluate a folder of generations, one job per sample; fast_p against the farm's baselines");
   add_kb(kbs);
   auto* kb_gen = kbs->add_option("--generations", kb.generations, "folder of level_<L>_problem_<P>_sample_<S>_kernel.py");

@@ -251,4 +251,15 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// run_autokernel with the command's stdout and stderr written to `output_path`.
+inline int run_autokernel_to(const std::vector<std::string>& args, const std::string& output_path) {
+  std::vector<std::string> argv = {bin("autokernel"), "--log-level", "warn"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess::Options o;
+  o.output_path = output_path;
+  auto p = ChildProcess::spawn(argv, o);
+  if (!p.ok()) return -1;
+  return p->wait();
+}
+
 }  // namespace ak::testing

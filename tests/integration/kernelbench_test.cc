@@ -132,6 +132,29 @@ TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScor
   EXPECT_TRUE(base["level1"].contains("1_Matmul.py"));
   EXPECT_TRUE(base["level1"].contains("7_ScaleShift.py"));
 
+  // --skip-measured goes on where those stopped: of 1-7 only the five not measured run.
+  {
+    std::vector<std::string> args = {"kb", "baseline", "--ids", "1-7", "--modes", "eager", "--skip-measured",
+                                     "--out", out.string()};
+    args.insert(args.end(), common.begin(), common.end());
+    const std::string log = (fs::path(farm.dir()) / "skip.log").string();
+    ASSERT_EQ(run_autokernel_to(args, log), 0) << read_text(log);
+    const std::string text = read_text(log);
+    EXPECT_NE(text.find("skipping 2 of 7 problems"), std::string::npos) << text;
+    EXPECT_NE(text.find("): 5 jobs"), std::string::npos) << text;
+    const json after = read_json(out / "results/timing/cpu/baseline_time_torch.json");
+    EXPECT_EQ(after["level1"].size(), 7u) << after.dump();
+    EXPECT_EQ(after["level1"]["1_Matmul.py"], base["level1"]["1_Matmul.py"]);  // not measured again
+    // Everything measured: nothing runs. On GPU workers without one --gpu-model: refused (a
+    // baseline file is per GPU model).
+    ASSERT_EQ(run_autokernel_to(args, log), 0) << read_text(log);
+    EXPECT_NE(read_text(log).find("every selected problem is measured already"), std::string::npos) << read_text(log);
+    std::vector<std::string> gpu = {"kb", "baseline", "--ids", "1", "--skip-measured", "--out", out.string(),
+                                    "--kernelbench", problems, "--client", farm.client_endpoint()};
+    ASSERT_EQ(run_autokernel_to(gpu, log), 2);
+    EXPECT_NE(read_text(log).find("--skip-measured needs one --gpu-model"), std::string::npos) << read_text(log);
+  }
+
   // A baseline file for a problem the farm has not measured.
   const fs::path other = fs::path(farm.dir()) / "other" / "baseline_time_torch.json";
   fs::create_directories(other.parent_path());
