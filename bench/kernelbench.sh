@@ -24,8 +24,8 @@
 # farm, where the next phase's jobs queue behind them), AK_KB_GPU_MODEL (the campaigns run on
 # workers of this model only, e.g. "NVIDIA H200"), AK_KB_RESUME (a folder of baseline files of that
 # model, e.g. an earlier run's $OUT/kernelbench: the baseline phases start from them and measure
-# only the problems they lack, kb baseline --skip-measured; an agree phase then compares with those
-# files' eager figures, measured in that earlier run).
+# only the problems they lack, kb baseline --skip-measured, and sweeps score against them; an agree
+# phase then compares with those files' eager figures, measured in that earlier run).
 set -uo pipefail
 B=${1:?usage: kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT PHASE...}
 KB=${2:?KernelBench checkout}
@@ -54,6 +54,8 @@ if [ -n "${AK_KB_RESUME:-}" ]; then
   mkdir -p "$hw"
   cp "$AK_KB_RESUME"/baseline_time_torch*.json "$hw/" || exit 2
   skip=(--skip-measured)
+  # sweeps score against them too (the farm's own rows hold only what this run measures)
+  for f in "$hw"/baseline_time_torch*.json; do files+=(--baselines "$f"); done
 fi
 quiet() { tr '\r' '\n' | grep --line-buffered -v '^\['; }
 END=$(( $(date +%s) + ${AK_KB_BUDGET_S:-0} ))

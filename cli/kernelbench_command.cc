@@ -4,6 +4,7 @@
 // follows it, and writes KernelBench's files: the baseline JSON of results/timing/<hardware>/,
 // eval_results.json per level, and the fast_p scores.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -103,6 +104,12 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
   return run;
 }
 
+// GPU models compare as the scheduler compares them: case aside.
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
 std::string hardware_dir(std::string gpu) {
   for (char& ch : gpu)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -113,6 +120,16 @@ Status write_json(const fs::path& p, const json& j) {
   std::error_code ec;
   fs::create_directories(p.parent_path(), ec);
   return write_file(p.string(), j.dump(2) + "\n");
+}
+
+// results/timing/<hardware> of a GPU model under `out`: a folder already there whose name differs
+// only in case (a model given as --gpu-model "nvidia h200"), else the model's own.
+fs::path timing_dir(const std::string& out, const std::string& gpu) {
+  const fs::path timing = fs::path(out) / "results" / "timing";
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(timing, ec))
+    if (d.is_directory() && lower(d.path().filename().string()) == lower(hardware_dir(gpu))) return d.path();
+  return timing / hardware_dir(gpu);
 }
 
 std::string baseline_file(const std::string& mode) {
@@ -195,21 +212,28 @@ Result<std::vector<kernelbench::Problem>> unmeasured(const KbArgs& a, std::vecto
     return Status::invalid("--skip-measured needs one --gpu-model: baseline files are per GPU model (got " +
                            std::to_string(a.gpu_models.size()) + ")");
   }
-  const fs::path dir = fs::path(a.out) / "results" / "timing" / hardware_dir(gpu);
+  // The modes as the file names give them back ("compile-default" is the file of "compile").
+  std::set<std::string> wanted;
+  for (const auto& m : a.baselines) {
+    if (m != "eager" && m != "compile" && !(m.starts_with("compile-") && m.size() > 8))
+      return Status::invalid("--modes: '" + m + "' is not eager, compile or compile-<mode>");
+    wanted.insert(m == "compile-default" ? "compile" : m);
+  }
+  const fs::path dir = timing_dir(a.out, gpu);
   std::map<std::pair<int, std::string>, std::set<std::string>> modes_measured;
-  for (const auto& mode : a.baselines) {
+  for (const auto& mode : wanted) {
     const fs::path p = dir / baseline_file(mode);
     if (!fs::exists(p)) continue;
     auto entries = kernelbench::load_baseline_file(p.string(), gpu);
     if (!entries.ok()) return entries.status();
     for (const auto& e : *entries)
-      if (e.gpu_model == gpu) modes_measured[{e.level, e.problem_name}].insert(e.mode);
+      if (lower(e.gpu_model) == lower(gpu)) modes_measured[{e.level, e.problem_name}].insert(e.mode);
   }
   const size_t before = problems.size();
   std::erase_if(problems, [&](const kernelbench::Problem& p) {
     const auto it = modes_measured.find({p.level, p.name});
     return it != modes_measured.end() &&
-           std::all_of(a.baselines.begin(), a.baselines.end(), [&](const std::string& m) { return it->second.contains(m); });
+           std::all_of(wanted.begin(), wanted.end(), [&](const std::string& m) { return it->second.contains(m); });
   });
   std::cout << "skipping " << before - problems.size() << " of " << before << " problems: measured in every mode in "
             << dir.string() << "\n";
@@ -252,7 +276,7 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
   }
   const json* rows = &run->rows;
   // KernelBench's layout: results/timing/<hardware>/<file>: {"level1": {"<name>.py": stats}}.
-  std::map<std::pair<std::string, std::string>, json> files;  // (hardware, mode) -> document
+  std::map<std::pair<std::string, std::string>, json> files;  // (GPU model, mode) -> document
   int ok = 0, failed = 0;
   for (const auto& r : *rows) {
     if (!r.contains("kernelbench")) continue;
@@ -269,13 +293,13 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
     json stats = b.value("stats", json::object());
     stats["hardware"] = b.value("hardware", r.value("gpu", ""));
     stats["device"] = b.value("device", "");
-    files[{hardware_dir(r.value("gpu", "cpu")), mode_of(task)}]["level" + std::to_string(task.value("level", 0))]
+    files[{r.value("gpu", "cpu"), mode_of(task)}]["level" + std::to_string(task.value("level", 0))]
          [task.value("problem_name", "")] = stats;
   }
   // Into the file already there, if any: the problems measured now replace their entries, the
   // others stay, so levels or id ranges measured one after the other build one file.
   for (const auto& [key, measured] : files) {
-    const fs::path p = fs::path(a.out) / "results" / "timing" / key.first / baseline_file(key.second);
+    const fs::path p = timing_dir(a.out, key.first) / baseline_file(key.second);
     json doc_ = json::object();
     if (std::ifstream in(p); in) {
       doc_ = json::parse(in, nullptr, /*allow_exceptions=*/false);

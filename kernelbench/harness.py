@@ -922,18 +922,23 @@ def _inputs_for(seed, get_inputs, req, checksum=None):
     turn, waiting as long. The turn held before is taken again (through the gate) for the move to
     the device. With checksum, a list to which the inputs' checksum is appended: the checksum is of
     the inputs as get_inputs made them, before the cast to the request's dtype (process_input is a
-    function of them)."""
+    function of them). A problem whose get_inputs makes tensors on the GPU makes them with no turn
+    held (none of KernelBench's does); their checksum is taken back in the turn."""
     lock = req["lock"]
     held = lock.mode
     if held == "shared":
+        synchronize(req["device_obj"])  # this process's GPU work ends inside its turn
         lock.enter(None)
     try:
         set_seed(seed)
-        raw = get_inputs()
-        if checksum is not None:
+        raw = list(get_inputs())
+        on_cpu = not any(isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in raw)
+        if checksum is not None and on_cpu:
             checksum.append(_checksum(raw))
     finally:
         lock.enter(held)
+    if checksum is not None and not on_cpu:  # a problem that makes its inputs on the GPU: in the turn
+        checksum.append(_checksum(raw))
     return [process_input(x, req["device_obj"], req["dtype"], req["switches"]) for x in raw]
 
 
@@ -1186,8 +1191,9 @@ def run_candidate(req):
         result["correctness"] = correct
 
         # Performance: the candidate when correct; the reference always (excessive-speedup check).
-        # Each timed section takes the exclusive turn; the inputs it times are made before it, in
-        # the shared turn (KernelBench's get_inputs builds GiB-sized tensors on the CPU).
+        # Each timed section takes the exclusive turn; the inputs it times are made before it, with
+        # no turn held (KernelBench's get_inputs builds GiB-sized tensors on the CPU), and moved to
+        # the device in the shared turn.
         if correct:
             try:
                 synchronize(device)

@@ -153,6 +153,9 @@ TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScor
                                     "--kernelbench", problems, "--client", farm.client_endpoint()};
     ASSERT_EQ(run_autokernel_to(gpu, log), 2);
     EXPECT_NE(read_text(log).find("--skip-measured needs one --gpu-model"), std::string::npos) << read_text(log);
+    args.insert(args.end(), {"--modes", "fast"});
+    ASSERT_EQ(run_autokernel_to(args, log), 2);
+    EXPECT_NE(read_text(log).find("'fast' is not eager, compile or compile-<mode>"), std::string::npos) << read_text(log);
   }
 
   // A baseline file for a problem the farm has not measured.
