@@ -63,7 +63,9 @@ for step in $STEPS; do
       KBC=${AK_KERNELBENCH:-$PWD/.kb/KernelBench}
       # shellcheck disable=SC2086
       timeout "${AK_KB_STEP_TIMEOUT:-470}" bash bench/kernelbench.sh "$B" "$KBC" ${AK_KB_PHASES:-} > "$OUT/kernelbench.log" 2>&1
-      echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | grep -v "^\[Profiling\]\|^Using PyTorch" | tail -120 ;;
+      echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | grep -v "^\[Profiling\]\|^Using PyTorch" | tail -120
+      # one file for the phases' files: a device call brings back at most 8 files from $OUT
+      tar czf "$OUT/kernelbench.tgz" -C "$OUT" kernelbench && rm -rf "$OUT/kernelbench" ;;
     library)
       timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac
