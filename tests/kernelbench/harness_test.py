@@ -681,11 +681,23 @@ class GpuLockTest(unittest.TestCase):
         finally:
             os.close(fd)
 
-    def until(self, condition, what):
-        deadline = time.monotonic() + 30
-        while not condition():
-            self.assertLess(time.monotonic(), deadline, f"timed out waiting until {what}")
-            time.sleep(0.001)
+    def gate_taken_by(self, lock):
+        """An Event set when `lock` has taken its gate (the harness's flock calls, observed)."""
+        import fcntl
+        import types
+        from unittest import mock
+        taken = threading.Event()
+
+        def flock(fd, op):
+            fcntl.flock(fd, op)
+            if fd == lock._gate_fd and op == fcntl.LOCK_EX:
+                taken.set()
+
+        spy = types.SimpleNamespace(flock=flock, LOCK_EX=fcntl.LOCK_EX, LOCK_SH=fcntl.LOCK_SH, LOCK_UN=fcntl.LOCK_UN)
+        patch = mock.patch.object(self.harness, "fcntl", spy)
+        patch.start()
+        self.addCleanup(patch.stop)
+        return taken
 
     def enter_in_thread(self, lock, mode):
         t = threading.Thread(target=lock.enter, args=(mode,), daemon=True)
@@ -709,8 +721,10 @@ class GpuLockTest(unittest.TestCase):
         import fcntl
         a, timer, late = self.lock(), self.lock(), self.lock()
         a.enter("shared")
+        gate_taken = self.gate_taken_by(timer)
         t = self.enter_in_thread(timer, "exclusive")
-        self.until(lambda: self.held(self.path + ".gate", fcntl.LOCK_EX), "the timer holds the gate")
+        self.assertTrue(gate_taken.wait(30), "the timer never took the gate")
+        self.assertTrue(self.held(self.path + ".gate", fcntl.LOCK_EX))
         self.assertIsNone(timer.mode)  # it waits for the shared turn to end
         u = self.enter_in_thread(late, "shared")
         a.enter(None)
