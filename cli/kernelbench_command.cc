@@ -5,7 +5,6 @@
 // eval_results.json per level, and the fast_p scores.
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "coordinator/client.h"
+#include "coordinator/study.h"
 #include "kernelbench/bridge.h"
 #include "kernelbench/builtin.h"
 #include "kernelbench/score.h"
@@ -104,12 +104,6 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
   return run;
 }
 
-// GPU models compare as the scheduler compares them: case aside.
-std::string lower(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
 std::string hardware_dir(std::string gpu) {
   for (char& ch : gpu)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -128,14 +122,9 @@ fs::path timing_dir(const std::string& out, const std::string& gpu) {
   const fs::path timing = fs::path(out) / "results" / "timing";
   std::error_code ec;
   for (const auto& d : fs::directory_iterator(timing, ec))
-    if (d.is_directory() && lower(d.path().filename().string()) == lower(hardware_dir(gpu))) return d.path();
+    if (d.is_directory() && gpu_model_key(d.path().filename().string()) == gpu_model_key(hardware_dir(gpu)))
+      return d.path();
   return timing / hardware_dir(gpu);
-}
-
-std::string baseline_file(const std::string& mode) {
-  if (mode == "eager") return "baseline_time_torch.json";
-  const std::string m = mode == "compile" ? "default" : mode.substr(8);  // compile-<mode>
-  return "baseline_time_torch_compile_inductor_" + m + ".json";
 }
 
 std::string mode_of(const json& task) {
@@ -212,22 +201,21 @@ Result<std::vector<kernelbench::Problem>> unmeasured(const KbArgs& a, std::vecto
     return Status::invalid("--skip-measured needs one --gpu-model: baseline files are per GPU model (got " +
                            std::to_string(a.gpu_models.size()) + ")");
   }
-  // The modes as the file names give them back ("compile-default" is the file of "compile").
   std::set<std::string> wanted;
   for (const auto& m : a.baselines) {
-    if (m != "eager" && m != "compile" && !(m.starts_with("compile-") && m.size() > 8))
-      return Status::invalid("--modes: '" + m + "' is not eager, compile or compile-<mode>");
-    wanted.insert(m == "compile-default" ? "compile" : m);
+    auto mode = kernelbench::canonical_baseline_mode(m);
+    if (!mode.ok()) return Status::invalid("--modes: " + mode.status().message());
+    wanted.insert(*mode);
   }
   const fs::path dir = timing_dir(a.out, gpu);
   std::map<std::pair<int, std::string>, std::set<std::string>> modes_measured;
   for (const auto& mode : wanted) {
-    const fs::path p = dir / baseline_file(mode);
+    const fs::path p = dir / kernelbench::baseline_file_name(mode);
     if (!fs::exists(p)) continue;
     auto entries = kernelbench::load_baseline_file(p.string(), gpu);
     if (!entries.ok()) return entries.status();
     for (const auto& e : *entries)
-      if (lower(e.gpu_model) == lower(gpu)) modes_measured[{e.level, e.problem_name}].insert(e.mode);
+      if (gpu_model_key(e.gpu_model) == gpu_model_key(gpu)) modes_measured[{e.level, e.problem_name}].insert(e.mode);
   }
   const size_t before = problems.size();
   std::erase_if(problems, [&](const kernelbench::Problem& p) {
@@ -299,7 +287,7 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
   // Into the file already there, if any: the problems measured now replace their entries, the
   // others stay, so levels or id ranges measured one after the other build one file.
   for (const auto& [key, measured] : files) {
-    const fs::path p = timing_dir(a.out, key.first) / baseline_file(key.second);
+    const fs::path p = timing_dir(a.out, key.first) / kernelbench::baseline_file_name(key.second);
     json doc_ = json::object();
     if (std::ifstream in(p); in) {
       doc_ = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -434,12 +422,8 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
   // Scores cover the selected problems: a sweep of level 1 gives level 1's fast_p over all its
   // problems with a baseline, and no rows for other levels the farm or a file happens to hold.
   std::erase_if(baselines, [&](const kernelbench::Baseline& b) {
-    const auto us = b.problem_name.find('_');
-    int id = 0;
-    const char* end = b.problem_name.data() + (us == std::string::npos ? 0 : us);
-    const auto r = std::from_chars(b.problem_name.data(), end, id);
-    const bool parsed = us != std::string::npos && r.ec == std::errc() && r.ptr == end;
-    return !parsed || !sel->matches(b.level, id);
+    const auto id = kernelbench::problem_id_of(b.problem_name);
+    return !id || !sel->matches(b.level, *id);
   });
   std::cout << "verdicts:";
   for (const auto& [v, n] : verdicts) std::cout << " " << v << " " << n;

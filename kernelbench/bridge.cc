@@ -38,6 +38,13 @@ bool parse_int(const std::string& s, int* out) {
 
 }  // namespace
 
+std::optional<int> problem_id_of(const std::string& file_name) {
+  int id = 0;
+  const auto us = file_name.find('_');
+  if (us == std::string::npos || !parse_int(file_name.substr(0, us), &id)) return std::nullopt;
+  return id;
+}
+
 std::string xxh64_hex(const std::string& text) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
@@ -146,9 +153,9 @@ Result<std::vector<Problem>> load_problems(const std::string& root, const Select
     for (const auto& entry : fs::directory_iterator(ldir, ec)) {
       const std::string file = entry.path().filename().string();
       if (!entry.is_regular_file() || entry.path().extension() != ".py") continue;
-      int id = 0;
-      const auto us = file.find('_');
-      if (us == std::string::npos || !parse_int(file.substr(0, us), &id)) continue;
+      const auto parsed_id = problem_id_of(file);
+      if (!parsed_id) continue;
+      const int id = *parsed_id;
       if (!sel.matches(level, id)) continue;
       auto [it, fresh] = seen.emplace(std::make_pair(level, id), entry.path().string());
       if (!fresh)

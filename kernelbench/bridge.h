@@ -50,6 +50,9 @@ struct Selection {
 // Parses "1-10,15,20-22" into ids; errors name the bad piece.
 Result<std::set<int>> parse_id_ranges(const std::string& text);
 
+// The id of a problem file name "<id>_<name>.py" (the digits before the first '_'), or nullopt.
+std::optional<int> problem_id_of(const std::string& file_name);
+
 // The folder that holds level1/ ... under `root`, or kNotFound saying what was looked for.
 Result<std::string> find_levels_dir(const std::string& root);
 

@@ -223,9 +223,25 @@ std::string score_table(const std::vector<LevelScore>& scores) {
   return out.str();
 }
 
+namespace {
+const std::string kEagerFile = "baseline_time_torch.json", kCompileFilePrefix = "baseline_time_torch_compile_inductor_";
+}  // namespace
+
+Result<std::string> canonical_baseline_mode(const std::string& mode) {
+  if (mode == "eager" || mode == "compile") return mode;
+  if (mode.starts_with("compile-") && mode.size() > 8) return mode == "compile-default" ? "compile" : mode;
+  return Status::invalid("'" + mode + "' is not eager, compile or compile-<mode>");
+}
+
+std::string baseline_file_name(const std::string& mode) {
+  if (mode == "eager") return kEagerFile;
+  return kCompileFilePrefix + (mode == "compile" ? "default" : mode.substr(8)) + ".json";
+}
+
 Result<std::vector<Baseline>> load_baseline_file(const std::string& path, const std::string& gpu_model) {
   const std::string file = std::filesystem::path(path).filename().string();
-  const std::string eager = "baseline_time_torch.json", compile = "baseline_time_torch_compile_inductor_";
+  const std::string& eager = kEagerFile;
+  const std::string& compile = kCompileFilePrefix;
   std::string mode;
   if (file == eager) {
     mode = "eager";

@@ -82,6 +82,16 @@ nlohmann::json score_json(const std::vector<LevelScore>& scores);
 // A fixed-width table: one row per (level, GPU model, baseline), one column per threshold.
 std::string score_table(const std::vector<LevelScore>& scores);
 
+// A baseline mode as --modes names it: "eager", "compile" (inductor's default mode) or
+// "compile-<inductor mode>". The name the files and the farm's rows give it back under
+// ("compile-default" is "compile"), or kInvalid.
+Result<std::string> canonical_baseline_mode(const std::string& mode);
+
+// KernelBench's file of a mode's baselines: baseline_time_torch.json for "eager",
+// baseline_time_torch_compile_inductor_<m>.json for "compile-<m>" ("default" for "compile"); the
+// inverse of the file name's reading in load_baseline_file. `mode` as canonical_baseline_mode takes.
+std::string baseline_file_name(const std::string& mode);
+
 // The baselines of a KernelBench baseline file (results/timing/<hardware>/baseline_time_torch*.json:
 // {"level1": {"<name>.py": {"mean": ms, "hardware": ..., ...}}}). The mode comes from the file
 // name: baseline_time_torch.json is "eager", baseline_time_torch_compile_inductor_default.json

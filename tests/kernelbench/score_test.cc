@@ -370,6 +370,19 @@ TEST_F(BaselineFileTest, ModeComesFromTheFileNameAndModelFromEachEntry) {
   EXPECT_EQ((*autotuned)[0].mode, "compile-max-autotune");
 }
 
+TEST_F(BaselineFileTest, EachModesFileNameReadsBackAsThatMode) {
+  const std::string doc = R"({"level1": {"1_A.py": {"mean": 1.0, "hardware": "NVIDIA H200"}}})";
+  for (const std::string given : {"eager", "compile", "compile-default", "compile-max-autotune"}) {
+    auto mode = canonical_baseline_mode(given);
+    ASSERT_TRUE(mode.ok()) << given;
+    auto read = load_baseline_file(write(baseline_file_name(*mode), doc));
+    ASSERT_TRUE(read.ok()) << given << ": " << read.status().message();
+    EXPECT_EQ((*read)[0].mode, *mode) << given;
+  }
+  EXPECT_EQ(*canonical_baseline_mode("compile-default"), "compile");
+  for (const std::string bad : {"fast", "compile-", ""}) EXPECT_FALSE(canonical_baseline_mode(bad).ok()) << bad;
+}
+
 TEST_F(BaselineFileTest, AFileWithoutHardwareNeedsTheModelAndBadFilesAreRefused) {
   const std::string p = write("baseline_time_torch.json", R"({"level2": {"7_C.py": {"mean": 1.0}}})");
   EXPECT_FALSE(load_baseline_file(p).ok());
