@@ -14,6 +14,10 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -147,6 +151,41 @@ std::vector<kernelbench::Baseline> farm_baselines(const json& rows) {
                    b.value("mean_ms", 0.0)});
   }
   return out;
+}
+
+// Where the harness processes' time went, summed over the measured jobs (the result's "phases_s"
+// and "gpu_lock"), and the jobs that took longest: which phase a sweep's wall time is made of.
+void print_phase_summary(const json& rows) {
+  static const char* kOrder[] = {"start", "load", "inputs", "shared_wait", "build", "compile", "exclusive_wait", "timed"};
+  std::map<std::string, double> sum;
+  std::vector<std::pair<double, std::string>> longest;  // (job's seconds, "level name (phases)")
+  int jobs = 0;
+  for (const auto& r : rows) {
+    if (!r.contains("kernelbench") || r["correctness"] != "PASS") continue;
+    const json& kb = r["kernelbench"];
+    const json phases = kb.value("baseline", json::object()).value("phases_s", json::object());
+    if (!phases.is_object() || phases.empty()) continue;
+    ++jobs;
+    double total = 0;
+    std::string parts;
+    for (const char* name : kOrder) {
+      if (!phases.contains(name)) continue;
+      const double v = phases.value(name, 0.0);
+      sum[name] += v;
+      total += v;
+      if (v >= 0.05) parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : ", ", name, v);
+    }
+    const json task = kb.value("task", json::object());
+    longest.emplace_back(total, fmt::format("level {} {} {:.1f} s ({})", task.value("level", 0),
+                                            task.value("problem_name", ""), total, parts));
+  }
+  if (jobs == 0) return;
+  std::string line;
+  for (const char* name : kOrder)
+    if (sum.contains(name)) line += fmt::format("{}{} {:.1f} s", line.empty() ? "" : ", ", name, sum[name]);
+  std::cout << "time in the harness, summed over " << jobs << " jobs: " << line << "\n";
+  std::sort(longest.begin(), longest.end(), std::greater<>());
+  for (size_t i = 0; i < std::min<size_t>(5, longest.size()); ++i) std::cout << "  longest: " << longest[i].second << "\n";
 }
 
 // --builtin: the built-in candidate of every selected problem that has one, written to
@@ -312,6 +351,7 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
     }
     std::cout << "wrote " << p.string() << ": " << n << " measured now, " << kept << " in the file\n";
   }
+  print_phase_summary(*rows);
   std::printf("baselines: %d measured, %d failed, %zu problems x %zu modes, wall %.1f s (campaign %s)%s\n", ok,
               failed, problems->size(), a.baselines.size(), run->wall_s, run->id.c_str(),
               run->complete ? "" : ", not complete");

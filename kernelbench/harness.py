@@ -35,6 +35,7 @@ import warnings
 # path looks them up at call time, as KernelBench does (a candidate that patches them fools it
 # exactly as it would fool KernelBench); the strict checks use these pinned originals.
 _PINNED_PERF_COUNTER = time.perf_counter
+_STARTED = time.monotonic()  # before torch's import, for a baseline's "start" phase
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -1015,14 +1016,27 @@ def _outputs_meta(req):
 
 
 def run_baseline(req):
-    """KernelBench measure_ref_program_time (eager or torch.compile)."""
+    """KernelBench measure_ref_program_time (eager or torch.compile). The result's "phases_s" says
+    where the process's time went, in seconds: start (importing torch), load (the problem file),
+    inputs (get_inputs and get_init_inputs), shared_wait, build (moving to the device, Model()),
+    compile (torch.compile's first call), exclusive_wait, timed (warm-ups and trials)."""
     device, dtype, switches = req["device_obj"], req["dtype"], req["switches"]
     base = {"compile": req["compile"], "compile_mode": req["compile_mode"], "device": str(device),
             "hardware": hardware_name(device), "precision": req["precision"], "switches": switches}
+    phases = {"start": round(time.monotonic() - _STARTED, 3)}  # importing torch, reading the request
+    clock = [time.monotonic()]
+
+    def phase(name):
+        now = time.monotonic()
+        phases[name] = round(now - clock[0], 3)
+        clock[0] = now
+
     try:
         _, _, Model, get_init_inputs, get_inputs = load_problem(req["problem_path"])
     except ProblemError as e:
         return dict(base, ok=False, error=str(e))
+    phase("load")
+    lock = req["lock"]
     try:
         with torch.no_grad():
             if device.type == "cuda":
@@ -1033,28 +1047,35 @@ def run_baseline(req):
             inputs = get_inputs()
             set_seed(req["seed"])
             init_inputs = get_init_inputs()
-            lock = req["lock"]
+            phase("inputs")
             lock.enter("shared")
+            phase("shared_wait")
             inputs = [_cast_baseline(x, device, dtype, switches) for x in inputs]
             init_inputs = [_cast_baseline(x, device, dtype, switches) for x in init_inputs]
             model = Model(*init_inputs)
             model = model.to(device=device, dtype=dtype)
+            synchronize(device)
+            phase("build")
             if req["compile"]:
                 torch._dynamo.reset()
                 model = torch.compile(model, backend="inductor", mode=req["compile_mode"])
                 if lock.active:
                     # Compile now, beside other processes' compiles, not in the timed turn.
                     model(*inputs)
-            synchronize(device)
+                    synchronize(device)
+                phase("compile")
             lock.enter("exclusive")
+            phase("exclusive_wait")
             times = time_calls(model, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1,
                                device, LIVE_CLOCK)
             lock.enter(None)
+            phase("timed")
             stats = timing_stats(times, device)
         return dict(base, ok=True, mean_ms=stats["mean"], stats=stats, num_warmup=req["num_warmup"],
-                    timer=_timer_name(device))
+                    timer=_timer_name(device), phases_s=phases)
     except BaseException as e:  # noqa: B036
-        return dict(base, ok=False, error=f"{get_error_name(e)}: {e}", traceback=traceback.format_exc()[-4000:])
+        return dict(base, ok=False, error=f"{get_error_name(e)}: {e}", traceback=traceback.format_exc()[-4000:],
+                    phases_s=phases)
 
 
 def _cast_baseline(x, device, dtype, switches):

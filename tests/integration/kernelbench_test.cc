@@ -142,6 +142,10 @@ TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScor
     const std::string text = read_text(log);
     EXPECT_NE(text.find("skipping 2 of 7 problems"), std::string::npos) << text;
     EXPECT_NE(text.find("): 5 jobs"), std::string::npos) << text;
+    // Where the five jobs' time went, phase by phase (eager: no compile phase).
+    EXPECT_NE(text.find("time in the harness, summed over 5 jobs: start "), std::string::npos) << text;
+    EXPECT_EQ(text.find("compile "), std::string::npos) << text;
+    EXPECT_NE(text.find("  longest: level 1 "), std::string::npos) << text;
     const json after = read_json(out / "results/timing/cpu/baseline_time_torch.json");
     EXPECT_EQ(after["level1"].size(), 7u) << after.dump();
     EXPECT_EQ(after["level1"]["1_Matmul.py"], base["level1"]["1_Matmul.py"]);  // not measured again

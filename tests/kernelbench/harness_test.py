@@ -581,6 +581,9 @@ class BaselineTest(unittest.TestCase):
         self.assertEqual(r["stats"]["num_trials"], 5)
         self.assertEqual(r["num_warmup"], 5)  # measure_ref_program_time's default
         self.assertEqual(r["hardware"], "cpu")
+        # Where the time went; no compile phase for eager.
+        self.assertEqual(set(r["phases_s"]), {"start", "load", "inputs", "shared_wait", "build", "exclusive_wait", "timed"})
+        self.assertTrue(all(v >= 0 for v in r["phases_s"].values()), r["phases_s"])
 
     def test_compile_baseline_is_timed_or_reports_its_error(self):
         r = checked(case("baseline_compile"), "baseline")
@@ -589,6 +592,7 @@ class BaselineTest(unittest.TestCase):
         if r["ok"]:
             self.assertGreater(r["mean_ms"], 0)
             self.assertEqual(r["stats"]["num_trials"], 5)
+            self.assertIn("compile", r["phases_s"])
         else:  # inductor without a working C++ toolchain: a clean error, not a crash
             self.assertTrue(r["error"])
 
@@ -753,6 +757,9 @@ class GpuLockTest(unittest.TestCase):
             self.assertTrue(r["ok"], r.get("error"))
             self.assertEqual(r["stats"]["num_trials"], 20)
             self.assertEqual(len(r["gpu_lock"]["exclusive_spans"]), 1)
+            # The first call compiles nothing in eager mode; with a lock the phases are all there.
+            self.assertNotIn("compile", r["phases_s"])
+            self.assertGreater(r["phases_s"]["timed"], 0)
             spans.append(r["gpu_lock"]["exclusive_spans"][0])
         spans.sort()
         self.assertLessEqual(spans[0][1], spans[1][0], f"exclusive turns overlap: {spans}")
