@@ -45,6 +45,18 @@ int status(const ClientArgs& c, bool as_json) {
   return 0;
 }
 
+int cancel(const ClientArgs& c, const std::string& campaign_id, const std::string& reason) {
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  auto r = client.cancel(campaign_id, reason);
+  if (!r.ok()) {
+    std::cerr << "autokernel cancel: " << r.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "campaign " << campaign_id << " cancelled: " << (*r)["cancelled"] << " queued jobs ended, "
+            << (*r)["stopping"] << " running told to stop, " << (*r)["finished"] << " finished before\n";
+  return 0;
+}
+
 int results(const ClientArgs& c, const ResultsFilter& f, bool as_json, int limit) {
   CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
   auto r = client.results(protocol::ResultsQuery{f.campaign_id, f.status, f.kernel_type, f.shape, f.gpu_model});

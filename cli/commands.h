@@ -48,6 +48,7 @@ struct ClientArgs {
 };
 int submit(const ClientArgs& c, const std::string& campaign_file, bool wait);
 int status(const ClientArgs& c, bool json);
+int cancel(const ClientArgs& c, const std::string& campaign_id, const std::string& reason);
 struct ResultsFilter {
   std::string campaign_id, status, kernel_type, shape, gpu_model;  // empty: all
 };

@@ -60,6 +60,12 @@ int main(int argc, char** argv) {
   sub->add_flag("--wait", wait, "follow progress until the campaign finishes");
   add_client(sub);
 
+  std::string cancel_id, cancel_reason;
+  auto* can = app.add_subcommand("cancel", "Cancel a campaign: queued jobs end CANCELLED, running KernelBench jobs are stopped");
+  can->add_option("campaign", cancel_id, "campaign id (autokernel status lists them)")->required();
+  can->add_option("--reason", cancel_reason, "kept with the campaign and in each cancelled job's row");
+  add_client(can);
+
   bool as_json = false;
   auto* stat = app.add_subcommand("status", "Jobs by state, workers, campaigns and throughput");
   stat->add_flag("--json", as_json, "print the raw status document");
@@ -70,7 +76,7 @@ int main(int argc, char** argv) {
   int limit = 0;
   auto* res = app.add_subcommand("results", "Result rows, best first per shape and dtype");
   res->add_option("--campaign", campaign, "only this campaign");
-  res->add_option("--status", status_filter, "only this status (PASS, FAIL, COMPILE_ERROR, TIMEOUT, CRASH, REJECTED, LOST)");
+  res->add_option("--status", status_filter, "only this status (PASS, FAIL, COMPILE_ERROR, TIMEOUT, CRASH, REJECTED, LOST, CANCELLED)");
   res->add_option("--kernel", rf.kernel_type, "only this target's kernel type (softmax, matmul, ...)");
   res->add_option("--shape", rf.shape, "only this target's shape, e.g. 4096x4096");
   res->add_option("--gpu-model", rf.gpu_model, "only results of workers with this GPU (case-insensitive), 'cpu' for CPU workers");
@@ -164,6 +170,7 @@ int main(int argc, char** argv) {
   if (*work) return ak::cli::worker(wo);
   if (*sub) return ak::cli::submit(cl, campaign_file, wait);
   if (*stat) return ak::cli::status(cl, as_json);
+  if (*can) return ak::cli::cancel(cl, cancel_id, cancel_reason);
   rf.campaign_id = campaign;
   rf.status = status_filter;
   if (*res) return ak::cli::results(cl, rf, as_json, limit);

@@ -17,7 +17,7 @@ constexpr const char* kBackendNames[] = {"cpu", "cuda", "triton"};
 constexpr const char* kDTypeNames[] = {"fp32", "fp16", "bf16"};
 constexpr const char* kJobStateNames[] = {"QUEUED", "LEASED", "DONE", "LOST"};
 constexpr const char* kResultStatusNames[] = {"PASS",  "FAIL",     "COMPILE_ERROR", "TIMEOUT",
-                                              "CRASH", "REJECTED", "LOST"};
+                                              "CRASH", "REJECTED", "LOST", "CANCELLED"};
 
 template <typename E, size_t N>
 E enum_from_json(const nlohmann::json& j, const char* const (&names)[N], const char* what) {
@@ -248,6 +248,10 @@ void from_json(const nlohmann::json& j, JobRecord& v) {
 void to_json(nlohmann::json& j, const CampaignRecord& v) {
   j = {{"campaign_id", v.campaign_id}, {"name", v.name}, {"definition", v.definition},
        {"job_count", v.job_count}, {"submitted_wall_ms", v.submitted_wall_ms}};
+  if (v.cancelled) {
+    j["cancelled"] = true;
+    j["cancel_reason"] = v.cancel_reason;
+  }
 }
 void from_json(const nlohmann::json& j, CampaignRecord& v) {
   v.campaign_id = j.at("campaign_id").get<std::string>();
@@ -255,6 +259,8 @@ void from_json(const nlohmann::json& j, CampaignRecord& v) {
   v.definition = j.value("definition", nlohmann::json::object());
   v.job_count = j.value("job_count", int64_t{0});
   v.submitted_wall_ms = j.value("submitted_wall_ms", int64_t{0});
+  v.cancelled = j.value("cancelled", false);
+  v.cancel_reason = j.value("cancel_reason", std::string());
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {

@@ -31,6 +31,7 @@ enum class ResultStatus {
   kCrash,         // the sandbox died (signal, CUDA fault, abort)
   kRejected,      // a detected cheat (issue "Trustworthy measurement")
   kLost,          // the coordinator gave up after too many attempts
+  kCancelled,     // its campaign was cancelled before the job finished (autokernel cancel)
 };
 
 const char* backend_name(Backend b);      // "cpu", "cuda", "triton"
@@ -222,6 +223,9 @@ struct CampaignRecord {
   nlohmann::json definition;   // the submitted campaign document
   int64_t job_count = 0;
   int64_t submitted_wall_ms = 0;
+  // Set by `autokernel cancel`: its unfinished jobs end CANCELLED and a study proposes no more.
+  bool cancelled = false;
+  std::string cancel_reason;
 };
 
 void to_json(nlohmann::json& j, const KernelBenchTask& v);

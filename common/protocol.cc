@@ -36,6 +36,8 @@ struct Encoder {
   json operator()(const Disconnect& m) const { return {{"worker_id", m.worker_id}, {"reason", m.reason}}; }
   json operator()(const Job& m) const { return {{"spec", m.spec}, {"attempt", m.attempt}, {"lease_ms", m.lease_ms}}; }
   json operator()(const Ack& m) const { return {{"job_id", m.job_id}, {"attempt", m.attempt}}; }
+  json operator()(const CancelJob& m) const { return {{"job_id", m.job_id}, {"attempt", m.attempt}}; }
+  json operator()(const Cancel& m) const { return {{"campaign_id", m.campaign_id}, {"reason", m.reason}}; }
   json operator()(const Error& m) const { return {{"code", error_code_name(m.code)}, {"message", m.message}}; }
   json operator()(const Submit& m) const { return {{"campaign", m.campaign}}; }
   json operator()(const StatusQuery& m) const {
@@ -61,6 +63,8 @@ struct Namer {
   const char* operator()(const Disconnect&) const { return "DISCONNECT"; }
   const char* operator()(const Job&) const { return "JOB"; }
   const char* operator()(const Ack&) const { return "ACK"; }
+  const char* operator()(const CancelJob&) const { return "CANCEL_JOB"; }
+  const char* operator()(const Cancel&) const { return "CANCEL"; }
   const char* operator()(const Error&) const { return "ERROR"; }
   const char* operator()(const Submit&) const { return "SUBMIT"; }
   const char* operator()(const StatusQuery&) const { return "STATUS"; }
@@ -94,6 +98,8 @@ Message decode_body(const std::string& type, const json& b, bool* known) {
   if (type == "DISCONNECT") return Disconnect{b.at("worker_id").get<std::string>(), b.value("reason", "")};
   if (type == "JOB") return Job{b.at("spec").get<JobSpec>(), b.at("attempt").get<int>(), b.at("lease_ms").get<int64_t>()};
   if (type == "ACK") return Ack{b.at("job_id").get<std::string>(), b.at("attempt").get<int>()};
+  if (type == "CANCEL_JOB") return CancelJob{b.at("job_id").get<std::string>(), b.at("attempt").get<int>()};
+  if (type == "CANCEL") return Cancel{b.at("campaign_id").get<std::string>(), b.value("reason", "")};
   if (type == "ERROR") return Error{parse_error_code(b.at("code").get<std::string>()), b.value("message", "")};
   if (type == "SUBMIT") return Submit{b.at("campaign")};
   if (type == "STATUS") return StatusQuery{b.value("after_version", int64_t{-1}), b.value("wait_ms", int64_t{0})};

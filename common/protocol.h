@@ -76,6 +76,12 @@ struct Ack {
   std::string job_id;
   int attempt = 0;
 };
+// The job's campaign was cancelled: stop it if it is still running and send its result (a job
+// stopped midway reports CANCELLED). A job already finished is only acknowledged as usual.
+struct CancelJob {
+  std::string job_id;
+  int attempt = 0;
+};
 // ---- either direction
 struct Error {
   ErrorCode code = ErrorCode::kUnknown;
@@ -102,6 +108,13 @@ struct ResultsQuery {
 struct BestQuery {
   TuningQuery query;
 };
+// Cancels a campaign: its queued jobs end CANCELLED, its running ones are stopped on their workers,
+// a study campaign proposes nothing more. Cancelling a finished or cancelled campaign changes
+// nothing.
+struct Cancel {
+  std::string campaign_id;
+  std::string reason;
+};
 // Merges entries into the tuning database: per key, the faster entry stays.
 struct ImportBest {
   nlohmann::json document;  // an export document (tuning_export)
@@ -110,8 +123,8 @@ struct Reply {
   nlohmann::json body;  // request-specific; see PROTOCOL.md
 };
 
-using Message = std::variant<Ready, Heartbeat, ResultMsg, Disconnect, Job, Ack, Error, Submit,
-                             StatusQuery, ResultsQuery, BestQuery, ImportBest, Reply>;
+using Message = std::variant<Ready, Heartbeat, ResultMsg, Disconnect, Job, Ack, CancelJob, Error, Submit,
+                             StatusQuery, ResultsQuery, BestQuery, Cancel, ImportBest, Reply>;
 
 struct DecodeResult {
   std::optional<Message> message;

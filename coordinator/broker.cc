@@ -72,6 +72,9 @@ Status Coordinator::start() {
                                e.what() + "; is another coordinator running there?");
   }
   started_ms_ = now;
+  // A campaign cancelled before the restart stays cancelled: jobs it left queued end now.
+  for (const auto& [id, c] : campaigns_)
+    if (c.cancelled) execute(scheduler_.cancel(id, c.cancel_reason, now));
   drive_studies();
   refresh_gauges();
   return {};
@@ -204,7 +207,7 @@ void Coordinator::drive_studies() {
   if (free.empty()) return;
   std::vector<std::pair<const std::string*, StudyProgress>> progress;
   for (const auto& [cid, c] : studies_) {
-    if (studies_complete_.count(cid)) continue;
+    if (studies_complete_.count(cid) || campaigns_[cid].cancelled) continue;
     StudyProgress p = progress_of(cid);
     if (p.complete) {
       studies_complete_.insert(cid);
@@ -344,6 +347,8 @@ void Coordinator::execute(std::vector<Action> actions) {
     } else if (auto* sa = std::get_if<SendAck>(&a)) {
       if (unstored.count(sa->ack.job_id)) continue;
       send_worker(sa->worker_id, sa->ack);
+    } else if (auto* sc = std::get_if<SendCancel>(&a)) {
+      send_worker(sc->worker_id, sc->cancel);
     } else if (auto* se = std::get_if<SendError>(&a)) {
       metrics_.protocol_error(se->error.code);
       send_worker(se->worker_id, se->error);
@@ -470,8 +475,36 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
     return tuning_export(std::move(match), clock_.wall_ms());
   }
   if (auto* q = std::get_if<pr::ImportBest>(&m)) return import_best(q->document, error);
+  if (auto* q = std::get_if<pr::Cancel>(&m)) return cancel_campaign(*q, error);
   *error = {pr::ErrorCode::kUnknownType, std::string("message type ") + pr::type_name(m) + " is not a client request"};
   return {};
+}
+
+json Coordinator::cancel_campaign(const pr::Cancel& q, pr::Error* error) {
+  auto it = campaigns_.find(q.campaign_id);
+  if (it == campaigns_.end()) {
+    *error = {pr::ErrorCode::kBadRequest, "no campaign '" + q.campaign_id + "' in this farm (autokernel status lists them)"};
+    return {};
+  }
+  if (!it->second.cancelled) {
+    CampaignRecord rec = it->second;
+    rec.cancelled = true;
+    rec.cancel_reason = q.reason;
+    // Stored first: a restart must not bring back what the reply says is cancelled.
+    if (Status st = store_.put_campaign(rec); !st.ok()) {
+      metrics_.store_error();
+      *error = {pr::ErrorCode::kStoreUnavailable, "cancellation not stored: " + st.message()};
+      return {};
+    }
+    it->second = rec;
+  }
+  Scheduler::CancelCounts c;
+  execute(scheduler_.cancel(q.campaign_id, it->second.cancel_reason, clock_.now_ms(), &c));
+  ++version_;
+  spdlog::info("campaign {} cancelled: {} jobs ended, {} running told to stop, {} finished before", q.campaign_id,
+               c.cancelled, c.stopping, c.finished);
+  return {{"campaign_id", q.campaign_id}, {"cancelled", c.cancelled}, {"stopping", c.stopping},
+          {"finished", c.finished}};
 }
 
 json Coordinator::status_body() const {
@@ -528,6 +561,11 @@ json Coordinator::status_body() const {
       json st = json::array();
       for (const auto& sd : p.studies) st.push_back(study_status_json(sd));
       entry["studies"] = st;
+    }
+    if (rec.cancelled) {  // complete once its running jobs have ended too
+      entry["cancelled"] = true;
+      entry["cancel_reason"] = rec.cancel_reason;
+      entry["complete"] = a.finished >= a.total;
     }
     campaigns.push_back(std::move(entry));
   }

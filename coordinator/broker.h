@@ -70,6 +70,7 @@ class Coordinator {
   void offer_best(const JobRecord& job, const ResultRecord& result);
   Status store_best(const TunedEntry& entry, bool* stored);
   nlohmann::json import_best(const nlohmann::json& document, protocol::Error* error);
+  nlohmann::json cancel_campaign(const protocol::Cancel& q, protocol::Error* error);
 
   CoordinatorOptions options_;
   Store& store_;

@@ -54,4 +54,8 @@ Result<nlohmann::json> CoordinatorClient::import_best(const nlohmann::json& docu
   return request(protocol::ImportBest{document});
 }
 
+Result<nlohmann::json> CoordinatorClient::cancel(const std::string& campaign_id, const std::string& reason) {
+  return request(protocol::Cancel{campaign_id, reason});
+}
+
 }  // namespace ak

@@ -1,4 +1,4 @@
-// CoordinatorClient: the CLI's side of the client API (SUBMIT, STATUS, RESULTS, BEST, IMPORT_BEST) over a ZeroMQ
+// CoordinatorClient: the CLI's side of the client API (SUBMIT, STATUS, RESULTS, BEST, IMPORT_BEST, CANCEL) over a ZeroMQ
 // REQ socket. Each call waits at most `timeout`; on a timeout the socket is recreated (a REQ
 // socket that missed a reply is stuck otherwise) and kTimedOut returned — the request may or may
 // not have been processed. Not thread-safe; one per thread.
@@ -31,6 +31,8 @@ class CoordinatorClient {
   Result<nlohmann::json> best(const TuningQuery& q);
   // Merges an export document into the farm's tuning database: {"entries", "stored", "kept"}.
   Result<nlohmann::json> import_best(const nlohmann::json& document);
+  // Cancels a campaign: {"campaign_id", "cancelled", "stopping", "finished"} (PROTOCOL.md, CANCEL).
+  Result<nlohmann::json> cancel(const std::string& campaign_id, const std::string& reason = "");
   // Sends any message and returns the reply body (tests use it for bad requests).
   Result<nlohmann::json> request(const protocol::Message& m, std::chrono::milliseconds extra_wait = {});
 

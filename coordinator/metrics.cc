@@ -19,7 +19,7 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<Registry>(
   dispatched_ = &BuildCounter().Name(mn::kJobsDispatched).Help("Job deliveries sent to workers").Register(*registry_).Add({});
   requeued_ = &BuildCounter().Name(mn::kJobsRequeued).Help("Jobs put back in the queue after a lease ended without a result").Register(*registry_).Add({});
   completed_ = &BuildCounter().Name(mn::kJobsCompleted).Help("Jobs finished, by result status").Register(*registry_);
-  for (int s = 0; s <= static_cast<int>(ResultStatus::kLost); ++s)
+  for (int s = 0; s <= static_cast<int>(ResultStatus::kCancelled); ++s)
     completed_->Add({{"status", result_status_name(static_cast<ResultStatus>(s))}});
   duration_ = &BuildHistogram().Name(mn::kJobDuration).Help("Time from first delivery of a job to its stored result").Register(*registry_)
                    .Add({}, Histogram::BucketBoundaries{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300});

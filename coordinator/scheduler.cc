@@ -311,6 +311,10 @@ void Scheduler::expire(JobRecord& job, const std::string& reason, int64_t now_ms
     queue_.push_back(id);
     return;
   }
+  if (cancelled_.contains(job.spec.campaign_id)) {
+    end_cancelled(job, out);
+    return;
+  }
   if (job.attempt < options_.max_attempts) {
     job.state = JobState::kQueued;
     queue_.push_back(id);
@@ -442,6 +446,48 @@ bool Scheduler::all_finished() const {
   return std::all_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
     return kv.second.state == JobState::kDone || kv.second.state == JobState::kLost;
   });
+}
+
+std::vector<Action> Scheduler::cancel(const std::string& campaign_id, const std::string& reason, int64_t now_ms,
+                                      CancelCounts* counts) {
+  std::vector<Action> out;
+  CancelCounts c;
+  cancelled_.try_emplace(campaign_id, reason);
+  for (auto& [id, job] : jobs_) {
+    if (job.spec.campaign_id != campaign_id) continue;
+    if (job.state == JobState::kDone || job.state == JobState::kLost || pending_results_.contains(id)) {
+      ++c.finished;  // ended, or its row is on its way
+    } else if (job.state == JobState::kLeased) {
+      ++c.stopping;
+      if (workers_.contains(job.worker_id)) out.push_back(SendCancel{job.worker_id, {id, job.attempt}});
+    } else {
+      end_cancelled(job, &out);
+      ++c.cancelled;
+    }
+  }
+  if (counts) *counts = c;
+  dispatch(now_ms, &out);
+  return out;
+}
+
+void Scheduler::end_cancelled(JobRecord& job, std::vector<Action>* out) {
+  // Parked in the queue (dispatch skips a job whose row is pending) until commit_result makes it
+  // DONE, as a result of a worker is.
+  const std::string& id = job.spec.job_id;
+  job.state = JobState::kQueued;
+  job.worker_id.clear();
+  job.lease_expires_ms = 0;
+  if (std::find(queue_.begin(), queue_.end(), id) == queue_.end()) queue_.push_back(id);
+  ResultRecord row;
+  row.job_id = id;
+  row.attempt = job.attempt;
+  row.status = ResultStatus::kCancelled;
+  row.stage = job.attempt == 0 ? "queue" : "lease";
+  const std::string& why = cancelled_[job.spec.campaign_id];
+  row.reason = "campaign " + job.spec.campaign_id + " was cancelled" + (why.empty() ? "" : ": " + why);
+  row.attempt_reasons = job.attempt_reasons;
+  pending_results_[id] = row;
+  out->push_back(PersistResult{row, finished_record(job, JobState::kDone)});
 }
 
 }  // namespace ak

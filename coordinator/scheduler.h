@@ -58,6 +58,10 @@ struct SendError {
   std::string worker_id;
   protocol::Error error;
 };
+struct SendCancel {
+  std::string worker_id;
+  protocol::CancelJob cancel;
+};
 // Write the record through to the store (state transition of a job that is not a result).
 struct PersistJob {
   JobRecord job;
@@ -68,7 +72,7 @@ struct PersistResult {
   ResultRecord result;
   JobRecord job;
 };
-using Action = std::variant<SendJob, SendAck, SendError, PersistJob, PersistResult>;
+using Action = std::variant<SendJob, SendAck, SendError, SendCancel, PersistJob, PersistResult>;
 
 struct WorkerView {
   std::string worker_id;
@@ -102,6 +106,18 @@ class Scheduler {
   // Expire leases and forget silent workers; call at least every few hundred ms.
   std::vector<Action> on_tick(int64_t now_ms);
 
+  // Cancels a campaign's unfinished jobs: a queued one ends at once with a CANCELLED row
+  // (PersistResult); a leased one stays leased until its worker's result, and its worker gets
+  // SendCancel; a lease of the campaign that ends without a result (expiry, a worker gone) ends
+  // the job CANCELLED instead of requeueing it. Idempotent. `counts` (optional) gets how many jobs
+  // ended now, are running and told to stop, and had ended before.
+  struct CancelCounts {
+    int64_t cancelled = 0, stopping = 0, finished = 0;
+  };
+  std::vector<Action> cancel(const std::string& campaign_id, const std::string& reason, int64_t now_ms,
+                             CancelCounts* counts = nullptr);
+  bool cancelled(const std::string& campaign_id) const { return cancelled_.contains(campaign_id); }
+
   // The caller stored the PersistResult for job_id: the job becomes DONE (or stays LOST).
   // Returns dispatches that the freed slot allows.
   std::vector<Action> commit_result(const std::string& job_id, int64_t now_ms);
@@ -134,6 +150,8 @@ class Scheduler {
   void forget_worker(const std::string& worker_id, const std::string& reason, int64_t now_ms,
                      std::vector<Action>* out);
   static JobRecord finished_record(const JobRecord& job, JobState state);
+  // Ends `job` (not leased, no pending row) with a CANCELLED row of its campaign's reason.
+  void end_cancelled(JobRecord& job, std::vector<Action>* out);
 
   SchedulerOptions options_;
   std::map<std::string, JobRecord> jobs_;
@@ -141,6 +159,7 @@ class Scheduler {
   std::map<std::string, WorkerView> workers_;
   std::map<std::string, ResultRecord> pending_results_;  // awaiting commit_result
   std::map<ResultStatus, int64_t> by_status_;
+  std::map<std::string, std::string> cancelled_;  // campaign id -> the reason given
   int64_t heartbeats_missed_ = 0;
   // Leases restored from the store whose worker has not re-sent READY since the restart, by
   // worker id. The worker's READY adopts them; otherwise on_tick expires them like any lease.

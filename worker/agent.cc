@@ -221,6 +221,7 @@ void WorkerAgent::kernelbench_loop(KernelBenchRunner& runner) {
       if (shutdown_) break;
       job = std::move(kernelbench_queue_.front());
       kernelbench_queue_.pop_front();
+      runner.claim(job.spec.job_id);  // under mu_: a CANCEL_JOB finds it in the queue or here
     }
     KernelBenchOutcome o;
     try {
@@ -315,6 +316,8 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
     if (!s.outbox.ack(ack->job_id, ack->attempt))
       spdlog::debug("worker {}: ACK for job {} attempt {} not in the outbox", options_.worker_id, ack->job_id,
                     ack->attempt);
+  } else if (const auto* c = std::get_if<protocol::CancelJob>(&m)) {
+    cancel(*c);
   } else if (const auto* err = std::get_if<protocol::Error>(&m)) {
     if (err->code == protocol::ErrorCode::kUnknownWorker) {
       // Every message sent before the coordinator saw the new READY draws this error; one
@@ -333,6 +336,41 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
   } else {
     spdlog::warn("worker {}: unexpected {} from the coordinator ignored", options_.worker_id, protocol::type_name(m));
   }
+}
+
+void WorkerAgent::cancel(const protocol::CancelJob& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto cancelled_row = [&](const protocol::Job& job) {
+    ResultRecord r = base_result(job);
+    r.status = ResultStatus::kCancelled;
+    r.stage = "worker";
+    r.reason = "its campaign was cancelled before it started";
+    r.completed_wall_ms = clock_.wall_ms();
+    results_.push_back(std::move(r));
+  };
+  auto drop = [&](auto& queue, auto job_of) {
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      const protocol::Job& job = job_of(*it);
+      if (job.spec.job_id == c.job_id && job.attempt == c.attempt) {
+        cancelled_row(job);
+        queue.erase(it);
+        return true;
+      }
+    }
+    return false;
+  };
+  const auto self = [](const protocol::Job& j) -> const protocol::Job& { return j; };
+  if (drop(kernelbench_queue_, self) || drop(compile_queue_, self) ||
+      drop(run_queue_, [](const Compiled& x) -> const protocol::Job& { return x.job; })) {
+    spdlog::info("worker {}: job {} attempt {} cancelled before it started", options_.worker_id, c.job_id, c.attempt);
+  } else if (std::any_of(kernelbench_.begin(), kernelbench_.end(), [&](auto& r) { return r->cancel(c.job_id); })) {
+    spdlog::info("worker {}: KernelBench job {} cancelled: its step is killed", options_.worker_id, c.job_id);
+  } else {
+    // Compiling or in the sandbox (bounded by its timeout), or finished: its result goes as usual.
+    spdlog::info("worker {}: job {} attempt {} cancelled; it finishes and reports", options_.worker_id, c.job_id,
+                 c.attempt);
+  }
+  if (!results_.empty()) wake_main();
 }
 
 Status WorkerAgent::run(std::atomic<bool>& stop) {

@@ -79,11 +79,21 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
   o.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
   if (options_.inductor_threads > 0)
     o.env.push_back("TORCHINDUCTOR_COMPILE_THREADS=" + std::to_string(options_.inductor_threads));
+  if (cancelled()) {
+    step.exit_code = 128 + SIGKILL;
+    step.log_tail = "not started: the job was cancelled";
+    return step;
+  }
   auto child = ChildProcess::spawn({options_.python, harness_path(), req.string()}, o);
   if (!child.ok()) {
     step.exit_code = -1;
     step.log_tail = child.status().message();
     return step;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_group_ = child->pid();
+    if (cancelled_) ::kill(-step_group_, SIGKILL);  // cancelled between the check and the spawn
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   auto rc = child->wait_for(std::max(left, std::chrono::milliseconds(1)));
@@ -95,6 +105,10 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
     // What the step started (compilers, candidate threads' processes) goes with it.
     ::kill(-child->pid(), SIGKILL);
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_group_ = -1;
+  }
   step.log_tail = tail_of(log, 2000);
   std::ifstream in(request["result_path"].get<std::string>());
   if (in) {
@@ -104,7 +118,49 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
   return step;
 }
 
+void KernelBenchRunner::claim(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claimed_ = job_id;
+  cancelled_ = false;
+}
+
+bool KernelBenchRunner::cancel(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (claimed_.empty() || claimed_ != job_id) return false;
+  cancelled_ = true;
+  if (step_group_ > 0) ::kill(-step_group_, SIGKILL);
+  return true;
+}
+
+bool KernelBenchRunner::cancelled() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
 KernelBenchOutcome KernelBenchRunner::run(const JobSpec& job, std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (claimed_ != job.job_id) {
+      claimed_ = job.job_id;
+      cancelled_ = false;
+    }
+  }
+  KernelBenchOutcome out = cancelled() ? KernelBenchOutcome{} : run_job(job, timeout);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) {
+    // Whatever the killed step looked like (a crash, a timeout), the cause was the cancel.
+    out.status = ResultStatus::kCancelled;
+    out.reason = "its campaign was cancelled; " + (out.stage.empty() ? std::string("stopped before its first step")
+                                                                      : "stopped in its " + out.stage + " step");
+    if (out.stage.empty()) out.stage = "kernelbench";
+    out.m = Measurement{};
+  }
+  claimed_.clear();
+  cancelled_ = false;
+  return out;
+}
+
+KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::milliseconds timeout) {
   KernelBenchOutcome out;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (!job.kernelbench) {

@@ -11,10 +11,14 @@
 // never change the status: they are reported in ResultRecord::kernelbench beside it.
 //
 // Thread-compatible: one run() at a time per runner; several runners may share a GPU through
-// gpu_lock_path.
+// gpu_lock_path. cancel() may be called from any thread: it kills the step in progress of the job
+// it names (the job's campaign was cancelled), and run() then reports CANCELLED.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -46,8 +50,15 @@ class KernelBenchRunner {
  public:
   explicit KernelBenchRunner(KernelBenchRunnerOptions options);
   KernelBenchOutcome run(const JobSpec& job, std::chrono::milliseconds timeout);
+  // The job this runner runs next or now (so that a cancel arriving before run() starts is not
+  // missed); run() clears it when it returns.
+  void claim(const std::string& job_id);
+  // Stops `job_id` if it is the claimed job: its step's process group is killed, no further step
+  // starts, and run() returns CANCELLED. Returns whether the job was this runner's.
+  bool cancel(const std::string& job_id);
 
  private:
+  KernelBenchOutcome run_job(const JobSpec& job, std::chrono::milliseconds timeout);
   struct Step {
     bool timed_out = false;
     int exit_code = 0;
@@ -57,6 +68,12 @@ class KernelBenchRunner {
   Step run_step(const std::string& dir, const std::string& name, nlohmann::json request,
                 std::chrono::steady_clock::time_point deadline);
   std::string harness_path();
+  bool cancelled();
+
+  std::mutex mu_;  // guards the three below
+  std::string claimed_;
+  pid_t step_group_ = -1;  // the running step's process group
+  bool cancelled_ = false;
 
   KernelBenchRunnerOptions options_;
   std::string harness_path_;

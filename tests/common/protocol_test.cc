@@ -134,6 +134,15 @@ TEST(ProtocolRoundTrip, ImportBestKeepsItsDocument) {
   EXPECT_EQ(round_trip(ImportBest{doc}).document, doc);
 }
 
+TEST(ProtocolRoundTrip, CancelAndCancelJobKeepTheirFields) {
+  const Cancel c = round_trip(Cancel{"c42", "superseded"});
+  EXPECT_EQ(c.campaign_id, "c42");
+  EXPECT_EQ(c.reason, "superseded");
+  const CancelJob j = round_trip(CancelJob{"c42-000007", 2});
+  EXPECT_EQ(j.job_id, "c42-000007");
+  EXPECT_EQ(j.attempt, 2);
+}
+
 TEST(ProtocolRoundTrip, ReplyKeepsItsBody) {
   const json body = {{"jobs", 12}, {"done", 3}};
   EXPECT_EQ(round_trip(Reply{body}).body, body);
@@ -141,8 +150,8 @@ TEST(ProtocolRoundTrip, ReplyKeepsItsBody) {
 
 TEST(ProtocolNames, EveryMessageTypeHasADistinctWireName) {
   const std::vector<Message> all = {Ready{}, Heartbeat{}, ResultMsg{}, Disconnect{}, Job{}, Ack{},
-                                    Error{}, Submit{}, StatusQuery{}, ResultsQuery{}, BestQuery{},
-                                    ImportBest{}, Reply{}};
+                                    CancelJob{}, Error{}, Submit{}, StatusQuery{}, ResultsQuery{},
+                                    BestQuery{}, Cancel{}, ImportBest{}, Reply{}};
   std::set<std::string> names;
   for (const auto& m : all) names.insert(type_name(m));
   EXPECT_EQ(names.size(), all.size());

@@ -653,5 +653,90 @@ TEST(SchedulerTest, RestoreReplacesAllEarlierState) {
   EXPECT_TRUE(h.sched.check_invariants(h.now).ok());
 }
 
+// ---- cancel
+
+JobSpec job_of(const std::string& id, const std::string& campaign) {
+  JobSpec s = make_job(id);
+  s.campaign_id = campaign;
+  return s;
+}
+
+TEST(SchedulerTest, CancelEndsQueuedJobsAtOnceAndTellsTheWorkersOfRunningOnes) {
+  SchedulerHarness h;
+  h.ready("w1", 1);
+  h.submit({job_of("a", "c1"), job_of("b", "c1"), job_of("c", "c1"), job_of("x", "c2")});
+  h.result_committed("w1", "a", 1);  // a finished; b now runs on w1; c and x wait
+  ASSERT_EQ(h.job("b").state, JobState::kLeased);
+  Scheduler::CancelCounts counts;
+  auto a = h.checked(h.sched.cancel("c1", "superseded", h.now, &counts));
+  EXPECT_EQ(counts.cancelled, 1);
+  EXPECT_EQ(counts.stopping, 1);
+  EXPECT_EQ(counts.finished, 1);
+  auto rows = only<PersistResult>(a);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].result.job_id, "c");
+  EXPECT_EQ(rows[0].result.status, ResultStatus::kCancelled);
+  EXPECT_EQ(rows[0].result.reason, "campaign c1 was cancelled: superseded");
+  EXPECT_EQ(rows[0].job.state, JobState::kDone);
+  auto cancels = only<SendCancel>(a);
+  ASSERT_EQ(cancels.size(), 1u);
+  EXPECT_EQ(cancels[0].worker_id, "w1");
+  EXPECT_EQ(cancels[0].cancel.job_id, "b");
+  EXPECT_EQ(cancels[0].cancel.attempt, 1);
+  EXPECT_TRUE(sent_ids(a).empty()) << "the slot is still b's";
+  h.commit("c");
+  EXPECT_EQ(h.job("c").state, JobState::kDone);
+  // b's worker stops it and reports; the slot goes to the other campaign's job.
+  auto after = h.result_committed("w1", "b", 1, ResultStatus::kCancelled);
+  EXPECT_EQ(sent_ids(after, "w1"), Ids{"x"});
+  EXPECT_EQ(h.sched.counts().by_status.at(ResultStatus::kCancelled), 2);
+}
+
+TEST(SchedulerTest, ACancelledCampaignsLeaseThatExpiresEndsTheJobInsteadOfRequeueingIt) {
+  SchedulerHarness h;
+  h.ready("w1", 1);
+  h.submit({job_of("a", "c1")});
+  h.checked(h.sched.cancel("c1", "", h.now));
+  auto a = h.tick(h.sched.options().lease_ms);  // the worker never answers
+  auto rows = only<PersistResult>(a);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].result.status, ResultStatus::kCancelled);
+  EXPECT_EQ(rows[0].result.stage, "lease");
+  EXPECT_EQ(rows[0].result.reason, "campaign c1 was cancelled");
+  EXPECT_THAT(rows[0].result.attempt_reasons, ::testing::SizeIs(1));
+  EXPECT_TRUE(sent_ids(a).empty());
+  h.commit("a");
+  EXPECT_TRUE(h.sched.all_finished());
+}
+
+TEST(SchedulerTest, CancelTwiceChangesNothingAndAnotherCampaignIsUntouched) {
+  SchedulerHarness h;
+  h.submit({job_of("a", "c1"), job_of("x", "c2")});
+  h.checked(h.sched.cancel("c1", "", h.now));
+  h.commit("a");
+  Scheduler::CancelCounts again;
+  auto a = h.checked(h.sched.cancel("c1", "", h.now, &again));
+  EXPECT_TRUE(only<PersistResult>(a).empty());
+  EXPECT_EQ(again.finished, 1);
+  EXPECT_EQ(again.cancelled, 0);
+  EXPECT_TRUE(h.sched.cancelled("c1"));
+  EXPECT_FALSE(h.sched.cancelled("c2"));
+  EXPECT_EQ(sent_ids(h.ready("w1", 2)), Ids{"x"});
+}
+
+TEST(SchedulerTest, AResultOnItsWayIsNotCancelledOverAndARowIsNeverWrittenTwice) {
+  SchedulerHarness h;
+  h.ready("w1", 1);
+  h.submit({job_of("a", "c1")});
+  h.result("w1", "a", 1);  // PASS received, its write not yet confirmed
+  Scheduler::CancelCounts c;
+  auto a = h.checked(h.sched.cancel("c1", "", h.now, &c));
+  EXPECT_TRUE(only<PersistResult>(a).empty());
+  EXPECT_EQ(c.finished, 1);
+  h.commit("a");
+  EXPECT_EQ(h.sched.counts().by_status.at(ResultStatus::kPass), 1);
+  EXPECT_EQ(h.sched.counts().by_status.count(ResultStatus::kCancelled), 0u);
+}
+
 }  // namespace
 }  // namespace ak
