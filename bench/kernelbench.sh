@@ -68,7 +68,7 @@ for phase in "$@"; do
     if [ "$left" -le 0 ]; then echo "== $phase skipped: the budget is spent"; continue; fi
     if [ "$wait" = 0 ] || [ "$wait" -gt "$left" ]; then wait=$left; fi
   fi
-  sel+=(--wait-s "$wait")
+  sel+=(--wait-s "$wait" --cancel-at-stop)  # a phase's leftovers would hold the next phase's slots
   echo "== $phase ($(date -u +%H:%M:%S))"
   start=$(date +%s)
   case $what in

@@ -86,6 +86,7 @@ struct KbArgs {
   int correct_trials = 5;
   int perf_trials = 100;
   int64_t timeout_ms = 180'000;
+  bool cancel_at_stop = false;  // cancel the campaign when the wait ends before it does
   double wait_s = 0;  // stop following the campaign after this long and write what finished; 0: until done
   bool strict = true;
   bool keep_integer_inputs = true;

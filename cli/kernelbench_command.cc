@@ -101,10 +101,17 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
   auto rows = client.results(run.id, "");
   if (!rows.ok()) return Status::unavailable("coordinator lost: " + rows.status().message());
   run.rows = (*rows)["rows"];
-  if (!run.complete)
+  if (!run.complete && a.cancel_at_stop) {
+    auto c = client.cancel(run.id, "the client stopped following it");
+    if (!c.ok()) return Status::unavailable("campaign " + run.id + " not cancelled: " + c.status().message());
+    std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s)
+              << " s and cancelled it: " << run.rows.size() << " of " << run.jobs << " jobs finished, "
+              << (*c)["cancelled"] << " queued ended, " << (*c)["stopping"] << " running stopped\n";
+  } else if (!run.complete) {
     std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s) << " s: "
               << run.rows.size() << " of " << run.jobs
               << " jobs finished; the files below hold those, the others go on in the farm\n";
+  }
   return run;
 }
 

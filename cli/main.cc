@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
                   "stop following the campaign after this many seconds and write the files of the jobs that "
                   "finished (exit status 1; the rest go on in the farm); 0: until every job is done")
         ->check(CLI::NonNegativeNumber);
+    s->add_flag("--cancel-at-stop", kb.cancel_at_stop,
+                "when --wait-s or an interrupt ends the wait first, cancel the campaign instead of leaving its "
+                "jobs in the farm (queued ones end CANCELLED, running ones are stopped)");
     s->add_option("--out", kb.out, "output folder")->capture_default_str();
     s->add_flag("!--kb-cast-integer-inputs", kb.keep_integer_inputs,
                 "cast integer inputs to the precision as KernelBench does (issue #151) instead of keeping them");

@@ -144,6 +144,13 @@ TEST(CampaignRecordJson, RoundTripKeepsEveryFieldIncludingTheDefinition) {
   const CampaignRecord back = json(c).get<CampaignRecord>();
   EXPECT_EQ(as_json(back), as_json(c));
   EXPECT_EQ(back.definition["shapes"][1][1], 128);
+  EXPECT_FALSE(json(c).contains("cancelled"));
+  CampaignRecord cancelled = c;
+  cancelled.cancelled = true;
+  cancelled.cancel_reason = "superseded";
+  const CampaignRecord back2 = json(cancelled).get<CampaignRecord>();
+  EXPECT_TRUE(back2.cancelled);
+  EXPECT_EQ(back2.cancel_reason, "superseded");
 }
 
 TEST(JobStrings, ShapeStringJoinsDimensionsWithX) {

@@ -188,6 +188,46 @@ TEST(FarmTest, CoordinatorKilledAndRestartedMidCampaignLosesNoAcknowledgedResult
   }
 }
 
+TEST(FarmTest, ACancelledCampaignStaysCancelledAcrossARestartAndNoneOfItsJobsRuns) {
+  Farm farm;
+  farm.start_coordinator();
+  const std::string gone = farm.submit(quick_campaign(24, "cancelled"));
+  const std::string kept = farm.submit(quick_campaign(24, "kept"));
+  auto r = farm.client().cancel(gone, "superseded");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)["cancelled"], 24);
+  EXPECT_EQ((*r)["stopping"], 0);
+  farm.kill_coordinator();
+  farm.start_coordinator();
+  farm.start_worker("w0");
+  farm.wait_workers(1);
+  const json st = farm.wait_campaign(kept, std::chrono::seconds(300));
+  for (const auto& c : st["campaigns"])
+    if (c["campaign_id"] == gone) {
+      EXPECT_EQ(c["cancelled"], true) << c.dump();
+      EXPECT_EQ(c["cancel_reason"], "superseded") << c.dump();
+      EXPECT_EQ(c["complete"], true) << c.dump();
+    }
+  int cancelled = 0, kept_pass = 0;
+  for (const auto& row : farm.snapshot().results) {
+    const bool of_gone = row.job_id.rfind(gone, 0) == 0;
+    if (of_gone) {
+      EXPECT_EQ(row.status, ResultStatus::kCancelled) << row.job_id;
+      EXPECT_EQ(row.reason, "campaign " + gone + " was cancelled: superseded");
+      ++cancelled;
+    } else if (row.status == ResultStatus::kPass) {
+      ++kept_pass;
+    }
+  }
+  EXPECT_EQ(cancelled, 24);
+  EXPECT_EQ(kept_pass, 24);
+  // Cancelling again changes nothing.
+  auto again = farm.client().cancel(gone);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)["finished"], 24);
+  EXPECT_EQ((*again)["cancelled"], 0);
+}
+
 // A raw DEALER acting as a hostile or broken worker.
 class RawPeer {
  public:

@@ -5,6 +5,7 @@
 // fast_p scores against the farm's baselines. The harness's own verdicts per candidate are tested
 // in tests/kernelbench/harness_test.py; here the farm's plumbing: one job per sample, a hanging
 // sample killed at its timeout without holding the others, results in Redis, files on disk.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -177,12 +178,51 @@ TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScor
                                    "--sample-backend", "torch", "--job-timeout-ms", "60000", "--wait-s", "1",
                                    "--baselines", other.string(), "--out", sweep.string()};
   args.insert(args.end(), common.begin(), common.end());
-  EXPECT_EQ(run_autokernel(args), 1);  // not complete
+  const std::string sweep_log = (fs::path(farm.dir()) / "sweep.log").string();
+  EXPECT_EQ(run_autokernel_to(args, sweep_log), 1) << read_text(sweep_log);  // not complete
   const json scores = read_json(sweep / "scores.json");
   const json s = scores["kernelbench"]["scores"][0];
   EXPECT_EQ(s["problems"], 3) << scores.dump();  // 1 and 7 from the farm, 12 from the file, not 11
   EXPECT_EQ(scores["kernelbench"]["scores"].size(), 1u);
   EXPECT_EQ(s["correct"], 0);
+
+  // The hanging sample still holds the worker's one KernelBench slot. Cancelling its campaign
+  // kills it long before its 60 s timeout, and the slot serves the next campaign.
+  const std::string text = read_text(sweep_log);
+  const auto at = text.find("campaign ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string cid = text.substr(at + 9, text.find(' ', at + 9) - at - 9);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string cancel_log = (fs::path(farm.dir()) / "cancel.log").string();
+  ASSERT_EQ(run_autokernel_to({"cancel", cid, "--reason", "test", "--client", farm.client_endpoint()}, cancel_log), 0)
+      << read_text(cancel_log);
+  EXPECT_NE(read_text(cancel_log).find("running told to stop"), std::string::npos) << read_text(cancel_log);
+  const json st = farm.wait_campaign(cid, std::chrono::seconds(45));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(45));
+  bool seen = false;
+  for (const auto& c : st["campaigns"])
+    if (c["campaign_id"] == cid) {
+      seen = true;
+      EXPECT_EQ(c.value("cancelled", false), true) << c.dump();
+      EXPECT_EQ(c["finished"], c["total"]) << c.dump();
+    }
+  EXPECT_TRUE(seen) << st.dump();
+  auto rows = farm.client().results(cid, "CANCELLED");
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ((*rows)["rows"].size(), 1u) << rows->dump();
+  EXPECT_NE((*rows)["rows"][0].dump().find("its campaign was cancelled; stopped in its"), std::string::npos)
+      << rows->dump();
+  // An unknown campaign is refused with the reason.
+  ASSERT_EQ(run_autokernel_to({"cancel", "nope", "--client", farm.client_endpoint()}, cancel_log), 1);
+  EXPECT_NE(read_text(cancel_log).find("no campaign 'nope'"), std::string::npos) << read_text(cancel_log);
+  // --cancel-at-stop does the same when the wait ends: the next campaign finds the slot free.
+  args.push_back("--cancel-at-stop");
+  EXPECT_EQ(run_autokernel_to(args, sweep_log), 1) << read_text(sweep_log);
+  EXPECT_NE(read_text(sweep_log).find("s and cancelled it: "), std::string::npos) << read_text(sweep_log);
+  std::vector<std::string> next = {"kb", "baseline", "--ids", "12", "--modes", "eager", "--out", out.string(),
+                                   "--wait-s", "45"};
+  next.insert(next.end(), common.begin(), common.end());
+  EXPECT_EQ(run_autokernel(next), 0);
 }
 
 }  // namespace
