@@ -177,5 +177,39 @@ TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAnd
     }
 }
 
+// A cancelled study proposes nothing more, also after a coordinator restart: its jobs end with what
+// was running when the cancel came, and each has one row.
+TEST(StudyFarmTest, ACancelledStudyProposesNothingMoreEvenAfterARestart) {
+  Farm farm;
+  farm.start_coordinator();
+  for (int i = 0; i < 2; ++i) farm.start_worker("c" + std::to_string(i), 1);
+  farm.wait_workers(2);
+  const std::string cid = farm.submit(designed_study("cancelled", "tpe", 3, 64));
+  farm.wait_finished(cid, 4, std::chrono::seconds(600));
+  auto r = farm.client().cancel(cid, "enough");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const int64_t proposed = (*r)["cancelled"].get<int64_t>() + (*r)["stopping"].get<int64_t>() +
+                           (*r)["finished"].get<int64_t>();
+  farm.wait_campaign(cid, std::chrono::seconds(300));
+  farm.kill_coordinator();
+  farm.start_coordinator();
+  const json st = farm.wait_campaign(cid, std::chrono::seconds(300));
+  const StoreSnapshot snap = farm.snapshot();
+  const StudyRows rows = rows_of(snap, cid);
+  EXPECT_EQ(static_cast<int64_t>(rows.jobs), proposed) << "a job was proposed after the cancel";
+  EXPECT_LT(rows.jobs, 64u) << "the study finished before the cancel; the test proves nothing";
+  std::map<std::string, int> per_job;
+  for (const auto& row : snap.results) ++per_job[row.job_id];
+  for (const auto& j : snap.jobs)
+    if (j.spec.campaign_id == cid) {
+      EXPECT_EQ(per_job[j.spec.job_id], 1) << j.spec.job_id;
+    }
+  for (const auto& c : st["campaigns"]) {
+    if (c["campaign_id"] == cid) {
+      EXPECT_EQ(c["cancelled"], true) << c.dump();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ak::testing
