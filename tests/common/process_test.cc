@@ -67,31 +67,35 @@ TEST(ChildProcessWaitFor, ReturnsTheExitCodeOfAChildThatEndsInTime) {
 
 TEST(ChildProcessWaitFor, LeavesARunningChildRunningAtTheDeadlineAndKillGroupEndsItsGroup) {
   const std::string out = "/tmp/ak-process-test-" + std::to_string(getpid()) + ".log";
+  struct Remove {
+    std::string path;
+    ~Remove() { std::remove(path.c_str()); }
+  } remove_log{out};
   ChildProcess::Options o;
   o.new_process_group = true;
-  o.output_path = out;
-  // A shell that starts a grandchild in the same group and waits for it.
-  auto c = ChildProcess::spawn({"sh", "-c", "sleep 300 & echo $!; wait"}, o);
+  o.capture_stdout = true;
+  o.output_path = out;  // stderr, with stdout captured
+  // A shell that starts a grandchild in the same group, says its pid (after a line to stderr, so
+  // that line is in the file once the pid is read) and waits for it.
+  auto c = ChildProcess::spawn({"sh", "-c", "echo started >&2; sleep 300 & echo $!; wait"}, o);
   ASSERT_TRUE(c.ok());
+  auto line = c->read_line(std::chrono::seconds(30));
+  ASSERT_TRUE(line.ok() && line->has_value()) << "the shell never printed the grandchild's pid";
+  const pid_t grandchild = std::stoi(**line);
+  // Opened while it surely lives; readable once it has exited (a zombie waiting for init counts).
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, grandchild, 0));
+  ASSERT_GE(fd, 0) << "pidfd_open(" << grandchild << "): errno " << errno;
   EXPECT_FALSE(c->wait_for(std::chrono::milliseconds(200)).has_value());
   EXPECT_TRUE(c->running());
   EXPECT_EQ(c->kill_group(), 128 + SIGKILL);
+  // SIGKILL reached the grandchild too; it dies when next scheduled, not inside kill().
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 10000), 1) << "grandchild " << grandchild << " still alive 10 s after kill_group";
+  close(fd);
   std::ifstream in(out);
-  std::string grandchild;
-  std::getline(in, grandchild);
-  ASSERT_FALSE(grandchild.empty()) << "stdout went to output_path";
-  // SIGKILL reached the grandchild, but it dies when next scheduled, not inside kill(). Its pidfd
-  // turns readable once it has exited (a zombie waiting for init counts); a pid already reaped
-  // has no pidfd to open at all.
-  const int fd = static_cast<int>(syscall(SYS_pidfd_open, std::stoi(grandchild), 0));
-  if (fd >= 0) {
-    pollfd p{fd, POLLIN, 0};
-    EXPECT_EQ(poll(&p, 1, 10000), 1) << "grandchild " << grandchild << " still alive after 10 s";
-    close(fd);
-  } else {
-    EXPECT_EQ(errno, ESRCH);
-  }
-  std::remove(out.c_str());
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "started") << "stderr went to output_path";
 }
 
 }  // namespace

@@ -201,7 +201,7 @@ TEST(FarmTest, ACancelledCampaignStaysCancelledAcrossARestartAndNoneOfItsJobsRun
   farm.start_coordinator();
   farm.start_worker("w0");
   farm.wait_workers(1);
-  const json st = farm.wait_campaign(kept, std::chrono::seconds(300));
+  const json st = farm.wait_campaign(kept, std::chrono::seconds(800));
   for (const auto& c : st["campaigns"])
     if (c["campaign_id"] == gone) {
       EXPECT_EQ(c["cancelled"], true) << c.dump();
@@ -298,7 +298,7 @@ TEST(FarmTest, EveryKindOfBadInputGetsAnErrorReplyAndTheCoordinatorKeepsServing)
   farm.start_worker("good");
   farm.wait_workers(1);
   const std::string cid = farm.submit(quick_campaign(24, "after-abuse"));
-  farm.wait_campaign(cid, std::chrono::seconds(300));
+  farm.wait_campaign(cid, std::chrono::seconds(800));
   expect_one_pass_row_per_job(farm.snapshot(), cid, 24);
   const std::string m = farm.scrape();
   for (const char* kind : {"MALFORMED", "BAD_VERSION", "UNKNOWN_TYPE", "BAD_BODY", "OVERSIZED", "UNKNOWN_WORKER",

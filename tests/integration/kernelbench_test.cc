@@ -62,7 +62,7 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   for (const auto& [name, src] : layout) fs::copy_file(fs::path(cands) / src, gens / name);
   const fs::path sweep = fs::path(farm.dir()) / "sweep";
   args = {"kb", "sweep", "--levels", "1", "--ids", "1,7,9", "--generations", gens.parent_path().string(),
-          "--sample-backend", "torch", "--job-timeout-ms", "30000", "--out", sweep.string()};
+          "--sample-backend", "torch", "--job-timeout-ms", "90000", "--out", sweep.string()};
   args.insert(args.end(), common.begin(), common.end());
   ASSERT_EQ(run_autokernel(args), 0);
 
