@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
 namespace ak {
@@ -212,6 +214,25 @@ int ChildProcess::stop(std::chrono::milliseconds grace) {
   }
   ::kill(pid_, SIGKILL);
   return wait();
+}
+
+int remove_leftovers_of_dead_processes(const std::string& root, const std::string& prefix) {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size();
+    long pid = 0;
+    const auto [end, err] = std::from_chars(first, last, pid);
+    if (err != std::errc() || end == first || end == last || *end != '-' || pid <= 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
+    std::error_code rm;
+    if (fs::remove_all(e.path(), rm) > 0 && !rm) ++removed;
+  }
+  return removed;
 }
 
 std::string self_exe_path() {

@@ -63,6 +63,12 @@ class ChildProcess {
   std::optional<int> exit_code_;
 };
 
+// Removes the entries of `root` named `<prefix><pid>-<anything>` whose process `pid` no longer
+// exists: what a process killed with SIGKILL left behind (sandbox temporary folders, KernelBench
+// job folders). Entries of live processes, and names that do not fit, are left alone (a reused pid
+// only delays a removal). Returns how many entries were removed.
+int remove_leftovers_of_dead_processes(const std::string& root, const std::string& prefix);
+
 // Directory of the running executable (to find sibling binaries such as the sandbox).
 std::string self_exe_dir();
 std::string self_exe_path();

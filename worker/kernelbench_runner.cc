@@ -47,10 +47,13 @@ std::string KernelBenchRunner::harness_path() {
   if (!harness_path_.empty()) return harness_path_;
   std::error_code ec;
   fs::create_directories(options_.work_dir, ec);
+  // What workers killed with SIGKILL left: their harness copies and job folders.
+  remove_leftovers_of_dead_processes(options_.work_dir, "harness-");
+  remove_leftovers_of_dead_processes((fs::path(options_.work_dir) / "jobs").string(), "");
   // Named by the embedded text's size, so a worker built from another version never runs a
   // stale copy left in the folder.
   const fs::path p = fs::path(options_.work_dir) /
-                     ("harness-" + std::to_string(kernelbench::kHarnessScript.size()) + "-" + std::to_string(getpid()) + ".py");
+                     ("harness-" + std::to_string(getpid()) + "-" + std::to_string(kernelbench::kHarnessScript.size()) + ".py");
   // Agents of one process (one per GPU) share the folder: each writes its own temporary copy and
   // renames it, so no harness run ever reads a half-written file.
   const fs::path tmp = p.string() + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
@@ -171,8 +174,9 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
   }
   const KernelBenchTask& t = *job.kernelbench;
   static std::atomic<uint64_t> seq{0};
-  const fs::path dir = fs::path(options_.work_dir) / "jobs" / (job.job_id + "-" + std::to_string(getpid()) + "-" +
-                                                               std::to_string(seq.fetch_add(1)));
+  // <pid>-<seq>-<job>: a later runner removes the folders of a worker killed with SIGKILL.
+  const fs::path dir = fs::path(options_.work_dir) / "jobs" /
+                       (std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1)) + "-" + job.job_id);
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::create_directories(dir / "build", ec);

@@ -18,6 +18,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/process.h"
+
 extern char** environ;
 
 namespace ak {
@@ -168,7 +170,9 @@ Status SandboxSupervisor::start() {
     return Status::unavailable("pipe2 failed: " + errno_text(err));
   }
 
-  std::string tmpl = options_.tmp_root + "/ak-sandbox-XXXXXX";
+  // Named by this process's pid, so the next worker removes what a worker killed with SIGKILL left.
+  remove_leftovers_of_dead_processes(options_.tmp_root, "ak-sandbox-");
+  std::string tmpl = options_.tmp_root + "/ak-sandbox-" + std::to_string(getpid()) + "-XXXXXX";
   if (!mkdtemp(tmpl.data())) {
     int err = errno;
     for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);

@@ -47,8 +47,9 @@ struct SandboxOptions {
   // backend's default (cpu: 16 GiB).
   int64_t address_space_mb = -1;
   int open_files = 256;
-  // Each sandbox gets a private temporary directory (mkdtemp under tmp_root), removed with the
-  // sandbox; TMPDIR and HOME point at it. The environment is scrubbed: only PATH,
+  // Each sandbox gets a private temporary directory (mkdtemp under tmp_root, named
+  // ak-sandbox-<worker pid>-XXXXXX), removed with the sandbox; those of workers that were killed
+  // with SIGKILL are removed when the next sandbox starts. TMPDIR and HOME point at it. The environment is scrubbed: only PATH,
   // LD_LIBRARY_PATH, the CUDA_* / NVIDIA_* device selection variables and extra_env pass.
   std::string tmp_root = "/tmp";
   std::vector<std::string> extra_env;  // "NAME=value", added after the scrub

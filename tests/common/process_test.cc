@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -96,6 +97,32 @@ TEST(ChildProcessWaitFor, LeavesARunningChildRunningAtTheDeadlineAndKillGroupEnd
   std::string first;
   std::getline(in, first);
   EXPECT_EQ(first, "started") << "stderr went to output_path";
+}
+
+TEST(RemoveLeftovers, RemovesWhatADeadProcessLeftAndKeepsTheRest) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "ak-leftovers-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const fs::path root = tmpl;
+  // A pid that surely existed and is gone: a child that has ended and been reaped.
+  auto c = ChildProcess::spawn({"sh", "-c", "exit 0"}, {});
+  ASSERT_TRUE(c.ok());
+  const std::string dead = std::to_string(c->pid());
+  ASSERT_EQ(c->wait(), 0);
+  const std::string alive = std::to_string(getpid());
+  for (const std::string& name : {"ak-sandbox-" + dead + "-a1b2", "ak-sandbox-" + alive + "-c3d4",
+                                  "ak-sandbox-" + dead, "ak-sandbox-x-" + dead, "other-" + dead + "-e5"}) {
+    fs::create_directories(root / name / "sub");
+    std::ofstream(root / name / "sub" / "f") << "x";
+  }
+  EXPECT_EQ(remove_leftovers_of_dead_processes(root.string(), "ak-sandbox-"), 1);
+  EXPECT_FALSE(fs::exists(root / ("ak-sandbox-" + dead + "-a1b2")));
+  for (const std::string& kept : {"ak-sandbox-" + alive + "-c3d4", "ak-sandbox-" + dead, "ak-sandbox-x-" + dead,
+                                  "other-" + dead + "-e5"})
+    EXPECT_TRUE(fs::exists(root / kept)) << kept;
+  // A folder that does not exist is nothing to clean.
+  EXPECT_EQ(remove_leftovers_of_dead_processes((root / "none").string(), ""), 0);
+  fs::remove_all(root);
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ TEST(SandboxSupervisor, SandboxGetsAScrubbedEnvironmentLimitsAndAPrivateTmpRemov
     tmp = env["TMPDIR"];
     EXPECT_EQ(env["HOME"], tmp);
     EXPECT_EQ(tmp, sup.tmp_dir());
-    EXPECT_EQ(tmp.rfind("/tmp/ak-sandbox-", 0), 0u) << tmp;
+    // Named by the worker's pid, so a later worker removes it if this one is killed.
+    EXPECT_EQ(tmp.rfind("/tmp/ak-sandbox-" + std::to_string(getpid()) + "-", 0), 0u) << tmp;
     EXPECT_TRUE(j["tmp_writable"].get<bool>());
     EXPECT_TRUE(std::filesystem::exists(tmp + "/probe"));
     // The limits go to the sandbox, which applies them to itself: 16 GiB on cpu, 256 files.
