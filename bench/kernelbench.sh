@@ -20,8 +20,8 @@
 # AK_KB_BACKEND (cuda, or cpu for a host without a GPU), AK_KB_BASELINES (KernelBench baseline
 # files that sweeps also score against, for problems this farm has not measured), AK_KB_BUDGET_S
 # (each phase waits at most what is left of this many seconds, less 20 s for writing its files, and
-# one with nothing left is skipped; a phase stopped by its wait leaves its unfinished jobs in the
-# farm, where the next phase's jobs queue behind them), AK_KB_GPU_MODEL (the campaigns run on
+# one with nothing left is skipped; a phase stopped by its wait cancels its campaign, so its
+# unfinished jobs do not hold the next phase's slots), AK_KB_GPU_MODEL (the campaigns run on
 # workers of this model only, e.g. "NVIDIA H200"), AK_KB_RESUME (a folder of baseline files of that
 # model, e.g. an earlier run's $OUT/kernelbench: the baseline phases start from them and measure
 # only the problems they lack, kb baseline --skip-measured, and sweeps score against them; an agree

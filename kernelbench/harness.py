@@ -1019,7 +1019,9 @@ def run_baseline(req):
     """KernelBench measure_ref_program_time (eager or torch.compile). The result's "phases_s" says
     where the process's time went, in seconds: start (importing torch), load (the problem file),
     inputs (get_inputs and get_init_inputs), shared_wait, build (moving to the device, Model()),
-    compile (torch.compile's first call), exclusive_wait, timed (warm-ups and trials)."""
+    compile (torch.compile's first call, made apart only with a lock: without one the first
+    warm-up compiles, as in KernelBench, and counts in timed), exclusive_wait, timed (warm-ups and
+    trials)."""
     device, dtype, switches = req["device_obj"], req["dtype"], req["switches"]
     base = {"compile": req["compile"], "compile_mode": req["compile_mode"], "device": str(device),
             "hardware": hardware_name(device), "precision": req["precision"], "switches": switches}
