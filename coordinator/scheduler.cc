@@ -111,6 +111,10 @@ std::vector<Action> Scheduler::on_ready(const protocol::Ready& m, int64_t now_ms
   // Leases restored after a coordinator restart belong to this worker again.
   if (auto it = orphan_leases_.find(m.worker_id); it != orphan_leases_.end()) {
     w.leased.insert(it->second.begin(), it->second.end());
+    // A campaign cancelled while its worker was away (or before a restart): tell it now.
+    for (const auto& id : it->second)
+      if (const JobRecord& job = jobs_.at(id); cancelled_.contains(job.spec.campaign_id))
+        out.push_back(SendCancel{m.worker_id, {id, job.attempt}});
     orphan_leases_.erase(it);
   }
   if (static_cast<int>(w.leased.size()) > w.slots) {

@@ -738,5 +738,26 @@ TEST(SchedulerTest, AResultOnItsWayIsNotCancelledOverAndARowIsNeverWrittenTwice)
   EXPECT_EQ(h.sched.counts().by_status.count(ResultStatus::kCancelled), 0u);
 }
 
+TEST(SchedulerTest, AWorkerReturningAfterARestartIsToldToStopItsJobOfACancelledCampaign) {
+  SchedulerHarness h;
+  h.ready("w1", 1);
+  h.submit({job_of("a", "c1")});
+  // The coordinator restarts: the lease comes back as an orphan, the campaign is cancelled again
+  // from its stored record before the worker has re-registered.
+  StoreSnapshot snap;
+  snap.jobs.push_back(h.job("a"));
+  SchedulerHarness r;
+  r.sched.restore(snap, r.now);
+  Scheduler::CancelCounts c;
+  auto a = r.checked(r.sched.cancel("c1", "", r.now, &c));
+  EXPECT_EQ(c.stopping, 1);
+  EXPECT_TRUE(only<SendCancel>(a).empty()) << "no worker to tell yet";
+  auto back = r.ready("w1", 1);
+  auto cancels = only<SendCancel>(back);
+  ASSERT_EQ(cancels.size(), 1u);
+  EXPECT_EQ(cancels[0].worker_id, "w1");
+  EXPECT_EQ(cancels[0].cancel.job_id, "a");
+}
+
 }  // namespace
 }  // namespace ak
