@@ -73,6 +73,10 @@ std::string format_status(const json& st) {
     if (!c["best"].is_null())
       os << ", best " << fmt_double(c["best"]["speedup"]) << "x (" << c["best"]["shape"].get<std::string>() << " "
          << c["best"]["dtype"].get<std::string>() << " " << c["best"]["config"].get<std::string>() << ")";
+    if (c.value("cancelled", false)) {
+      os << "; CANCELLED (" << c.value("cancelled_jobs", 0) << " jobs"
+         << (c.value("cancel_reason", "").empty() ? "" : ": " + c.value("cancel_reason", "")) << ")";
+    }
     os << "\n";
     if (c.contains("studies")) os << format_studies(c);
   }
@@ -224,6 +228,11 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
       last_printed = fin;
       if (c.value("complete", fin >= total)) {
         if (tty) std::cout << "\n";
+        if (c.value("cancelled", false)) {
+          std::cout << "campaign " << campaign_id << " was cancelled" << (c.value("cancel_reason", "").empty() ? "" : ": " + c.value("cancel_reason", ""))
+                    << "\n";
+          return false;
+        }
         return true;
       }
     }

@@ -29,7 +29,8 @@ Status write_file(const std::string& path, const std::string& text);
 Status write_tuning_export(const nlohmann::json& export_document, const std::string& path);
 // Polls STATUS and redraws a progress line (done/total, pass/fail, best, rate, ETA) until the
 // campaign has no queued or leased job, `stop` is set or `deadline` passes. Returns false if it
-// ended for any reason but completion (the campaign itself goes on in the farm).
+// ended for any reason but completion (the campaign itself goes on in the farm), a campaign that
+// ended because it was cancelled included.
 bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop,
                        std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 

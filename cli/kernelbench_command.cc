@@ -100,10 +100,19 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto rows = client.results(run.id, "");
   if (!rows.ok()) return Status::unavailable("coordinator lost: " + rows.status().message());
-  run.rows = (*rows)["rows"];
+  // Jobs of a campaign cancelled (here or by someone else) measured nothing: they are neither
+  // results nor failures in the files below.
+  run.rows = json::array();
+  for (auto& r : (*rows)["rows"])
+    if (r.value("correctness", "") != "CANCELLED") run.rows.push_back(std::move(r));
   if (!run.complete && a.cancel_at_stop) {
     auto c = client.cancel(run.id, "the client stopped following it");
-    if (!c.ok()) return Status::unavailable("campaign " + run.id + " not cancelled: " + c.status().message());
+    if (!c.ok()) {
+      // The rows that finished are still worth their files.
+      std::cerr << "campaign " << run.id << " not cancelled, its jobs go on in the farm: " << c.status().message()
+                << "\n";
+      return run;
+    }
     std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s)
               << " s and cancelled it: " << run.rows.size() << " of " << run.jobs << " jobs finished, "
               << (*c)["cancelled"] << " queued ended, " << (*c)["stopping"] << " running stopped\n";

@@ -3,7 +3,7 @@
 //
 // The first ten TSV columns are AutoKernel's results.tsv columns, in its order, so its tools read
 // our exports; the farm's own columns follow. `correctness` holds the ResultStatus name (PASS,
-// FAIL, COMPILE_ERROR, TIMEOUT, CRASH, REJECTED, LOST). Figures of a job that did not pass are
+// FAIL, COMPILE_ERROR, TIMEOUT, CRASH, REJECTED, LOST, CANCELLED). Figures of a job that did not pass are
 // empty in TSV and null in JSON: a failed candidate is never timed.
 #pragma once
 

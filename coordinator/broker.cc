@@ -207,7 +207,7 @@ void Coordinator::drive_studies() {
   if (free.empty()) return;
   std::vector<std::pair<const std::string*, StudyProgress>> progress;
   for (const auto& [cid, c] : studies_) {
-    if (studies_complete_.count(cid) || campaigns_[cid].cancelled) continue;
+    if (studies_complete_.count(cid)) continue;
     StudyProgress p = progress_of(cid);
     if (p.complete) {
       studies_complete_.insert(cid);
@@ -215,7 +215,8 @@ void Coordinator::drive_studies() {
     }
     for (const auto& s : p.studies)
       if (auto it = free.find(gpu_model_key(s.gpu_model)); it != free.end()) it->second -= int64_t(s.in_flight);
-    progress.emplace_back(&cid, std::move(p));
+    // A cancelled study's running trials still hold their slots; it proposes nothing more.
+    if (!campaigns_[cid].cancelled) progress.emplace_back(&cid, std::move(p));
   }
   // Campaigns in the order they were submitted take what is free.
   std::sort(progress.begin(), progress.end(), [&](const auto& a, const auto& b) {
@@ -331,13 +332,14 @@ void Coordinator::execute(std::vector<Action> actions) {
       if (inserted) {
         results_[job_id] = pr_->result;
         result_order_.push_back(job_id);
-        ++results_since_start_;
+        const bool cancelled = pr_->result.status == ResultStatus::kCancelled;
+        if (!cancelled) ++results_since_start_;  // a cancelled job is no experiment
         double dur = -1;
         if (auto it = first_dispatch_ms_.find(job_id); it != first_dispatch_ms_.end()) {
           dur = (clock_.now_ms() - it->second) / 1000.0;
           first_dispatch_ms_.erase(it);
         }
-        metrics_.completed(pr_->result.status, dur);
+        metrics_.completed(pr_->result.status, cancelled ? -1 : dur);  // its duration is no job's
         offer_best(pr_->job, pr_->result);
       } else {
         metrics_.duplicate_result();
@@ -521,7 +523,7 @@ json Coordinator::status_body() const {
                        {"last_seen_ms_ago", now - w.last_seen_ms}, {"ceilings", w.caps.ceilings}});
   }
   struct Agg {
-    int64_t total = 0, finished = 0, pass = 0, failed = 0;
+    int64_t total = 0, finished = 0, pass = 0, failed = 0, cancelled = 0;
     const ResultRecord* best = nullptr;
     const JobRecord* best_job = nullptr;
   };
@@ -538,6 +540,8 @@ json Coordinator::status_body() const {
         a.best = &it->second;
         a.best_job = &job;
       }
+    } else if (it->second.status == ResultStatus::kCancelled) {
+      ++a.cancelled;  // measured nothing: neither a pass nor a failure
     } else {
       ++a.failed;
     }
@@ -564,6 +568,7 @@ json Coordinator::status_body() const {
     }
     if (rec.cancelled) {  // complete once its running jobs have ended too
       entry["cancelled"] = true;
+      entry["cancelled_jobs"] = a.cancelled;
       entry["cancel_reason"] = rec.cancel_reason;
       entry["complete"] = a.finished >= a.total;
     }

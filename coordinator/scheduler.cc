@@ -111,12 +111,10 @@ std::vector<Action> Scheduler::on_ready(const protocol::Ready& m, int64_t now_ms
   // Leases restored after a coordinator restart belong to this worker again.
   if (auto it = orphan_leases_.find(m.worker_id); it != orphan_leases_.end()) {
     w.leased.insert(it->second.begin(), it->second.end());
-    // A campaign cancelled while its worker was away (or before a restart): tell it now.
-    for (const auto& id : it->second)
-      if (const JobRecord& job = jobs_.at(id); cancelled_.contains(job.spec.campaign_id))
-        out.push_back(SendCancel{m.worker_id, {id, job.attempt}});
     orphan_leases_.erase(it);
   }
+  // Jobs of a campaign cancelled while the worker was away (or before a restart): tell it now.
+  for (const auto& id : w.leased) tell_to_stop(jobs_.at(id), now_ms, &out);
   if (static_cast<int>(w.leased.size()) > w.slots) {
     // The worker came back with fewer slots than the leases it held: keep as many as it now
     // has room for and requeue the rest.
@@ -147,6 +145,9 @@ std::vector<Action> Scheduler::on_heartbeat(const protocol::Heartbeat& m, int64_
     }
   }
   std::vector<Action> out;
+  for (const auto& f : m.in_flight)
+    if (auto it = jobs_.find(f.job_id); it != jobs_.end() && it->second.worker_id == m.worker_id)
+      tell_to_stop(it->second, now_ms, &out);
   dispatch(now_ms, &out);
   return out;
 }
@@ -238,6 +239,7 @@ std::vector<Action> Scheduler::commit_result(const std::string& job_id, int64_t 
   if (p == pending_results_.end()) return out;
   ++by_status_[p->second.status];
   pending_results_.erase(p);
+  cancel_sent_ms_.erase(job_id);
   JobRecord& job = jobs_.at(job_id);
   if (job.state == JobState::kLeased) release_lease(job);
   if (job.state == JobState::kQueued) {
@@ -463,7 +465,7 @@ std::vector<Action> Scheduler::cancel(const std::string& campaign_id, const std:
       ++c.finished;  // ended, or its row is on its way
     } else if (job.state == JobState::kLeased) {
       ++c.stopping;
-      if (workers_.contains(job.worker_id)) out.push_back(SendCancel{job.worker_id, {id, job.attempt}});
+      tell_to_stop(job, now_ms, &out);
     } else {
       end_cancelled(job, &out);
       ++c.cancelled;
@@ -472,6 +474,18 @@ std::vector<Action> Scheduler::cancel(const std::string& campaign_id, const std:
   if (counts) *counts = c;
   dispatch(now_ms, &out);
   return out;
+}
+
+void Scheduler::tell_to_stop(const JobRecord& job, int64_t now_ms, std::vector<Action>* out) {
+  if (job.state != JobState::kLeased || !cancelled_.contains(job.spec.campaign_id) ||
+      !workers_.contains(job.worker_id) || pending_results_.contains(job.spec.job_id))
+    return;
+  auto [it, first] = cancel_sent_ms_.try_emplace(job.spec.job_id, now_ms);
+  if (!first) {
+    if (now_ms - it->second < options_.lease_ms / 2) return;
+    it->second = now_ms;
+  }
+  out->push_back(SendCancel{job.worker_id, {job.spec.job_id, job.attempt}});
 }
 
 void Scheduler::end_cancelled(JobRecord& job, std::vector<Action>* out) {

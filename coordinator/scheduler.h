@@ -108,7 +108,8 @@ class Scheduler {
 
   // Cancels a campaign's unfinished jobs: a queued one ends at once with a CANCELLED row
   // (PersistResult); a leased one stays leased until its worker's result, and its worker gets
-  // SendCancel; a lease of the campaign that ends without a result (expiry, a worker gone) ends
+  // SendCancel (again with the job's heartbeats, in case it was lost, and when its worker
+  // re-registers); a lease of the campaign that ends without a result (expiry, a worker gone) ends
   // the job CANCELLED instead of requeueing it. Idempotent. `counts` (optional) gets how many jobs
   // ended now, are running and told to stop, and had ended before.
   struct CancelCounts {
@@ -152,6 +153,9 @@ class Scheduler {
   static JobRecord finished_record(const JobRecord& job, JobState state);
   // Ends `job` (not leased, no pending row) with a CANCELLED row of its campaign's reason.
   void end_cancelled(JobRecord& job, std::vector<Action>* out);
+  // SendCancel for a leased job of a cancelled campaign, at most once per half lease: a message
+  // lost on the way is sent again with a later heartbeat of the job.
+  void tell_to_stop(const JobRecord& job, int64_t now_ms, std::vector<Action>* out);
 
   SchedulerOptions options_;
   std::map<std::string, JobRecord> jobs_;
@@ -160,6 +164,7 @@ class Scheduler {
   std::map<std::string, ResultRecord> pending_results_;  // awaiting commit_result
   std::map<ResultStatus, int64_t> by_status_;
   std::map<std::string, std::string> cancelled_;  // campaign id -> the reason given
+  std::map<std::string, int64_t> cancel_sent_ms_;  // job id -> when its worker was last told to stop
   int64_t heartbeats_missed_ = 0;
   // Leases restored from the store whose worker has not re-sent READY since the restart, by
   // worker id. The worker's READY adopts them; otherwise on_tick expires them like any lease.

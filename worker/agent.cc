@@ -138,6 +138,11 @@ void WorkerAgent::compile_loop() {
     }
     if (art && art->ok()) {
       std::lock_guard<std::mutex> lock(mu_);
+      if (take_cancelled(job)) {  // cancelled while it compiled: no measurement
+        results_.push_back(cancelled_result(job, "compile"));
+        wake_main();
+        continue;
+      }
       run_queue_.push_back(Compiled{std::move(job), std::move(art->value())});
       run_cv_.notify_one();
       continue;
@@ -338,21 +343,26 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
   }
 }
 
+ResultRecord WorkerAgent::cancelled_result(const protocol::Job& job, const std::string& stage) const {
+  ResultRecord r = base_result(job);
+  r.status = ResultStatus::kCancelled;
+  r.stage = stage;
+  r.reason = "its campaign was cancelled before it was measured";
+  r.completed_wall_ms = clock_.wall_ms();
+  return r;
+}
+
+bool WorkerAgent::take_cancelled(const protocol::Job& job) {
+  return cancelled_jobs_.erase(Key{job.spec.job_id, job.attempt}) > 0;
+}
+
 void WorkerAgent::cancel(const protocol::CancelJob& c) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto cancelled_row = [&](const protocol::Job& job) {
-    ResultRecord r = base_result(job);
-    r.status = ResultStatus::kCancelled;
-    r.stage = "worker";
-    r.reason = "its campaign was cancelled before it started";
-    r.completed_wall_ms = clock_.wall_ms();
-    results_.push_back(std::move(r));
-  };
   auto drop = [&](auto& queue, auto job_of) {
     for (auto it = queue.begin(); it != queue.end(); ++it) {
       const protocol::Job& job = job_of(*it);
       if (job.spec.job_id == c.job_id && job.attempt == c.attempt) {
-        cancelled_row(job);
+        results_.push_back(cancelled_result(job, "worker"));
         queue.erase(it);
         return true;
       }
@@ -365,10 +375,11 @@ void WorkerAgent::cancel(const protocol::CancelJob& c) {
     spdlog::info("worker {}: job {} attempt {} cancelled before it started", options_.worker_id, c.job_id, c.attempt);
   } else if (std::any_of(kernelbench_.begin(), kernelbench_.end(), [&](auto& r) { return r->cancel(c.job_id); })) {
     spdlog::info("worker {}: KernelBench job {} cancelled: its step is killed", options_.worker_id, c.job_id);
-  } else {
-    // Compiling or in the sandbox (bounded by its timeout), or finished: its result goes as usual.
-    spdlog::info("worker {}: job {} attempt {} cancelled; it finishes and reports", options_.worker_id, c.job_id,
-                 c.attempt);
+  } else if (cancelled_jobs_.insert(Key{c.job_id, c.attempt}).second) {
+    // Compiling (it ends CANCELLED instead of being measured), in the sandbox (bounded by its
+    // timeout) or finished: the result goes as usual. Repeats of the message change nothing.
+    spdlog::info("worker {}: job {} attempt {} cancelled; a measurement in progress finishes and reports",
+                 options_.worker_id, c.job_id, c.attempt);
   }
   if (!results_.empty()) wake_main();
 }

@@ -121,6 +121,9 @@ class WorkerAgent {
   // CANCEL_JOB: a job still queued here ends CANCELLED at once; a running KernelBench job's step
   // is killed (its runner reports CANCELLED); a compile or sandbox run in progress finishes.
   void cancel(const protocol::CancelJob& c);
+  // Under mu_: whether `job` was cancelled while no queue held it (forgets it), and its row.
+  bool take_cancelled(const protocol::Job& job);
+  ResultRecord cancelled_result(const protocol::Job& job, const std::string& stage) const;
   void drain_results(Session& s);
 
   WorkerOptions options_;
@@ -139,6 +142,10 @@ class WorkerAgent {
   std::condition_variable kernelbench_cv_;
   std::deque<protocol::Job> kernelbench_queue_;
   std::deque<ResultRecord> results_;
+  // CANCEL_JOBs for jobs held by no queue (compiling, in the sandbox, or finished). A compile that
+  // ends finds its job here and reports CANCELLED instead of queueing the run. Entries of jobs
+  // that had finished stay; they are a few ids per cancelled campaign.
+  std::set<Key> cancelled_jobs_;
   bool shutdown_ = false;
   int threads_alive_ = 0;
   int wake_fd_ = -1;  // eventfd; worker threads write, the main thread polls

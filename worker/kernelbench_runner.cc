@@ -82,10 +82,14 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
   o.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
   if (options_.inductor_threads > 0)
     o.env.push_back("TORCHINDUCTOR_COMPILE_THREADS=" + std::to_string(options_.inductor_threads));
-  if (cancelled()) {
-    step.exit_code = 128 + SIGKILL;
-    step.log_tail = "not started: the job was cancelled";
-    return step;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) {
+      stopped_ = true;
+      step.exit_code = 128 + SIGKILL;
+      step.log_tail = "not started: the job was cancelled";
+      return step;
+    }
   }
   auto child = ChildProcess::spawn({options_.python, harness_path(), req.string()}, o);
   if (!child.ok()) {
@@ -96,7 +100,10 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
   {
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = child->pid();
-    if (cancelled_) ::kill(-step_group_, SIGKILL);  // cancelled between the check and the spawn
+    if (cancelled_) {  // cancelled between the check and the spawn
+      ::kill(-step_group_, SIGKILL);
+      stopped_ = true;
+    }
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   auto rc = child->wait_for(std::max(left, std::chrono::milliseconds(1)));
@@ -124,14 +131,17 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
 void KernelBenchRunner::claim(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   claimed_ = job_id;
-  cancelled_ = false;
+  cancelled_ = stopped_ = false;
 }
 
 bool KernelBenchRunner::cancel(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (claimed_.empty() || claimed_ != job_id) return false;
   cancelled_ = true;
-  if (step_group_ > 0) ::kill(-step_group_, SIGKILL);
+  if (step_group_ > 0) {
+    ::kill(-step_group_, SIGKILL);
+    stopped_ = true;
+  }
   return true;
 }
 
@@ -145,13 +155,15 @@ KernelBenchOutcome KernelBenchRunner::run(const JobSpec& job, std::chrono::milli
     std::lock_guard<std::mutex> lock(mu_);
     if (claimed_ != job.job_id) {
       claimed_ = job.job_id;
-      cancelled_ = false;
+      cancelled_ = stopped_ = false;
     }
+    if (cancelled_) stopped_ = true;  // cancelled before it started
   }
   KernelBenchOutcome out = cancelled() ? KernelBenchOutcome{} : run_job(job, timeout);
   std::lock_guard<std::mutex> lock(mu_);
-  if (cancelled_) {
-    // Whatever the killed step looked like (a crash, a timeout), the cause was the cancel.
+  if (stopped_) {
+    // A step was killed or never started: whatever it looked like (a crash, a timeout), the cause
+    // was the cancel. A job whose steps all ran keeps its result, cancelled or not.
     out.status = ResultStatus::kCancelled;
     out.reason = "its campaign was cancelled; " + (out.stage.empty() ? std::string("stopped before its first step")
                                                                       : "stopped in its " + out.stage + " step");
@@ -159,7 +171,7 @@ KernelBenchOutcome KernelBenchRunner::run(const JobSpec& job, std::chrono::milli
     out.m = Measurement{};
   }
   claimed_.clear();
-  cancelled_ = false;
+  cancelled_ = stopped_ = false;
   return out;
 }
 

@@ -54,7 +54,8 @@ class KernelBenchRunner {
   // missed); run() clears it when it returns.
   void claim(const std::string& job_id);
   // Stops `job_id` if it is the claimed job: its step's process group is killed, no further step
-  // starts, and run() returns CANCELLED. Returns whether the job was this runner's.
+  // starts, and run() returns CANCELLED (a job whose steps had all run keeps its result). Returns
+  // whether the job was this runner's.
   bool cancel(const std::string& job_id);
 
  private:
@@ -70,10 +71,11 @@ class KernelBenchRunner {
   std::string harness_path();
   bool cancelled();
 
-  std::mutex mu_;  // guards the three below
+  std::mutex mu_;  // guards the four below
   std::string claimed_;
   pid_t step_group_ = -1;  // the running step's process group
-  bool cancelled_ = false;
+  bool cancelled_ = false;  // a cancel for the claimed job arrived
+  bool stopped_ = false;    // and it killed a step or kept one from starting: the job is CANCELLED
 
   KernelBenchRunnerOptions options_;
   std::string harness_path_;

@@ -67,7 +67,7 @@ using Config = std::map<std::string, int64_t>;
 struct Trial {
   Config config;
   // Latency [ms] (any unit works; lower is better). nullopt: no usable measurement (COMPILE_ERROR,
-  // FAIL, TIMEOUT, CRASH, REJECTED, LOST). A failed trial counts as seen (never proposed again) but
+  // FAIL, TIMEOUT, CRASH, REJECTED, LOST, CANCELLED). A failed trial counts as seen (never proposed again) but
   // never as a parent or a good trial.
   std::optional<double> value;
 };

@@ -26,7 +26,7 @@ TEST(JobEnums, EveryJobStateNameParsesBackToItsValue) {
 }
 
 TEST(JobEnums, EveryResultStatusNameParsesBackToItsValue) {
-  for (int i = 0; i <= static_cast<int>(ResultStatus::kLost); ++i) {
+  for (int i = 0; i <= static_cast<int>(ResultStatus::kCancelled); ++i) {
     auto s = static_cast<ResultStatus>(i);
     EXPECT_EQ(parse_result_status(result_status_name(s)), s);
   }

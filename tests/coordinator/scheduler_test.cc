@@ -759,5 +759,22 @@ TEST(SchedulerTest, AWorkerReturningAfterARestartIsToldToStopItsJobOfACancelledC
   EXPECT_EQ(cancels[0].cancel.job_id, "a");
 }
 
+TEST(SchedulerTest, AWorkerStillHeartbeatingACancelledJobIsToldAgainEveryHalfLease) {
+  SchedulerHarness h;  // lease 1000 ms
+  h.ready("w1", 1);
+  h.submit({job_of("a", "c1")});
+  ASSERT_EQ(only<SendCancel>(h.checked(h.sched.cancel("c1", "", h.now))).size(), 1u);
+  h.now += 200;
+  EXPECT_TRUE(only<SendCancel>(h.heartbeat("w1", {{"a", 1}})).empty()) << "not again at once";
+  h.now += 400;  // 600 ms after the first: that message may have been lost
+  auto again = only<SendCancel>(h.heartbeat("w1", {{"a", 1}}));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].cancel.job_id, "a");
+  // Its result ends it; nothing more is sent.
+  h.result_committed("w1", "a", 1, ResultStatus::kCancelled);
+  h.now += 1000;
+  EXPECT_TRUE(only<SendCancel>(h.heartbeat("w1", {{"a", 1}})).empty());
+}
+
 }  // namespace
 }  // namespace ak

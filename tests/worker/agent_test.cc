@@ -377,6 +377,26 @@ TEST_F(AgentTest, CompilingTheNextJobOverlapsRunningTheCurrentOne) {
   EXPECT_EQ(next<protocol::ResultMsg>().result.job_id, "b");
 }
 
+TEST_F(AgentTest, ACancelledJobThatWaitsIsNeverMeasuredAndOneBeingMeasuredFinishes) {
+  blocked_ = {"a"};
+  start_and_register();
+  send_job("a");
+  send_job("b");
+  ASSERT_TRUE(events_.wait_for("running a"));
+  ASSERT_TRUE(events_.wait_for("compiled b"));  // b waits for the sandbox behind a
+  send(protocol::CancelJob{"b", 1});
+  const auto b = next_result_for("b");
+  EXPECT_EQ(b.result.status, ResultStatus::kCancelled);
+  EXPECT_EQ(b.result.stage, "worker");
+  send(protocol::CancelJob{"a", 1});  // in the sandbox: it finishes and reports as usual
+  send(protocol::CancelJob{"a", 1});  // a repeat changes nothing
+  runner_->release();
+  EXPECT_EQ(next_result_for("a").result.status, ResultStatus::kPass);
+  EXPECT_EQ(events_.count("running b"), 0) << "a cancelled job is never measured";
+  send_job("c");
+  EXPECT_EQ(next_result_for("c").result.status, ResultStatus::kPass);
+}
+
 TEST_F(AgentTest, DuplicateDeliveryOfAHeldOrFinishedJobIsIgnored) {
   blocked_ = {"a"};
   start_and_register();
