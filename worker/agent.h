@@ -12,8 +12,9 @@
 //   - RESULT for each finished job, kept in the Outbox (worker/outbox.h, persisted under
 //     state_dir) and resent with backoff until the coordinator's ACK removes it;
 //   - on CANCEL_JOB (its campaign was cancelled): a job still queued here ends CANCELLED at once, a
-//     running KernelBench job's harness step is killed and it reports CANCELLED; a compile or a
-//     sandbox run in progress finishes (bounded by the job's timeout) and reports as usual;
+//     running KernelBench job's harness step is killed and it reports CANCELLED; a job compiling
+//     ends CANCELLED when its compile ends; a sandbox run in progress finishes (bounded by the
+//     job's timeout) and reports as usual;
 //   - DISCONNECT on a clean stop.
 //
 // Threads: the thread that calls run() is the only one that touches the socket and the outbox.
@@ -119,7 +120,8 @@ class WorkerAgent {
   void send_heartbeat(Session& s);
   void handle(Session& s, const protocol::Message& m);
   // CANCEL_JOB: a job still queued here ends CANCELLED at once; a running KernelBench job's step
-  // is killed (its runner reports CANCELLED); a compile or sandbox run in progress finishes.
+  // is killed (its runner reports CANCELLED); a job compiling ends CANCELLED when its compile
+  // ends; a sandbox run in progress finishes.
   void cancel(const protocol::CancelJob& c);
   // Under mu_: whether `job` was cancelled while no queue held it (forgets it), and its row.
   bool take_cancelled(const protocol::Job& job);
