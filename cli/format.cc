@@ -32,6 +32,11 @@ std::string fmt_duration(double s) {
   else std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
   return buf;
 }
+// ": <reason>" of a cancelled campaign's status entry, or nothing when none was given.
+std::string reason_suffix(const json& campaign) {
+  const std::string r = campaign.value("cancel_reason", "");
+  return r.empty() ? "" : ": " + r;
+}
 }  // namespace
 
 std::string format_status(const json& st) {
@@ -74,8 +79,7 @@ std::string format_status(const json& st) {
       os << ", best " << fmt_double(c["best"]["speedup"]) << "x (" << c["best"]["shape"].get<std::string>() << " "
          << c["best"]["dtype"].get<std::string>() << " " << c["best"]["config"].get<std::string>() << ")";
     if (c.value("cancelled", false)) {
-      os << "; CANCELLED (" << c.value("cancelled_jobs", 0) << " jobs"
-         << (c.value("cancel_reason", "").empty() ? "" : ": " + c.value("cancel_reason", "")) << ")";
+      os << "; CANCELLED (" << c.value("cancelled_jobs", 0) << " jobs" << reason_suffix(c) << ")";
     }
     os << "\n";
     if (c.contains("studies")) os << format_studies(c);
@@ -229,8 +233,7 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
       if (c.value("complete", fin >= total)) {
         if (tty) std::cout << "\n";
         if (c.value("cancelled", false)) {
-          std::cout << "campaign " << campaign_id << " was cancelled" << (c.value("cancel_reason", "").empty() ? "" : ": " + c.value("cancel_reason", ""))
-                    << "\n";
+          std::cout << "campaign " << campaign_id << " was cancelled" << reason_suffix(c) << "\n";
           return false;
         }
         return true;

@@ -472,8 +472,7 @@ std::vector<Action> Scheduler::cancel(const std::string& campaign_id, const std:
     }
   }
   if (counts) *counts = c;
-  dispatch(now_ms, &out);
-  return out;
+  return out;  // no slot is freed: the running jobs keep theirs until they report
 }
 
 void Scheduler::tell_to_stop(const JobRecord& job, int64_t now_ms, std::vector<Action>* out) {

@@ -1026,12 +1026,13 @@ def run_baseline(req):
     base = {"compile": req["compile"], "compile_mode": req["compile_mode"], "device": str(device),
             "hardware": hardware_name(device), "precision": req["precision"], "switches": switches}
     phases = {"start": round(time.monotonic() - _STARTED, 3)}  # importing torch, reading the request
-    clock = [time.monotonic()]
+    last = time.monotonic()
 
     def phase(name):
+        nonlocal last
         now = time.monotonic()
-        phases[name] = round(now - clock[0], 3)
-        clock[0] = now
+        phases[name] = round(now - last, 3)
+        last = now
 
     try:
         _, _, Model, get_init_inputs, get_inputs = load_problem(req["problem_path"])

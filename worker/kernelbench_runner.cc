@@ -145,21 +145,17 @@ bool KernelBenchRunner::cancel(const std::string& job_id) {
   return true;
 }
 
-bool KernelBenchRunner::cancelled() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return cancelled_;
-}
-
 KernelBenchOutcome KernelBenchRunner::run(const JobSpec& job, std::chrono::milliseconds timeout) {
+  bool before_start = false;  // cancelled between claim() and here
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (claimed_ != job.job_id) {
       claimed_ = job.job_id;
       cancelled_ = stopped_ = false;
     }
-    if (cancelled_) stopped_ = true;  // cancelled before it started
+    before_start = stopped_ = cancelled_;
   }
-  KernelBenchOutcome out = cancelled() ? KernelBenchOutcome{} : run_job(job, timeout);
+  KernelBenchOutcome out = before_start ? KernelBenchOutcome{} : run_job(job, timeout);
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_) {
     // A step was killed or never started: whatever it looked like (a crash, a timeout), the cause

@@ -69,7 +69,6 @@ class KernelBenchRunner {
   Step run_step(const std::string& dir, const std::string& name, nlohmann::json request,
                 std::chrono::steady_clock::time_point deadline);
   std::string harness_path();
-  bool cancelled();
 
   std::mutex mu_;  // guards the four below
   std::string claimed_;

@@ -67,6 +67,16 @@ StudyRows rows_of(const StoreSnapshot& snap, const std::string& cid) {
   return s;
 }
 
+// Every job of campaign `cid` has exactly one result row.
+void expect_one_row_per_job(const StoreSnapshot& snap, const std::string& cid) {
+  std::map<std::string, int> per_job;
+  for (const auto& r : snap.results) ++per_job[r.job_id];
+  for (const auto& j : snap.jobs)
+    if (j.spec.campaign_id == cid) {
+      EXPECT_EQ(per_job[j.spec.job_id], 1) << j.spec.job_id;
+    }
+}
+
 // Exhaustive study of the whole space, then evolutionary and tpe with seeds 1..5 at a budget of
 // 64 evaluations (25% of the space). Each strategy run's best configuration is judged by the
 // exhaustive study's latency for that configuration.
@@ -169,13 +179,7 @@ TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAnd
   std::printf("crashed after %zu results; final best %s (%.1f us), uninterrupted %s (%.1f us)\n", before.rows,
               config_string(after.best).c_str(), after.best_us, config_string(reference.best).c_str(),
               reference.best_us);
-  // Every job of the study has exactly one result row.
-  std::map<std::string, int> per_job;
-  for (const auto& r : snap.results) ++per_job[r.job_id];
-  for (const auto& j : snap.jobs)
-    if (j.spec.campaign_id == cid) {
-      EXPECT_EQ(per_job[j.spec.job_id], 1) << j.spec.job_id;
-    }
+  expect_one_row_per_job(snap, cid);
 }
 
 // A cancelled study proposes nothing more, also after a coordinator restart: its jobs end with what
@@ -199,12 +203,7 @@ TEST(StudyFarmTest, ACancelledStudyProposesNothingMoreEvenAfterARestart) {
   const StudyRows rows = rows_of(snap, cid);
   EXPECT_EQ(static_cast<int64_t>(rows.jobs), proposed) << "a job was proposed after the cancel";
   EXPECT_LT(rows.jobs, 64u) << "the study finished before the cancel; the test proves nothing";
-  std::map<std::string, int> per_job;
-  for (const auto& row : snap.results) ++per_job[row.job_id];
-  for (const auto& j : snap.jobs)
-    if (j.spec.campaign_id == cid) {
-      EXPECT_EQ(per_job[j.spec.job_id], 1) << j.spec.job_id;
-    }
+  expect_one_row_per_job(snap, cid);
   for (const auto& c : st["campaigns"]) {
     if (c["campaign_id"] == cid) {
       EXPECT_EQ(c["cancelled"], true) << c.dump();
