@@ -64,6 +64,9 @@ for step in $STEPS; do
       # shellcheck disable=SC2086
       timeout "${AK_KB_STEP_TIMEOUT:-470}" bash bench/kernelbench.sh "$B" "$KBC" ${AK_KB_PHASES:-} > "$OUT/kernelbench.log" 2>&1
       echo "kernelbench rc=$?"; grep -v "^ *$" "$OUT/kernelbench.log" | grep -v "^\[Profiling\]\|^Using PyTorch" | tail -120
+      # The baseline files stay in the build folder too: a next call on the same machine resumes
+      # from them with AK_KB_RESUME=$PWD/build-gpu/kb-last.
+      mkdir -p "$B/kb-last" && cp "$OUT"/kernelbench/baseline_time_torch*.json "$B/kb-last/" 2>/dev/null
       # one file for the phases' files: a device call brings back at most 8 files from $OUT
       tar czf "$OUT/kernelbench.tgz" -C "$OUT" kernelbench && rm -rf "$OUT/kernelbench" ;;
     library)

@@ -190,8 +190,10 @@ CASES = {
     "baseline_eager": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py")),), {}),
     "baseline_locked_pair": (locked_pair, (L1 + "2_Linear.py",), {}),
     "candidate_locked_pair": (locked_pair, (L1 + "9_Softmax.py", "softmax_correct.py"), {}),
+    # With a lock: the first call compiles with no turn held (compile_off_turn).
     "baseline_compile": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py"),
-                                            compile=True, compile_mode="default"),), {}),
+                                            compile=True, compile_mode="default",
+                                            gpu_lock=os.path.join(WORKDIR, "gpu0_compile.lock")),), {}),
 }
 CUDA = torch.cuda.is_available()
 if CUDA:  # the GPU halves; skipped (and never started) without a device
@@ -593,6 +595,9 @@ class BaselineTest(unittest.TestCase):
             self.assertGreater(r["mean_ms"], 0)
             self.assertEqual(r["stats"]["num_trials"], 5)
             self.assertIn("compile", r["phases_s"])
+            # Dynamo and inductor ran with no turn held; one exclusive turn, the timing.
+            self.assertGreater(r["gpu_lock"]["compile_off_turn_ms"], 0, r["gpu_lock"])
+            self.assertEqual(len(r["gpu_lock"]["exclusive_spans"]), 1)
         else:  # inductor without a working C++ toolchain: a clean error, not a crash
             self.assertTrue(r["error"])
 
@@ -748,6 +753,59 @@ class GpuLockTest(unittest.TestCase):
         lock.enter("exclusive")
         self.assertFalse(lock.active)
         self.assertIsNone(lock.mode)
+
+    def test_torch_compile_compiles_with_no_turn_held_and_runs_and_benchmarks_in_a_shared_turn(self):
+        import fcntl
+        from unittest import mock
+        import torch._dynamo
+        from torch._dynamo.callback import callback_handler
+        from torch._inductor.runtime import benchmarking
+        bench = benchmarking.benchmarker
+        lock = self.lock()
+        lock.enter("shared")
+        seen = {}
+
+        def benchmark_gpu(*_args, **_kwargs):  # stands for inductor's GPU benchmark (pad_mm)
+            seen["benchmark"] = (lock.mode, self.held(self.path, fcntl.LOCK_EX))
+            return 1.0
+
+        def backend(gm, _example_inputs):  # runs inside dynamo's compile, as inductor does
+            # No turn: another process may take the exclusive turn and time while this compiles.
+            seen["compile"] = (lock.mode, self.held(self.path, fcntl.LOCK_EX))
+            bench.benchmark_gpu(lambda: None)
+            seen["after_benchmark"] = lock.mode
+
+            def run(*args):
+                seen["run"] = (lock.mode, self.held(self.path, fcntl.LOCK_EX))
+                return gm(*args)
+            return run
+
+        torch._dynamo.reset()
+        with mock.patch.object(type(bench), "benchmark_gpu", benchmark_gpu):
+            with self.harness.compile_off_turn(lock):
+                out = torch.compile(lambda x: x * 2 + 1, backend=backend)(torch.ones(4))
+            self.assertNotIn("benchmark_gpu", vars(bench))  # unwrapped again
+        self.assertTrue(torch.equal(out, torch.full((4,), 3.0)))
+        self.assertEqual(seen["compile"], (None, False))
+        self.assertEqual(seen["benchmark"], ("shared", True))
+        self.assertIsNone(seen["after_benchmark"])
+        self.assertEqual(seen["run"], ("shared", True))  # the compiled code runs in the shared turn
+        self.assertEqual(lock.mode, "shared")
+        self.assertEqual(lock.stats["compile_benchmarks"], 1)
+        self.assertGreater(lock.stats["compile_off_turn_ms"], 0)
+        self.assertEqual(callback_handler.start_callbacks, [])
+        self.assertEqual(callback_handler.end_callbacks, [])
+
+        def broken(_gm, _example_inputs):
+            raise RuntimeError("backend fails")
+
+        torch._dynamo.reset()
+        with self.assertRaises(Exception):
+            with self.harness.compile_off_turn(lock):
+                torch.compile(lambda x: x - 1, backend=broken)(torch.ones(4))
+        self.assertEqual(lock.mode, "shared")  # a failed compile gives the turn back
+        lock.enter(None)
+        self.assertFalse(self.held(self.path, fcntl.LOCK_EX))
 
     def test_two_baselines_sharing_a_lock_time_one_after_the_other(self):
         runs = case("baseline_locked_pair")
