@@ -92,9 +92,13 @@ struct KbArgs {
   bool keep_integer_inputs = true;
   std::string name;
   std::string out = "kernelbench-out";
+  std::vector<std::string> eval_files;  // score: eval_results.json files, the level from each path
+  std::string score_json;               // score: where to write the scores (scores.json's form)
 };
 int kb_baseline(const ClientArgs& c, const KbArgs& a);
 int kb_sweep(const ClientArgs& c, const KbArgs& a);
+// Offline: fast_p of a sweep's eval_results files against baseline files; no farm needed.
+int kb_score(const KbArgs& a);
 
 struct RunArgs {
   // Run one after the other, results of all in one results.tsv; empty: the default softmax

@@ -1,4 +1,4 @@
-// autokernel kb baseline | sweep: KernelBench on the farm. Reads the problems (and generations)
+// autokernel kb baseline | sweep | score: KernelBench on the farm (score: offline, from files). Reads the problems (and generations)
 // from local folders (kernelbench/bridge.h) or generates the built-in candidates
 // (kernelbench/builtin.h), submits a KernelBench campaign (coordinator/kernelbench_campaign.h),
 // follows it, and writes KernelBench's files: the baseline JSON of results/timing/<hardware>/,
@@ -171,6 +171,46 @@ std::vector<kernelbench::Baseline> farm_baselines(const json& rows) {
 
 // Where the harness processes' time went, summed over the measured jobs (the result's "phases_s"
 // and "gpu_lock"), and the jobs that took longest: which phase a sweep's wall time is made of.
+// The baselines of `files` (read beforehand, `loaded[i]` from `files[i]`) that `baselines` lacks:
+// a (level, problem, GPU model, mode) already there, or in an earlier file, keeps its figure.
+void add_file_baselines(std::vector<kernelbench::Baseline>& baselines, const std::vector<std::string>& files,
+                        std::vector<std::vector<kernelbench::Baseline>>& loaded) {
+  std::set<std::tuple<int, std::string, std::string, std::string>> have;
+  for (const auto& b : baselines) have.insert({b.level, b.problem_name, b.gpu_model, b.mode});
+  for (size_t i = 0; i < files.size(); ++i) {
+    size_t used = 0;
+    for (auto& b : loaded[i])
+      if (have.insert({b.level, b.problem_name, b.gpu_model, b.mode}).second) {
+        baselines.push_back(std::move(b));
+        ++used;
+      }
+    std::cout << "baselines from " << files[i] << ": " << used << " of " << loaded[i].size()
+              << " entries added (the others the farm or an earlier file has; only the selected problems are scored)\n";
+  }
+}
+
+void keep_selected(std::vector<kernelbench::Baseline>& baselines, const kernelbench::Selection& sel) {
+  std::erase_if(baselines, [&](const kernelbench::Baseline& b) {
+    const auto id = kernelbench::problem_id_of(b.problem_name);
+    return !id || !sel.matches(b.level, *id);
+  });
+}
+
+// The fast_p tables at KernelBench's thresholds and at AutoKernel's, printed; their JSON is
+// scores.json: {"kernelbench": score_json, "autokernel": score_json}.
+json print_scores(const std::vector<kernelbench::SampleEval>& evals, const std::vector<kernelbench::Baseline>& baselines) {
+  json scores = json::object();
+  for (const auto& [label, thresholds] : {std::pair{std::string("kernelbench"), kernelbench::kKernelBenchThresholds},
+                                          std::pair{std::string("autokernel"), kernelbench::kAutoKernelThresholds}}) {
+    kernelbench::ScoreOptions o;
+    o.thresholds = thresholds;
+    const auto s = kernelbench::score(evals, baselines, o);
+    std::cout << "fast_p at " << label << "'s thresholds:\n" << kernelbench::score_table(s);
+    scores[label] = kernelbench::score_json(s);
+  }
+  return scores;
+}
+
 void print_phase_summary(const json& rows) {
   static const char* kOrder[] = {"start", "load", "inputs", "shared_wait", "build", "compile", "exclusive_wait", "timed"};
   std::map<std::string, double> sum;
@@ -461,40 +501,16 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
   }
   auto baselines = farm_baselines((*all)["rows"]);
   // Then the files' baselines, for what the farm has not measured itself.
-  std::set<std::tuple<int, std::string, std::string, std::string>> have;
-  for (const auto& b : baselines) have.insert({b.level, b.problem_name, b.gpu_model, b.mode});
-  for (size_t i = 0; i < a.baseline_files.size(); ++i) {
-    const auto& f = a.baseline_files[i];
-    auto& fb = file_baselines[i];
-    size_t used = 0;
-    for (auto& b : fb)
-      if (have.insert({b.level, b.problem_name, b.gpu_model, b.mode}).second) {
-        baselines.push_back(std::move(b));
-        ++used;
-      }
-    std::cout << "baselines from " << f << ": " << used << " of " << fb.size()
-              << " entries added (the others the farm or an earlier file has; only the selected problems are scored)\n";
-  }
+  add_file_baselines(baselines, a.baseline_files, file_baselines);
   // Scores cover the selected problems: a sweep of level 1 gives level 1's fast_p over all its
   // problems with a baseline, and no rows for other levels the farm or a file happens to hold.
-  std::erase_if(baselines, [&](const kernelbench::Baseline& b) {
-    const auto id = kernelbench::problem_id_of(b.problem_name);
-    return !id || !sel->matches(b.level, *id);
-  });
+  keep_selected(baselines, *sel);
   std::cout << "verdicts:";
   for (const auto& [v, n] : verdicts) std::cout << " " << v << " " << n;
   std::printf("\nsamples: %zu of %lld, wall %.1f s (campaign %s%s), baselines known: %zu\n", evals.size(),
               static_cast<long long>(run->jobs), run->wall_s, run->id.c_str(), run->complete ? "" : ", not complete",
               baselines.size());
-  json scores = json::object();
-  for (const auto& [label, thresholds] : {std::pair{std::string("kernelbench"), kernelbench::kKernelBenchThresholds},
-                                          std::pair{std::string("autokernel"), kernelbench::kAutoKernelThresholds}}) {
-    kernelbench::ScoreOptions o;
-    o.thresholds = thresholds;
-    const auto s = kernelbench::score(evals, baselines, o);
-    std::cout << "fast_p at " << label << "'s thresholds:\n" << kernelbench::score_table(s);
-    scores[label] = kernelbench::score_json(s);
-  }
+  const json scores = print_scores(evals, baselines);
   const fs::path sp = fs::path(a.out) / "scores.json";
   if (Status s = write_json(sp, scores); !s.ok()) {
     std::cerr << "autokernel kb sweep: " << s.message() << "\n";
@@ -502,6 +518,161 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
   }
   std::cout << "wrote " << sp.string() << " and eval_results.json per level under " << a.out << "\n";
   return run->complete ? 0 : 1;
+}
+
+namespace {
+
+// The level of an eval_results file: the last "level<N>" (or "level_<N>") in its path, as a sweep
+// writes it (<out>/level1/eval_results.json) or as the results folders keep it
+// (eval_results-builtin-level1.json).
+std::optional<int> level_of_path(const std::string& path) {
+  std::optional<int> level;
+  for (size_t at = path.find("level"); at != std::string::npos; at = path.find("level", at + 1)) {
+    size_t i = at + 5;
+    if (i < path.size() && path[i] == '_') ++i;
+    size_t j = i;
+    while (j < path.size() && std::isdigit(static_cast<unsigned char>(path[j]))) ++j;
+    if (j > i && j - i < 4) level = std::stoi(path.substr(i, j - i));
+  }
+  return level;
+}
+
+// One eval_results.json: {"<problem_id>": [entry, ...]} as kb sweep writes it, or {"<problem_id>":
+// {"<sample_id>": entry}} as KernelBench's scripts do; entry: {sample_id, compiled, correctness,
+// runtime (ms), metadata: {hardware}}.
+Status read_eval_file(const std::string& path, int level, const std::map<std::pair<int, int>, std::string>& names,
+                      const std::string& gpu_model, std::vector<kernelbench::SampleEval>& out) {
+  std::ifstream in(path);
+  if (!in) return Status::not_found("cannot read " + path);
+  const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return Status::invalid(path + ": not a JSON object");
+  const size_t first = out.size();
+  for (const auto& [pid_text, samples] : doc.items()) {
+    int pid = 0;
+    if (pid_text.empty() || pid_text.size() > 6 || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit))
+      return Status::invalid(path + ": key '" + pid_text + "' is not a problem id");
+    pid = std::stoi(pid_text);
+    const auto name = names.find({level, pid});
+    if (name == names.end())
+      return Status::invalid(fmt::format("{}: level {} problem {} is not in --kernelbench", path, level, pid));
+    std::vector<std::pair<std::string, json>> entries;
+    if (samples.is_array()) {
+      for (const auto& e : samples) entries.emplace_back("", e);
+    } else if (samples.is_object()) {
+      for (const auto& [k, e] : samples.items()) entries.emplace_back(k, e);
+    } else {
+      return Status::invalid(fmt::format("{}: problem {}: neither a list nor an object of samples", path, pid));
+    }
+    for (const auto& [key, e] : entries) {
+      if (!e.is_object()) return Status::invalid(fmt::format("{}: problem {}: a sample is not an object", path, pid));
+      int sample = 0;
+      if (e.contains("sample_id") && e["sample_id"].is_number_integer()) {
+        sample = e["sample_id"].get<int>();
+      } else if (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) && key.size() < 7) {
+        sample = std::stoi(key);
+      } else {
+        return Status::invalid(fmt::format("{}: problem {}: a sample without a sample_id", path, pid));
+      }
+      std::string gpu;
+      if (e.contains("metadata") && e["metadata"].is_object() && e["metadata"].value("hardware", json()).is_string())
+        gpu = e["metadata"]["hardware"].get<std::string>();
+      const double runtime = e.value("runtime", json(-1.0)).is_number() ? e["runtime"].get<double>() : -1.0;
+      out.push_back({level, pid, name->second, sample, gpu, e.value("compiled", false), e.value("correctness", false),
+                     runtime});
+    }
+  }
+  // A sample that never ran (a timeout, a crash) names no hardware: it ran where the file's other
+  // samples did, or on --gpu-model.
+  std::set<std::string> named;
+  for (size_t i = first; i < out.size(); ++i)
+    if (!out[i].gpu_model.empty()) named.insert(out[i].gpu_model);
+  for (size_t i = first; i < out.size(); ++i) {
+    if (!out[i].gpu_model.empty()) continue;
+    if (!gpu_model.empty()) {
+      out[i].gpu_model = gpu_model;
+    } else if (named.size() == 1) {
+      out[i].gpu_model = *named.begin();
+    } else {
+      return Status::invalid(fmt::format("{}: problem {} sample {}: no metadata.hardware and the file names {} GPU "
+                                         "models; give --gpu-model",
+                                         path, out[i].problem_id, out[i].sample_id, named.size()));
+    }
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+int kb_score(const KbArgs& a) {
+  auto sel = selection_of(a);
+  if (!sel.ok()) {
+    std::cerr << "autokernel kb score: " << sel.status().message() << "\n";
+    return 2;
+  }
+  if (a.baseline_files.empty()) {
+    std::cerr << "autokernel kb score: give the baselines to score against (--baselines FILE, repeatable)\n";
+    return 2;
+  }
+  // Only the levels that have an eval_results file are scored.
+  std::set<int> levels;
+  std::vector<std::pair<std::string, int>> files;
+  for (const auto& f : a.eval_files) {
+    const auto level = level_of_path(f);
+    if (!level) {
+      std::cerr << "autokernel kb score: " << f << ": no level<N> in its path, so its level is unknown\n";
+      return 2;
+    }
+    if (!sel->levels.empty() && !sel->levels.count(*level)) continue;
+    levels.insert(*level);
+    files.emplace_back(f, *level);
+  }
+  if (files.empty()) {
+    std::cerr << "autokernel kb score: no --eval-results file of the selected levels\n";
+    return 2;
+  }
+  sel->levels = levels;
+  // Every problem of those levels, for its name; --ids picks among them below.
+  kernelbench::Selection whole_levels;
+  whole_levels.levels = levels;
+  auto problems = kernelbench::load_problems(a.kernelbench, whole_levels, a.python);
+  if (!problems.ok()) {
+    std::cerr << "autokernel kb score: " << problems.status().message() << "\n";
+    return 2;
+  }
+  std::map<std::pair<int, int>, std::string> names;
+  for (const auto& p : *problems) names[{p.level, p.problem_id}] = p.name;
+  const std::string gpu = a.gpu_models.size() == 1 ? a.gpu_models.front() : "";
+  std::vector<kernelbench::SampleEval> evals;
+  for (const auto& [f, level] : files) {
+    if (Status s = read_eval_file(f, level, names, gpu, evals); !s.ok()) {
+      std::cerr << "autokernel kb score: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  std::erase_if(evals, [&](const kernelbench::SampleEval& e) { return !sel->matches(e.level, e.problem_id); });
+  std::vector<std::vector<kernelbench::Baseline>> loaded;
+  for (const auto& f : a.baseline_files) {
+    auto fb = kernelbench::load_baseline_file(f, gpu);
+    if (!fb.ok()) {
+      std::cerr << "autokernel kb score: --baselines: " << fb.status().message() << "\n";
+      return 2;
+    }
+    loaded.push_back(std::move(*fb));
+  }
+  std::vector<kernelbench::Baseline> baselines;
+  add_file_baselines(baselines, a.baseline_files, loaded);
+  keep_selected(baselines, *sel);
+  std::cout << "samples: " << evals.size() << " from " << files.size() << " file(s), baselines: " << baselines.size()
+            << "\n";
+  const json scores = print_scores(evals, baselines);
+  if (!a.score_json.empty()) {
+    if (Status s = write_json(a.score_json, scores); !s.ok()) {
+      std::cerr << "autokernel kb score: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << a.score_json << "\n";
+  }
+  return 0;
 }
 
 }  // namespace ak::cli

@@ -156,6 +156,25 @@ int main(int argc, char** argv) {
   kbs->add_option("--sample-backend", kb.sample_backend, "the candidates' backend: cuda, triton or torch")->capture_default_str();
   kbs->add_flag("!--no-strict", kb.strict, "skip the strict checks (faithful verdict only)");
 
+  auto* kbsc = kbc->add_subcommand(
+      "score", "fast_p of a sweep's eval_results.json files against KernelBench baseline files, offline (no farm)");
+  kbsc->add_option("--kernelbench", kb.kernelbench, "KernelBench checkout the sweep ran (problem ids to names)")->required();
+  kbsc->add_option("--python", kb.python, "Python with pyarrow, to read the Hugging Face dataset's files")
+      ->capture_default_str();
+  kbsc->add_option("--eval-results", kb.eval_files,
+                   "eval_results.json of one level (repeatable); the level is the last level<N> in its path "
+                   "(<out>/level1/eval_results.json, eval_results-builtin-level1.json)")
+      ->required()->check(CLI::ExistingFile);
+  kbsc->add_option("--baselines", kb.baseline_files,
+                   "KernelBench baseline file (baseline_time_torch*.json, repeatable; an earlier file's figure wins)")
+      ->required()->check(CLI::ExistingFile);
+  kbsc->add_option("--levels", kb.levels, "levels to score, of those with an eval_results file")->capture_default_str();
+  kbsc->add_option("--ids", kb.ids, "problem ids, e.g. 1-20,40");
+  kbsc->add_option("--gpu-model", kb.gpu_models,
+                   "GPU model of entries that name none (no metadata.hardware, no hardware in a baseline file)")
+      ->expected(0, 1);
+  kbsc->add_option("--json", kb.score_json, "write the scores here (the form of kb sweep's scores.json)");
+
   CalibrateArgs ca;
   auto* cal = app.add_subcommand("calibrate", "Measure this device's ceilings (copy bandwidth, GEMM TFLOP/s) beside its datasheet");
   cal->add_option("--backend", ca.backend, "auto, cpu or cuda")->capture_default_str();
@@ -182,5 +201,6 @@ int main(int argc, char** argv) {
   if (*cal) return ak::cli::calibrate(ca);
   if (*kbb) return ak::cli::kb_baseline(cl, kb);
   if (*kbs) return ak::cli::kb_sweep(cl, kb);
+  if (*kbsc) return ak::cli::kb_score(kb);
   return 2;
 }

@@ -225,5 +225,78 @@ TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScor
   EXPECT_EQ(run_autokernel(next), 0);
 }
 
+// kb score: a sweep's eval_results files scored offline against baseline files, by hand: KernelBench
+// scores sample 0, counts a problem without a correct sample 0 as not fast, and is strict at p.
+TEST(KernelBenchScoreTest, ScoresEvalResultsFilesAgainstBaselineFilesAsKernelBenchDefinesFastP) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("kb_score_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "sweep" / "level1");
+  auto write = [](const fs::path& p, const json& j) { std::ofstream(p) << j.dump(1); };
+  const json hw = {{"hardware", "GPU X"}, {"device", "cuda:0"}};
+  // Sample 0 of problem 1 is correct at 1.0 ms; problem 7's sample 0 is wrong (its fast sample 1
+  // does not count); problem 9's did not compile and names no hardware (it ran where the others did).
+  const fs::path eval = dir / "sweep" / "level1" / "eval_results.json";
+  write(eval, {{"1", json::array({{{"sample_id", 0}, {"compiled", true}, {"correctness", true}, {"runtime", 1.0},
+                                   {"metadata", hw}}})},
+               {"7", {{"0", {{"compiled", true}, {"correctness", false}, {"runtime", -1.0}, {"metadata", hw}}},
+                      {"1", {{"compiled", true}, {"correctness", true}, {"runtime", 0.5}, {"metadata", hw}}}}},
+               {"9", json::array({{{"sample_id", 0}, {"compiled", false}, {"correctness", false}, {"runtime", -1.0}}})}});
+  auto entry = [](double ms) { return json{{"mean", ms}, {"hardware", "GPU X"}}; };
+  const fs::path eager = dir / "baseline_time_torch.json";
+  write(eager, {{"level1", {{"1_Matmul.py", entry(2.0)}, {"7_ScaleShift.py", entry(1.0)}, {"9_Softmax.py", entry(4.0)}}}});
+  const fs::path compiled = dir / "baseline_time_torch_compile_inductor_default.json";
+  write(compiled, {{"level1", {{"1_Matmul.py", entry(1.0)}, {"7_ScaleShift.py", entry(1.0)}, {"9_Softmax.py", entry(2.0)}}}});
+  const std::string problems = std::string(AK_SOURCE_DIR) + "/tests/kernelbench/problems";
+  const fs::path out = dir / "scores.json";
+  const std::string log = (dir / "score.log").string();
+  ASSERT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", eval.string(), "--baselines",
+                               eager.string(), "--baselines", compiled.string(), "--json", out.string()},
+                              log),
+            0)
+      << read_text(log);
+  const json scores = read_json(out);
+  std::map<std::string, json> by_mode;
+  for (const auto& s : scores["kernelbench"]["scores"]) by_mode[s["baseline"].get<std::string>()] = s;
+  ASSERT_EQ(by_mode.size(), 2u) << scores.dump();
+  const json& e = by_mode["eager"];
+  EXPECT_EQ(e["gpu_model"], "GPU X");
+  EXPECT_EQ(e["problems"], 3);
+  EXPECT_EQ(e["compiled"], 2);
+  EXPECT_EQ(e["correct"], 1);
+  EXPECT_DOUBLE_EQ(e["geo_mean_speedup"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(e["fast_p"]["1.5"].get<double>(), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(e["fast_p"]["2.0"].get<double>(), 0.0);  // 2.0x is not faster than 2.0
+  const json& c = by_mode["compile"];
+  EXPECT_DOUBLE_EQ(c["geo_mean_speedup"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(c["fast_p"]["0.8"].get<double>(), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(c["fast_p"]["1.0"].get<double>(), 0.0);
+  EXPECT_EQ(scores["autokernel"]["scores"].size(), 2u);
+  EXPECT_NE(read_text(log).find("fast_p at kernelbench's thresholds:"), std::string::npos) << read_text(log);
+
+  // --ids narrows n to the selected problems.
+  ASSERT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", eval.string(), "--baselines",
+                               eager.string(), "--ids", "1", "--json", out.string()},
+                              log),
+            0)
+      << read_text(log);
+  EXPECT_EQ(read_json(out)["kernelbench"]["scores"][0]["problems"], 1);
+  EXPECT_DOUBLE_EQ(read_json(out)["kernelbench"]["scores"][0]["fast_p"]["1.5"].get<double>(), 1.0);
+
+  // Bad input: a file whose path names no level, a problem the checkout lacks.
+  const fs::path nolevel = dir / "eval_results.json";
+  fs::copy_file(eval, nolevel);
+  EXPECT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", nolevel.string(),
+                               "--baselines", eager.string()},
+                              log),
+            2);
+  EXPECT_NE(read_text(log).find("no level<N> in its path"), std::string::npos) << read_text(log);
+  write(eval, {{"99", json::array()}});
+  EXPECT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", eval.string(),
+                               "--baselines", eager.string()},
+                              log),
+            2);
+  EXPECT_NE(read_text(log).find("level 1 problem 99 is not in --kernelbench"), std::string::npos) << read_text(log);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ak::testing
