@@ -94,6 +94,7 @@ struct KbArgs {
   std::string out = "kernelbench-out";
   std::vector<std::string> eval_files;  // score: eval_results.json files, the level from each path
   std::string score_json;               // score: where to write the scores (scores.json's form)
+  std::string score_levels;             // score --levels: empty, every level with a file
 };
 int kb_baseline(const ClientArgs& c, const KbArgs& a);
 int kb_sweep(const ClientArgs& c, const KbArgs& a);

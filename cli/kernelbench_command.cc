@@ -522,6 +522,11 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
 
 namespace {
 
+bool all_digits(const std::string& text) {
+  return !text.empty() && text.size() < 7 &&
+         std::all_of(text.begin(), text.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; });
+}
+
 // The level of an eval_results file: the last "level<N>" (or "level_<N>") in its path, as a sweep
 // writes it (<out>/level1/eval_results.json) or as the results folders keep it
 // (eval_results-builtin-level1.json).
@@ -548,10 +553,8 @@ Status read_eval_file(const std::string& path, int level, const std::map<std::pa
   if (doc.is_discarded() || !doc.is_object()) return Status::invalid(path + ": not a JSON object");
   const size_t first = out.size();
   for (const auto& [pid_text, samples] : doc.items()) {
-    int pid = 0;
-    if (pid_text.empty() || pid_text.size() > 6 || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit))
-      return Status::invalid(path + ": key '" + pid_text + "' is not a problem id");
-    pid = std::stoi(pid_text);
+    if (!all_digits(pid_text)) return Status::invalid(path + ": key '" + pid_text + "' is not a problem id");
+    const int pid = std::stoi(pid_text);
     const auto name = names.find({level, pid});
     if (name == names.end())
       return Status::invalid(fmt::format("{}: level {} problem {} is not in --kernelbench", path, level, pid));
@@ -566,13 +569,20 @@ Status read_eval_file(const std::string& path, int level, const std::map<std::pa
     for (const auto& [key, e] : entries) {
       if (!e.is_object()) return Status::invalid(fmt::format("{}: problem {}: a sample is not an object", path, pid));
       int sample = 0;
-      if (e.contains("sample_id") && e["sample_id"].is_number_integer()) {
-        sample = e["sample_id"].get<int>();
-      } else if (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) && key.size() < 7) {
+      if (e.contains("sample_id")) {
+        const json& id = e["sample_id"];
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > 999999)
+          return Status::invalid(fmt::format("{}: problem {}: sample_id {} is not a sample number", path, pid, id.dump()));
+        sample = static_cast<int>(id.get<int64_t>());
+      } else if (all_digits(key)) {
         sample = std::stoi(key);
       } else {
         return Status::invalid(fmt::format("{}: problem {}: a sample without a sample_id", path, pid));
       }
+      for (const char* field : {"compiled", "correctness"})
+        if (e.contains(field) && !e[field].is_boolean())
+          return Status::invalid(fmt::format("{}: problem {} sample {}: {} is {}, not true or false", path, pid, sample,
+                                             field, e[field].dump()));
       std::string gpu;
       if (e.contains("metadata") && e["metadata"].is_object() && e["metadata"].value("hardware", json()).is_string())
         gpu = e["metadata"]["hardware"].get<std::string>();
@@ -588,10 +598,10 @@ Status read_eval_file(const std::string& path, int level, const std::map<std::pa
     if (!out[i].gpu_model.empty()) named.insert(out[i].gpu_model);
   for (size_t i = first; i < out.size(); ++i) {
     if (!out[i].gpu_model.empty()) continue;
-    if (!gpu_model.empty()) {
-      out[i].gpu_model = gpu_model;
-    } else if (named.size() == 1) {
+    if (named.size() == 1) {
       out[i].gpu_model = *named.begin();
+    } else if (!gpu_model.empty()) {
+      out[i].gpu_model = gpu_model;
     } else {
       return Status::invalid(fmt::format("{}: problem {} sample {}: no metadata.hardware and the file names {} GPU "
                                          "models; give --gpu-model",
@@ -618,8 +628,8 @@ int kb_score(const KbArgs& a) {
   std::vector<std::pair<std::string, int>> files;
   for (const auto& f : a.eval_files) {
     const auto level = level_of_path(f);
-    if (!level) {
-      std::cerr << "autokernel kb score: " << f << ": no level<N> in its path, so its level is unknown\n";
+    if (!level || *level < 1 || *level > 4) {
+      std::cerr << "autokernel kb score: " << f << ": no level<N> of KernelBench's 1-4 in its path, so its level is unknown\n";
       return 2;
     }
     if (!sel->levels.empty() && !sel->levels.count(*level)) continue;
@@ -644,7 +654,13 @@ int kb_score(const KbArgs& a) {
   const std::string gpu = a.gpu_models.size() == 1 ? a.gpu_models.front() : "";
   std::vector<kernelbench::SampleEval> evals;
   for (const auto& [f, level] : files) {
-    if (Status s = read_eval_file(f, level, names, gpu, evals); !s.ok()) {
+    Status s = Status::ok_status();
+    try {
+      s = read_eval_file(f, level, names, gpu, evals);
+    } catch (const json::exception& e) {  // a field of another type than KernelBench writes
+      s = Status::invalid(f + ": " + e.what());
+    }
+    if (!s.ok()) {
       std::cerr << "autokernel kb score: " << s.message() << "\n";
       return 2;
     }

@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
   kbsc->add_option("--baselines", kb.baseline_files,
                    "KernelBench baseline file (baseline_time_torch*.json, repeatable; an earlier file's figure wins)")
       ->required()->check(CLI::ExistingFile);
-  kbsc->add_option("--levels", kb.levels, "levels to score, of those with an eval_results file")->capture_default_str();
+  kbsc->add_option("--levels", kb.score_levels, "levels to score (default: every level with an eval_results file)");
   kbsc->add_option("--ids", kb.ids, "problem ids, e.g. 1-20,40");
   kbsc->add_option("--gpu-model", kb.gpu_models,
                    "GPU model of entries that name none (no metadata.hardware, no hardware in a baseline file)")
@@ -201,6 +201,9 @@ int main(int argc, char** argv) {
   if (*cal) return ak::cli::calibrate(ca);
   if (*kbb) return ak::cli::kb_baseline(cl, kb);
   if (*kbs) return ak::cli::kb_sweep(cl, kb);
-  if (*kbsc) return ak::cli::kb_score(kb);
+  if (*kbsc) {
+    kb.levels = kb.score_levels;
+    return ak::cli::kb_score(kb);
+  }
   return 2;
 }

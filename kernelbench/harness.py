@@ -276,33 +276,41 @@ def exclusive_turn(lock):
         lock.enter(before)
 
 
-# Inductor's own GPU benchmarks while it compiles (pad_mm's padded-or-not matmuls, max-autotune's
-# choices): every entry point of its Benchmarker that can run work on a device.
+# What inductor runs on the GPU while it compiles in its default mode: its Benchmarker's entry
+# points (every benchmark goes through the one instance), and pad_mm's padded-or-not decision,
+# which makes its random operands and padded copies on the device before it benchmarks them.
 _INDUCTOR_BENCHMARK_METHODS = ("benchmark", "benchmark_gpu")
 
 
 @contextlib.contextmanager
-def compile_off_turn(lock):
+def compile_off_turn(lock, device, compile_mode):
     """A torch.compile model's first call, made in a shared turn, with no turn held while dynamo and
     inductor compile (HARNESS.md, "Sharing a GPU"): a compile takes seconds to minutes of CPU, and
     a shared turn held through it would keep every waiting timing, and through the gate every other
-    process, waiting for it. Dynamo's compile-start callback gives the shared turn up and its
-    compile-end callback takes it again before the compiled code runs; inductor's GPU benchmarks
-    during the compile take the shared turn for their own span, so that no other process's timing
-    runs beside them. The time spent without a turn is counted in lock.stats["compile_off_turn_ms"],
-    the benchmarks in lock.stats["compile_benchmarks"]."""
-    if not lock.active or lock.mode != "shared":
+    process, waiting for it. Dynamo's compile-start callback waits for the device to finish what
+    was queued (the graph before a graph break) and gives the shared turn up; its compile-end
+    callback takes it again before the compiled code runs. Inductor's GPU work during the compile
+    (its benchmarks, pad_mm's decision) takes the shared turn for its own span, so that no other
+    process's timing runs beside it. Only inductor's default mode: max-autotune and the other modes
+    make and time their candidates on the device from many places, so they keep the shared turn
+    through the compile. The time spent without a turn is counted in
+    lock.stats["compile_off_turn_ms"], the wrapped GPU work in lock.stats["compile_benchmarks"]."""
+    if not lock.active or lock.mode != "shared" or compile_mode != "default":
         yield
         return
     import torch._dynamo.callback as dynamo_callback
+    from torch._inductor.fx_passes import pad_mm
     from torch._inductor.runtime import benchmarking
 
     since = [None]
 
-    def on_start(_args):
-        if lock.mode == "shared":
-            lock.enter(None)
-            since[0] = time.monotonic()
+    def on_start(args):
+        # Only dynamo's compiles (the handler also fires around CUDA-graph recording, GPU work).
+        if args.callback_trigger is not dynamo_callback.CallbackTrigger.DYNAMO or lock.mode != "shared":
+            return
+        synchronize(device)
+        lock.enter(None)
+        since[0] = time.monotonic()
 
     def on_end(_args):
         if since[0] is not None:
@@ -310,9 +318,6 @@ def compile_off_turn(lock):
                 time.monotonic() - since[0]) * 1e3
             since[0] = None
             lock.enter("shared")
-
-    bench = benchmarking.benchmarker
-    saved = {name: bench.__dict__.get(name) for name in _INDUCTOR_BENCHMARK_METHODS}
 
     def in_shared_turn(method):
         def run(*args, **kwargs):
@@ -323,11 +328,16 @@ def compile_off_turn(lock):
             try:
                 return method(*args, **kwargs)
             finally:
+                synchronize(device)
                 lock.enter(None)
         return run
 
-    for name in _INDUCTOR_BENCHMARK_METHODS:
-        setattr(bench, name, in_shared_turn(getattr(bench, name)))
+    bench = benchmarking.benchmarker
+    # (owner, attribute, what was there: None when the attribute came from the class)
+    patched = [(bench, name, bench.__dict__.get(name)) for name in _INDUCTOR_BENCHMARK_METHODS]
+    patched.append((pad_mm, "_should_pad", pad_mm._should_pad))
+    for owner, name, _ in patched:
+        setattr(owner, name, in_shared_turn(getattr(owner, name)))
     handler = dynamo_callback.callback_handler
     handler.register_start_callback(on_start)
     handler.register_end_callback(on_end)
@@ -336,11 +346,11 @@ def compile_off_turn(lock):
     finally:
         handler.remove_start_callback(on_start)
         handler.remove_end_callback(on_end)
-        for name, value in saved.items():
+        for owner, name, value in patched:
             if value is None:
-                bench.__dict__.pop(name, None)
+                owner.__dict__.pop(name, None)
             else:
-                setattr(bench, name, value)
+                setattr(owner, name, value)
         if lock.mode is None:  # a compile that raised: its end callback still ran, but be sure
             lock.enter("shared")
 
@@ -1140,7 +1150,7 @@ def run_baseline(req):
                 model = torch.compile(model, backend="inductor", mode=req["compile_mode"])
                 if lock.active:
                     # Compile now, beside other processes' compiles and timings, not in the timed turn.
-                    with compile_off_turn(lock):
+                    with compile_off_turn(lock, device, req["compile_mode"]):
                         model(*inputs)
                         synchronize(device)
                 phase("compile")

@@ -288,13 +288,31 @@ TEST(KernelBenchScoreTest, ScoresEvalResultsFilesAgainstBaselineFilesAsKernelBen
                                "--baselines", eager.string()},
                               log),
             2);
-  EXPECT_NE(read_text(log).find("no level<N> in its path"), std::string::npos) << read_text(log);
+  EXPECT_NE(read_text(log).find("no level<N> of KernelBench's 1-4 in its path"), std::string::npos) << read_text(log);
   write(eval, {{"99", json::array()}});
   EXPECT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", eval.string(),
                                "--baselines", eager.string()},
                               log),
             2);
   EXPECT_NE(read_text(log).find("level 1 problem 99 is not in --kernelbench"), std::string::npos) << read_text(log);
+  // Fields of another type than KernelBench writes are an error, not a crash or a guess.
+  write(eval, {{"1", json::array({{{"sample_id", 0}, {"compiled", 1}, {"correctness", true}, {"runtime", 1.0}}})}});
+  EXPECT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", eval.string(),
+                               "--baselines", eager.string()},
+                              log),
+            2);
+  EXPECT_NE(read_text(log).find("compiled is 1, not true or false"), std::string::npos) << read_text(log);
+  write(eval, {{"1", json::array({{{"sample_id", 4294967296LL}, {"compiled", true}, {"correctness", true}}})}});
+  EXPECT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", eval.string(),
+                               "--baselines", eager.string()},
+                              log),
+            2);
+  EXPECT_NE(read_text(log).find("is not a sample number"), std::string::npos) << read_text(log);
+  write(eval, {{"1", json::array({{{"sample_id", 0}, {"compiled", true}, {"correctness", true}, {"metadata", 3}}})}});
+  EXPECT_EQ(run_autokernel_to({"kb", "score", "--kernelbench", problems, "--eval-results", eval.string(),
+                               "--baselines", eager.string()},
+                              log),
+            2);
   fs::remove_all(dir);
 }
 

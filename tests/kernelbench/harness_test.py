@@ -758,22 +758,33 @@ class GpuLockTest(unittest.TestCase):
         import fcntl
         from unittest import mock
         import torch._dynamo
-        from torch._dynamo.callback import callback_handler
+        from torch._dynamo.callback import CallbackArgs, CallbackTrigger, callback_handler
+        from torch._inductor.fx_passes import pad_mm
         from torch._inductor.runtime import benchmarking
         bench = benchmarking.benchmarker
+        should_pad = pad_mm._should_pad
+        cpu = torch.device("cpu")
         lock = self.lock()
         lock.enter("shared")
         seen = {}
 
-        def benchmark_gpu(*_args, **_kwargs):  # stands for inductor's GPU benchmark (pad_mm)
+        def benchmark_gpu(*_args, **_kwargs):  # stands for inductor's GPU benchmark
             seen["benchmark"] = (lock.mode, self.held(self.path, fcntl.LOCK_EX))
             return 1.0
+
+        def pads(*_args, **_kwargs):  # stands for pad_mm's decision (random operands on the device)
+            seen["pad_mm"] = lock.mode
+            return False
 
         def backend(gm, _example_inputs):  # runs inside dynamo's compile, as inductor does
             # No turn: another process may take the exclusive turn and time while this compiles.
             seen["compile"] = (lock.mode, self.held(self.path, fcntl.LOCK_EX))
             bench.benchmark_gpu(lambda: None)
             seen["after_benchmark"] = lock.mode
+            pad_mm._should_pad(None, None, None, None)
+            # A CUDA-graph recording fires the same handler: GPU work, the turn stays as it is.
+            callback_handler.run_start_callbacks(CallbackArgs(CallbackTrigger.CUDAGRAPH_RECORDING, "0/0"))
+            seen["recording"] = lock.mode
 
             def run(*args):
                 seen["run"] = (lock.mode, self.held(self.path, fcntl.LOCK_EX))
@@ -781,27 +792,40 @@ class GpuLockTest(unittest.TestCase):
             return run
 
         torch._dynamo.reset()
-        with mock.patch.object(type(bench), "benchmark_gpu", benchmark_gpu):
-            with self.harness.compile_off_turn(lock):
+        with mock.patch.object(type(bench), "benchmark_gpu", benchmark_gpu), \
+                mock.patch.object(pad_mm, "_should_pad", pads):
+            with self.harness.compile_off_turn(lock, cpu, "default"):
                 out = torch.compile(lambda x: x * 2 + 1, backend=backend)(torch.ones(4))
             self.assertNotIn("benchmark_gpu", vars(bench))  # unwrapped again
+            self.assertIs(pad_mm._should_pad, pads)
+        self.assertIs(pad_mm._should_pad, should_pad)
         self.assertTrue(torch.equal(out, torch.full((4,), 3.0)))
         self.assertEqual(seen["compile"], (None, False))
         self.assertEqual(seen["benchmark"], ("shared", True))
         self.assertIsNone(seen["after_benchmark"])
+        self.assertEqual(seen["pad_mm"], "shared")
+        self.assertIsNone(seen["recording"])
         self.assertEqual(seen["run"], ("shared", True))  # the compiled code runs in the shared turn
         self.assertEqual(lock.mode, "shared")
-        self.assertEqual(lock.stats["compile_benchmarks"], 1)
+        self.assertEqual(lock.stats["compile_benchmarks"], 2)
         self.assertGreater(lock.stats["compile_off_turn_ms"], 0)
         self.assertEqual(callback_handler.start_callbacks, [])
         self.assertEqual(callback_handler.end_callbacks, [])
+
+        # max-autotune benchmarks its choices from many places: the compile keeps the shared turn.
+        torch._dynamo.reset()
+        with mock.patch.object(type(bench), "benchmark_gpu", benchmark_gpu), \
+                mock.patch.object(pad_mm, "_should_pad", pads):
+            with self.harness.compile_off_turn(lock, cpu, "max-autotune"):
+                torch.compile(lambda x: x + 2, backend=backend)(torch.ones(4))
+        self.assertEqual(seen["compile"], ("shared", True))
 
         def broken(_gm, _example_inputs):
             raise RuntimeError("backend fails")
 
         torch._dynamo.reset()
         with self.assertRaises(Exception):
-            with self.harness.compile_off_turn(lock):
+            with self.harness.compile_off_turn(lock, cpu, "default"):
                 torch.compile(lambda x: x - 1, backend=broken)(torch.ones(4))
         self.assertEqual(lock.mode, "shared")  # a failed compile gives the turn back
         lock.enter(None)
