@@ -16,7 +16,9 @@
 #   bench/kernelbench.sh BUILD_DIR KERNELBENCH_CHECKOUT PHASE...
 # Environment: AK_KB_SLOTS (jobs at once per GPU, sharing it through the harness's lock; default
 # 8), AK_KB_TIMEOUT_MS (per job; default 300000), AK_KB_WAIT_S (the longest a phase waits for its
-# campaign before writing what finished; default 0, no limit), AK_KB_GENERATIONS (for sweep),
+# campaign before writing what finished; default 0, no limit), AK_KB_FORK_SERVER=1 (the worker's
+# --kb-fork-server: harness steps forked from one process that imported torch once),
+# AK_KB_GENERATIONS (for sweep),
 # AK_KB_BACKEND (cuda, or cpu for a host without a GPU), AK_KB_BASELINES (KernelBench baseline
 # files that sweeps also score against, for problems this farm has not measured), AK_KB_BUDGET_S
 # (each phase waits at most what is left of this many seconds, less 20 s for writing its files, and
@@ -38,7 +40,8 @@ STATE=$(mktemp -d /tmp/ak-kb-XXXXXX)
 "$AK" --log-level warn coordinator --data-dir "$STATE" --workers-bind tcp://127.0.0.1:25555 \
   --clients-bind tcp://127.0.0.1:25556 --metrics "" > "$OUT/coordinator.log" 2>&1 &
 COORD=$!
-"$AK" --log-level info worker --backend "${AK_KB_BACKEND:-cuda}" --gpus all --kb-slots "${AK_KB_SLOTS:-8}" --coordinator tcp://127.0.0.1:25555 \
+fork=(); [ "${AK_KB_FORK_SERVER:-0}" = 1 ] && fork=(--kb-fork-server)
+"$AK" --log-level info worker --backend "${AK_KB_BACKEND:-cuda}" --gpus all --kb-slots "${AK_KB_SLOTS:-8}" "${fork[@]}" --coordinator tcp://127.0.0.1:25555 \
   --cache-dir "$STATE/cache" --state-dir "$STATE/worker" > "$OUT/worker.log" 2>&1 &
 WORKER=$!
 trap 'kill $WORKER $COORD 2>/dev/null; wait 2>/dev/null; rm -rf "$STATE"' EXIT

@@ -39,6 +39,7 @@ struct WorkerArgs {
   std::string sandbox;           // default: autokernel-sandbox next to this executable
   int64_t heartbeat_ms = 500;
   int kb_slots = 1;              // KernelBench jobs at once per GPU
+  bool kb_fork_server = false;    // harness steps forked from one process that imported torch once
 };
 int worker(const WorkerArgs& a);
 

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   work->add_option("--kb-slots", wo.kb_slots,
                    "KernelBench jobs run at once per GPU; they share the GPU except while one times (kernelbench/HARNESS.md)")
       ->capture_default_str()->check(CLI::Range(1, 64));
+  work->add_flag("--kb-fork-server", wo.kb_fork_server,
+                 "fork each KernelBench harness step from one process per slot that imported torch, dynamo and "
+                 "inductor once, instead of starting Python per step (kernelbench/HARNESS.md, \"Fork server\")");
 
   ClientArgs cl;
   auto add_client = [&](CLI::App* sub) {

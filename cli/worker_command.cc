@@ -64,6 +64,7 @@ int worker(const WorkerArgs& a) {
     o.state_dir = a.state_dir;  // the outbox file, one per worker id
     o.heartbeat_ms = a.heartbeat_ms;
     o.kernelbench_slots = a.kb_slots;
+    o.kernelbench_fork_server = a.kb_fork_server;
     if (!a.id.empty()) o.worker_id = devices.size() == 1 ? a.id : a.id + "-gpu" + std::to_string(d);
     auto agent = make_worker_agent(o, clock);
     if (!agent.ok()) {

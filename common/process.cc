@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/sigpipe.h"
+
 namespace ak {
 
 namespace {
@@ -31,6 +33,12 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
   int fds[2] = {-1, -1};
   if (options.capture_stdout && pipe2(fds, O_CLOEXEC) != 0)
     return Status::internal(std::string("pipe: ") + strerror(errno));
+  int in[2] = {-1, -1};
+  if (options.pipe_stdin && pipe2(in, O_CLOEXEC) != 0) {
+    const Status st = Status::internal(std::string("pipe: ") + strerror(errno));
+    if (fds[0] >= 0) close(fds[0]), close(fds[1]);
+    return st;
+  }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return Status::internal(std::string("fork: ") + strerror(errno));
@@ -46,6 +54,7 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
       }
     }
     if (options.capture_stdout) dup2(fds[1], STDOUT_FILENO);
+    if (options.pipe_stdin) dup2(in[0], STDIN_FILENO);
     for (const auto& e : options.env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -60,6 +69,10 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
     close(fds[1]);
     c.stdout_fd_ = fds[0];
   }
+  if (options.pipe_stdin) {
+    close(in[0]);
+    c.stdin_fd_ = in[1];
+  }
   return c;
 }
 
@@ -72,8 +85,11 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& o) noexcept {
       wait();
     }
     if (stdout_fd_ >= 0) close(stdout_fd_);
+    if (stdin_fd_ >= 0) close(stdin_fd_);
     pid_ = o.pid_;
     stdout_fd_ = o.stdout_fd_;
+    stdin_fd_ = o.stdin_fd_;
+    o.stdin_fd_ = -1;
     buffer_ = std::move(o.buffer_);
     exit_code_ = o.exit_code_;
     o.pid_ = -1;
@@ -89,6 +105,23 @@ ChildProcess::~ChildProcess() {
     wait();
   }
   if (stdout_fd_ >= 0) close(stdout_fd_);
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+}
+
+Status ChildProcess::write_line(const std::string& line) {
+  if (stdin_fd_ < 0) return Status::invalid("stdin of the child is not a pipe");
+  const std::string data = line + "\n";
+  SigpipeBlock block;  // a child that has gone is an EPIPE error here, not the end of this process
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(stdin_fd_, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::unavailable(std::string("write to the child: ") + strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok_status();
 }
 
 std::optional<int> ChildProcess::wait_for(std::chrono::milliseconds timeout) {

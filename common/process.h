@@ -29,6 +29,9 @@ class ChildProcess {
     // The child leads a new process group, so kill_group() reaches what it starts in turn
     // (compilers, build tools).
     bool new_process_group = false;
+    // The child's stdin is a pipe that write_line() feeds (a server taking requests line by line);
+    // otherwise it is inherited.
+    bool pipe_stdin = false;
   };
   static Result<ChildProcess> spawn(const std::vector<std::string>& argv, const Options& options);
 
@@ -45,6 +48,9 @@ class ChildProcess {
   Result<std::optional<std::string>> read_line(std::chrono::milliseconds timeout);
   // Reads lines until one starts with `prefix`; returns the rest of that line.
   Result<std::string> wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
+  // Writes `line` and a newline to the child's stdin (Options::pipe_stdin); an error when the
+  // child has closed it or is gone.
+  Status write_line(const std::string& line);
   void signal(int sig);
   // Waits for exit; returns the exit code, or 128 + signal number.
   int wait();
@@ -59,6 +65,7 @@ class ChildProcess {
  private:
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
+  int stdin_fd_ = -1;
   std::string buffer_;
   std::optional<int> exit_code_;
 };

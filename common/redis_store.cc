@@ -88,30 +88,6 @@ Result<T> parse_record(const std::string& key, const std::string& field, const s
 
 }  // namespace
 
-SigpipeBlock::SigpipeBlock() {
-  sigset_t pending;
-  sigpending(&pending);
-  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-  sigset_t pipe_only;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask_);
-}
-
-SigpipeBlock::~SigpipeBlock() {
-  sigset_t pipe_only;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  sigset_t pending;
-  sigpending(&pending);
-  if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-    const timespec zero{0, 0};
-    while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-}
-
 Result<RedisEndpoint> parse_redis_url(const std::string& url) {
   const auto bad = [&url](const std::string& why) {
     return Status::invalid("Redis URL '" + url + "' " + why +

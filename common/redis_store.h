@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sigpipe.h"
 #include "common/status.h"
 #include "common/store.h"
 
@@ -38,23 +39,6 @@ struct redisContext;
 struct redisReply;
 
 namespace ak {
-
-// Blocks SIGPIPE in the calling thread while it lives, and discards a SIGPIPE raised meanwhile.
-// hiredis write()s to its socket, and writing to a connection the server has closed raises
-// SIGPIPE, whose default action ends the process; a library must not change process-wide signal
-// dispositions, so every hiredis exchange in common/ runs inside one of these (hiredis then sees
-// EPIPE and reports an I/O error). Nests safely.
-class SigpipeBlock {
- public:
-  SigpipeBlock();
-  ~SigpipeBlock();
-  SigpipeBlock(const SigpipeBlock&) = delete;
-  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
-
- private:
-  sigset_t old_mask_;
-  bool was_pending_ = false;
-};
 
 // Where a Redis URL points. Accepted forms:
 //   redis://host[:port][/db]       TCP; port defaults to 6379, db to 0

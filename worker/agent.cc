@@ -73,7 +73,8 @@ WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock,
         // torch.compile's worker pools share the cores between the slots.
         options_.kernelbench_slots > 1
             ? static_cast<int>(std::max(1u, cpus / static_cast<unsigned>(options_.kernelbench_slots)))
-            : 0}));
+            : 0,
+        options_.kernelbench_fork_server}));
   options_.compile_threads = std::max(1, options_.compile_threads);
   options_.heartbeat_ms = std::max<int64_t>(1, options_.heartbeat_ms);
   options_.poll_ms = std::max<int64_t>(1, options_.poll_ms);

@@ -79,6 +79,9 @@ struct WorkerOptions {
   // lock file in kernelbench_dir (kernelbench/HARNESS.md, "Sharing a GPU"): loading, compiling and
   // correctness overlap, timing is exclusive. The slots announced are at least this many.
   int kernelbench_slots = 1;
+  // Each KernelBench runner forks its harness steps from one process that imported torch once
+  // (KernelBenchRunnerOptions::fork_server).
+  bool kernelbench_fork_server = false;
 };
 
 class WorkerAgent {

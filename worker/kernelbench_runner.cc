@@ -5,9 +5,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include <spdlog/spdlog.h>
 
 #include "common/process.h"
 #include "kernelbench/harness_source.h"
@@ -76,12 +80,6 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
     step.log_tail = "cannot write " + req.string();
     return step;
   }
-  ChildProcess::Options o;
-  o.output_path = log.string();
-  o.new_process_group = true;
-  o.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
-  if (options_.inductor_threads > 0)
-    o.env.push_back("TORCHINDUCTOR_COMPILE_THREADS=" + std::to_string(options_.inductor_threads));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_) {
@@ -91,11 +89,34 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
       return step;
     }
   }
+  if (!(options_.fork_server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step);
+  step.log_tail = tail_of(log, 2000);
+  std::ifstream in(request["result_path"].get<std::string>());
+  if (in) {
+    json r = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!r.is_discarded() && r.is_object()) step.result = std::move(r);
+  }
+  return step;
+}
+
+std::vector<std::string> KernelBenchRunner::step_env() const {
+  std::vector<std::string> env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
+  if (options_.inductor_threads > 0)
+    env.push_back("TORCHINDUCTOR_COMPILE_THREADS=" + std::to_string(options_.inductor_threads));
+  return env;
+}
+
+void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
+                                   std::chrono::steady_clock::time_point deadline, Step& step) {
+  ChildProcess::Options o;
+  o.output_path = log.string();
+  o.new_process_group = true;
+  o.env = step_env();
   auto child = ChildProcess::spawn({options_.python, harness_path(), req.string()}, o);
   if (!child.ok()) {
     step.exit_code = -1;
-    step.log_tail = child.status().message();
-    return step;
+    (void)write_text(log, child.status().message());
+    return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -119,13 +140,99 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = -1;
   }
-  step.log_tail = tail_of(log, 2000);
-  std::ifstream in(request["result_path"].get<std::string>());
-  if (in) {
-    json r = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!r.is_discarded() && r.is_object()) step.result = std::move(r);
+}
+
+bool KernelBenchRunner::ensure_server() {
+  if (server_refused_) return false;
+  if (server_ && server_->running()) return true;
+  server_.reset();
+  ChildProcess::Options o;
+  o.capture_stdout = true;
+  o.pipe_stdin = true;
+  o.env = step_env();
+  // Its stderr (a refusal's traceback, the imports' warnings) beside the job folders.
+  o.output_path = (fs::path(options_.work_dir) / ("fork-server-" + std::to_string(getpid()) + ".log")).string();
+  auto child = ChildProcess::spawn({options_.python, harness_path(), "--serve"}, o);
+  std::string why;
+  if (child.ok()) {
+    auto line = child->read_line(std::chrono::seconds(180));  // importing torch, dynamo, inductor
+    if (line.ok() && line->has_value() && **line == "ready") {
+      server_ = std::make_unique<ChildProcess>(std::move(*child));
+      return true;
+    }
+    why = !line.ok() ? line.status().message() : line->has_value() ? **line : "no answer in 180 s";
+  } else {
+    why = child.status().message();
   }
-  return step;
+  spdlog::warn("KernelBench fork server not used, each step starts a fresh Python: {}", why);
+  server_refused_ = true;
+  return false;
+}
+
+bool KernelBenchRunner::run_in_server(const fs::path& req, const fs::path& log,
+                                      std::chrono::steady_clock::time_point deadline, Step& step) {
+  if (!ensure_server()) return false;
+  if (!server_->write_line(json{{"request", req.string()}, {"log", log.string()}}.dump()).ok()) {
+    server_.reset();  // gone: the next step starts another
+    return false;
+  }
+  pid_t pid = -1;
+  {
+    auto line = server_->wait_for_line("started ", std::chrono::seconds(30));
+    if (!line.ok()) {
+      server_.reset();
+      return false;
+    }
+    pid = static_cast<pid_t>(std::atoll(line->c_str()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_group_ = pid;  // the server made it a group leader before announcing it
+    if (cancelled_) {   // cancelled between the check and the start
+      ::kill(-step_group_, SIGKILL);
+      stopped_ = true;
+    }
+  }
+  const std::string exited = "exited " + std::to_string(pid) + " ";
+  std::optional<int> code;
+  bool lost = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    auto line = server_->read_line(left);
+    if (!line.ok()) {
+      lost = true;
+      break;
+    }
+    if (!line->has_value()) break;  // the deadline
+    if ((*line)->rfind(exited, 0) == 0) {
+      code = std::atoi((*line)->c_str() + exited.size());
+      break;
+    }
+  }
+  if (!code && !lost) {  // past the deadline: the step's group goes; the server reaps and reports it
+    step.timed_out = true;
+    ::kill(-pid, SIGKILL);
+    auto line = server_->wait_for_line(exited, std::chrono::seconds(30));
+    if (line.ok()) {
+      code = std::atoi(line->c_str());
+    } else {
+      lost = true;
+    }
+  }
+  ::kill(-pid, SIGKILL);  // what the step started (compilers, candidate threads' processes) goes with it
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_group_ = -1;
+  }
+  if (lost) {
+    server_.reset();  // killed with its children (PR_SET_PDEATHSIG); the next step starts another
+    step.exit_code = -1;
+    if (!step.timed_out) (void)write_text(log, tail_of(log, 1 << 20) + "\nthe fork server was lost during the step");
+    return true;
+  }
+  step.exit_code = *code;
+  return true;
 }
 
 void KernelBenchRunner::claim(const std::string& job_id) {

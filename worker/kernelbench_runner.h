@@ -18,12 +18,16 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/job.h"
+#include "common/process.h"
 
 namespace ak {
 
@@ -36,6 +40,11 @@ struct KernelBenchRunnerOptions {
   // a GPU"): every runner of one GPU must name the same file. Empty: no lock (one runner per GPU).
   std::string gpu_lock_path;
   int inductor_threads = 0;        // TORCHINDUCTOR_COMPILE_THREADS for the harness; 0: torch's default
+  // Run the steps as children forked from one harness process that has imported torch, dynamo and
+  // inductor once (kernelbench/HARNESS.md, "Fork server"), instead of a fresh Python per step. A
+  // server that cannot start, or refuses (CUDA's driver loaded in it), leaves this runner on fresh
+  // processes.
+  bool fork_server = false;
 };
 
 struct KernelBenchOutcome {
@@ -69,6 +78,14 @@ class KernelBenchRunner {
   Step run_step(const std::string& dir, const std::string& name, nlohmann::json request,
                 std::chrono::steady_clock::time_point deadline);
   std::string harness_path();
+  // The step through the fork server: false when the server could not take it (not started,
+  // refused, gone before the step started), so the caller runs it as a fresh process.
+  bool run_in_server(const std::filesystem::path& request, const std::filesystem::path& log,
+                     std::chrono::steady_clock::time_point deadline, Step& step);
+  bool ensure_server();
+  void spawn_step(const std::filesystem::path& request, const std::filesystem::path& log,
+                  std::chrono::steady_clock::time_point deadline, Step& step);
+  std::vector<std::string> step_env() const;
 
   std::mutex mu_;  // guards the four below
   std::string claimed_;
@@ -78,6 +95,8 @@ class KernelBenchRunner {
 
   KernelBenchRunnerOptions options_;
   std::string harness_path_;
+  std::unique_ptr<ChildProcess> server_;  // the fork server, started on first use
+  bool server_refused_ = false;           // it could not start or refused: fresh processes only
 };
 
 }  // namespace ak

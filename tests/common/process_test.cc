@@ -52,6 +52,28 @@ TEST(ChildProcess, StopKillsAChildThatIgnoresSigtermAfterTheGrace) {
   EXPECT_FALSE(c.running());
 }
 
+// pipe_stdin: lines written reach the child's stdin; once the child is gone a write is an error,
+// not a SIGPIPE that ends this process.
+TEST(ChildProcess, WriteLineFeedsTheChildsStdinAndFailsCleanlyOnceItIsGone) {
+  ChildProcess::Options o;
+  o.capture_stdout = true;
+  o.pipe_stdin = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "read a; echo got $a; read b; echo got $b"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->write_line("one").ok());
+  auto line = c->wait_for_line("got ", seconds(10));
+  ASSERT_TRUE(line.ok()) << line.status().message();
+  EXPECT_EQ(*line, "one");
+  ASSERT_TRUE(c->write_line("two").ok());
+  line = c->wait_for_line("got ", seconds(10));
+  ASSERT_TRUE(line.ok()) << line.status().message();
+  EXPECT_EQ(*line, "two");
+  EXPECT_EQ(c->wait(), 0);
+  EXPECT_FALSE(c->write_line("three").ok());  // EPIPE: the reader has gone
+  ChildProcess plain = spawn_ready("echo READY");
+  EXPECT_FALSE(plain.write_line("x").ok());  // no pipe to write to
+}
+
 }  // namespace
 }  // namespace ak
 

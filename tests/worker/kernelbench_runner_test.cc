@@ -1,0 +1,139 @@
+// The KernelBench runner with the real harness on the CPU: its fork server (one process per
+// runner that imported torch, dynamo and inductor once; kernelbench/HARNESS.md, "Fork server")
+// runs steps as a fresh process would, starts them in a fraction of Python's start-up, survives
+// a step killed at its timeout or by a cancel, and a server that refuses leaves the runner on fresh
+// processes.
+#include "worker/kernelbench_runner.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace ak {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class KernelBenchRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("kb_runner_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  KernelBenchRunnerOptions options(bool fork_server, const std::string& python = AK_PYTHON) {
+    KernelBenchRunnerOptions o;
+    o.python = python;
+    o.work_dir = (dir_ / "work").string();
+    o.device = "cpu";
+    o.fork_server = fork_server;
+    return o;
+  }
+
+  static JobSpec job(const std::string& id, const std::string& mode, const std::string& candidate = "") {
+    const std::string root = std::string(AK_SOURCE_DIR) + "/tests/kernelbench/";
+    const std::string problem = candidate.empty() ? "2_Linear.py" : "1_Matmul.py";
+    JobSpec j;
+    j.job_id = id;
+    KernelBenchTask t;
+    t.mode = mode;
+    t.level = 1;
+    t.problem_id = candidate.empty() ? 2 : 1;
+    t.problem_name = problem;
+    t.problem_code = read_file(root + "problems/level1/" + problem);
+    t.backend = "torch";
+    t.num_correct_trials = 1;
+    t.num_perf_trials = 3;
+    t.strict = false;
+    j.kernelbench = t;
+    if (!candidate.empty()) j.source = read_file(root + "candidates/" + candidate);
+    return j;
+  }
+
+  static double start_phase(const KernelBenchOutcome& out) {
+    return out.kernelbench.at("baseline").at("phases_s").at("start").get<double>();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(KernelBenchRunnerTest, ForkServerRunsAStepAsAFreshProcessWouldAndStartsItWithoutPythonsStartUp) {
+  KernelBenchRunner fresh(options(false));
+  const auto a = fresh.run(job("fresh", "baseline"), 120s);
+  ASSERT_EQ(a.status, ResultStatus::kPass) << a.reason;
+  KernelBenchRunner served(options(true));
+  const auto b = served.run(job("served-1", "baseline"), 120s);
+  ASSERT_EQ(b.status, ResultStatus::kPass) << b.reason;
+  const auto c = served.run(job("served-2", "baseline"), 120s);
+  ASSERT_EQ(c.status, ResultStatus::kPass) << c.reason;
+  // Starting Python and importing torch takes seconds; a fork, milliseconds.
+  EXPECT_GT(start_phase(a), 0.3) << a.kernelbench.dump();
+  EXPECT_LT(start_phase(b), 0.3) << b.kernelbench.dump();
+  EXPECT_LT(start_phase(c), 0.3) << c.kernelbench.dump();
+  EXPECT_GT(b.m.latency_us, 0);
+  EXPECT_EQ(b.kernelbench.at("baseline").at("ok"), true);
+}
+
+TEST_F(KernelBenchRunnerTest, AForkedStepKilledAtItsTimeoutOrByACancelLeavesTheServerServing) {
+  KernelBenchRunner runner(options(true));
+  // The hanging candidate runs past the job's timeout: its step's group is killed.
+  const auto hung = runner.run(job("hangs", "candidate", "hangs.py"), 20s);
+  EXPECT_EQ(hung.status, ResultStatus::kTimeout) << hung.reason;
+  ASSERT_EQ(runner.run(job("after-timeout", "baseline"), 120s).status, ResultStatus::kPass);
+
+  // A cancel while the hanging candidate runs: the step is killed, the job is CANCELLED.
+  runner.claim("cancelled");
+  auto done = std::async(std::launch::async, [&] { return runner.run(job("cancelled", "candidate", "hangs.py"), 300s); });
+  // The candidate step has started once its request is written (the reference step comes first).
+  const auto until = std::chrono::steady_clock::now() + 120s;
+  bool started = false;
+  while (!started && std::chrono::steady_clock::now() < until) {
+    for (const auto& d : fs::directory_iterator(dir_ / "work" / "jobs"))
+      if (d.path().filename().string().find("cancelled") != std::string::npos &&
+          fs::exists(d.path() / "candidate.request.json"))
+        started = true;
+    if (!started) done.wait_for(50ms);  // returns at once if the job ended early
+    if (done.wait_for(0ms) == std::future_status::ready) break;
+  }
+  ASSERT_TRUE(started) << "the candidate step never started";
+  EXPECT_TRUE(runner.cancel("cancelled"));
+  const auto out = done.get();
+  EXPECT_EQ(out.status, ResultStatus::kCancelled) << out.reason;
+  EXPECT_NE(out.reason.find("stopped in its candidate step"), std::string::npos) << out.reason;
+  const auto after = runner.run(job("after-cancel", "baseline"), 120s);
+  ASSERT_EQ(after.status, ResultStatus::kPass) << after.reason;
+  EXPECT_LT(start_phase(after), 0.3) << "the server did not survive: " << after.kernelbench.dump();
+}
+
+TEST_F(KernelBenchRunnerTest, AServerThatRefusesLeavesTheRunnerOnFreshProcesses) {
+  // A Python whose fork server refuses, as one would with CUDA's driver already loaded.
+  const fs::path python = dir_ / "python-refusing";
+  std::ofstream(python) << "#!/bin/sh\n"
+                        << "if [ \"$2\" = --serve ]; then echo 'refused for the test'; exit 3; fi\n"
+                        << "exec '" << AK_PYTHON << "' \"$@\"\n";
+  fs::permissions(python, fs::perms::owner_all);
+  KernelBenchRunner runner(options(true, python.string()));
+  const auto out = runner.run(job("refused", "baseline"), 120s);
+  ASSERT_EQ(out.status, ResultStatus::kPass) << out.reason;
+  EXPECT_GT(start_phase(out), 0.3) << out.kernelbench.dump();  // a fresh Python
+}
+
+}  // namespace
+}  // namespace ak
