@@ -36,12 +36,20 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
   int in[2] = {-1, -1};
   if (options.pipe_stdin && pipe2(in, O_CLOEXEC) != 0) {
     const Status st = Status::internal(std::string("pipe: ") + strerror(errno));
-    if (fds[0] >= 0) close(fds[0]), close(fds[1]);
+    if (fds[0] >= 0) {
+      close(fds[0]);
+      close(fds[1]);
+    }
     return st;
   }
   const pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid < 0) return Status::internal(std::string("fork: ") + strerror(errno));
+  if (pid < 0) {
+    const Status st = Status::internal(std::string("fork: ") + strerror(errno));
+    for (int fd : {fds[0], fds[1], in[0], in[1]})
+      if (fd >= 0) close(fd);
+    return st;
+  }
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);

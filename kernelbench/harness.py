@@ -1731,12 +1731,15 @@ def serve():
             continue
         sys.stdout.flush()
         sys.stderr.flush()
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
                 os.setpgid(0, 0)
                 libc.prctl(1, signals.SIGKILL)  # PR_SET_PDEATHSIG: gone with the server
+                if os.getppid() != server:  # the server died before the line above
+                    os._exit(1)
                 signals.signal(signals.SIGINT, signals.SIG_DFL)
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 null = os.open(os.devnull, os.O_RDONLY)
@@ -1749,6 +1752,8 @@ def serve():
                 global _STARTED
                 _STARTED = time.monotonic()  # the step's "start" phase begins at the fork
                 code = _run_step(["harness.py", request])
+            except BaseException:  # noqa: B036 - before the log was open: the server's stderr
+                traceback.print_exc()
             finally:
                 os._exit(code)
         try:

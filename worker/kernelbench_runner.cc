@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -45,7 +48,10 @@ std::string short_text(std::string s, size_t n = 400) {
 
 }  // namespace
 
-KernelBenchRunner::KernelBenchRunner(KernelBenchRunnerOptions options) : options_(std::move(options)) {}
+KernelBenchRunner::KernelBenchRunner(KernelBenchRunnerOptions options) : options_(std::move(options)) {
+  static std::atomic<int> runners{0};
+  index_ = runners.fetch_add(1);
+}
 
 std::string KernelBenchRunner::harness_path() {
   if (!harness_path_.empty()) return harness_path_;
@@ -53,6 +59,7 @@ std::string KernelBenchRunner::harness_path() {
   fs::create_directories(options_.work_dir, ec);
   // What workers killed with SIGKILL left: their harness copies and job folders.
   remove_leftovers_of_dead_processes(options_.work_dir, "harness-");
+  remove_leftovers_of_dead_processes(options_.work_dir, "fork-server-");
   remove_leftovers_of_dead_processes((fs::path(options_.work_dir) / "jobs").string(), "");
   // Named by the embedded text's size, so a worker built from another version never runs a
   // stale copy left in the folder.
@@ -142,7 +149,7 @@ void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
   }
 }
 
-bool KernelBenchRunner::ensure_server() {
+bool KernelBenchRunner::ensure_server(std::chrono::steady_clock::time_point deadline) {
   if (server_refused_) return false;
   if (server_ && server_->running()) return true;
   server_.reset();
@@ -150,41 +157,89 @@ bool KernelBenchRunner::ensure_server() {
   o.capture_stdout = true;
   o.pipe_stdin = true;
   o.env = step_env();
-  // Its stderr (a refusal's traceback, the imports' warnings) beside the job folders.
-  o.output_path = (fs::path(options_.work_dir) / ("fork-server-" + std::to_string(getpid()) + ".log")).string();
+  // Its stderr (a refusal's traceback, the imports' warnings) beside the job folders, one file per
+  // runner: fork-server-<pid>-<runner>.log, swept with the harness copies when the pid is gone.
+  o.output_path = (fs::path(options_.work_dir) /
+                   ("fork-server-" + std::to_string(getpid()) + "-" + std::to_string(index_) + ".log"))
+                      .string();
   auto child = ChildProcess::spawn({options_.python, harness_path(), "--serve"}, o);
   std::string why;
   if (child.ok()) {
-    auto line = child->read_line(std::chrono::seconds(180));  // importing torch, dynamo, inductor
-    if (line.ok() && line->has_value() && **line == "ready") {
-      server_ = std::make_unique<ChildProcess>(std::move(*child));
-      return true;
+    // Importing torch, dynamo and inductor: up to 180 s on a cold, busy host, within the job's time.
+    const auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(180));
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      auto line = child->read_line(std::max(left, std::chrono::milliseconds(0)));
+      if (!line.ok()) {
+        why = line.status().message();
+        break;
+      }
+      if (!line->has_value()) {
+        why = "no 'ready' in time";
+        break;
+      }
+      if (**line == "ready") {
+        server_ = std::make_unique<ChildProcess>(std::move(*child));
+        server_failures_ = 0;
+        return true;
+      }
+      if ((*line)->rfind("refused ", 0) == 0) {  // for good: CUDA's driver is loaded in it
+        spdlog::warn("KernelBench fork server {}; each step starts a fresh Python", **line);
+        server_refused_ = true;
+        return false;
+      }
+      // Anything else an import printed: not the server's answer.
     }
-    why = !line.ok() ? line.status().message() : line->has_value() ? **line : "no answer in 180 s";
   } else {
     why = child.status().message();
   }
-  spdlog::warn("KernelBench fork server not used, each step starts a fresh Python: {}", why);
-  server_refused_ = true;
+  // Not started this time: this step runs as a fresh process, a later one tries again, up to three
+  // failures in a row.
+  server_refused_ = ++server_failures_ >= 3;
+  spdlog::warn("KernelBench fork server did not start ({} of 3 tries{}): {}", server_failures_,
+               server_refused_ ? ", each step now starts a fresh Python" : "", why);
   return false;
 }
 
+namespace {
+
+// The pid in "started <pid>", or nullopt for anything that is not a plausible child's pid.
+std::optional<pid_t> parse_pid(const std::string& text) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v <= 1 || v > INT32_MAX) return std::nullopt;
+  return static_cast<pid_t>(v);
+}
+
+}  // namespace
+
 bool KernelBenchRunner::run_in_server(const fs::path& req, const fs::path& log,
                                       std::chrono::steady_clock::time_point deadline, Step& step) {
-  if (!ensure_server()) return false;
+  if (!ensure_server(deadline)) return false;
   if (!server_->write_line(json{{"request", req.string()}, {"log", log.string()}}.dump()).ok()) {
     server_.reset();  // gone: the next step starts another
     return false;
   }
-  pid_t pid = -1;
+  std::optional<pid_t> started;
   {
-    auto line = server_->wait_for_line("started ", std::chrono::seconds(30));
-    if (!line.ok()) {
-      server_.reset();
-      return false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!started) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      auto line = server_->read_line(std::max(left, std::chrono::milliseconds(0)));
+      if (!line.ok() || !line->has_value() || (*line)->rfind("bad order", 0) == 0) break;
+      if ((*line)->rfind("started ", 0) == 0) {
+        started = parse_pid((*line)->substr(8));
+        if (!started) break;
+      }
     }
-    pid = static_cast<pid_t>(std::atoll(line->c_str()));
   }
+  if (!started) {
+    // Killing the server takes a child it may have started with it (PR_SET_PDEATHSIG); the step
+    // then runs as a fresh process.
+    server_.reset();
+    return false;
+  }
+  const pid_t pid = *started;
   {
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = pid;  // the server made it a group leader before announcing it
@@ -197,9 +252,9 @@ bool KernelBenchRunner::run_in_server(const fs::path& req, const fs::path& log,
   std::optional<int> code;
   bool lost = false;
   for (;;) {
+    // A line already read in is returned before the deadline is looked at.
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    auto line = server_->read_line(left);
+    auto line = server_->read_line(std::max(left, std::chrono::milliseconds(0)));
     if (!line.ok()) {
       lost = true;
       break;

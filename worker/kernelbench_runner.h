@@ -82,7 +82,7 @@ class KernelBenchRunner {
   // refused, gone before the step started), so the caller runs it as a fresh process.
   bool run_in_server(const std::filesystem::path& request, const std::filesystem::path& log,
                      std::chrono::steady_clock::time_point deadline, Step& step);
-  bool ensure_server();
+  bool ensure_server(std::chrono::steady_clock::time_point deadline);
   void spawn_step(const std::filesystem::path& request, const std::filesystem::path& log,
                   std::chrono::steady_clock::time_point deadline, Step& step);
   std::vector<std::string> step_env() const;
@@ -95,8 +95,12 @@ class KernelBenchRunner {
 
   KernelBenchRunnerOptions options_;
   std::string harness_path_;
-  std::unique_ptr<ChildProcess> server_;  // the fork server, started on first use
-  bool server_refused_ = false;           // it could not start or refused: fresh processes only
+  // The fork server, started on first use by the thread that calls run(): its death signal is
+  // tied to that thread, so run() is always called from one long-lived thread (the agent's).
+  std::unique_ptr<ChildProcess> server_;
+  bool server_refused_ = false;  // it refused, or failed to start three times in a row: fresh processes only
+  int server_failures_ = 0;
+  int index_ = 0;                // this runner's number in the process, for its server's log
 };
 
 }  // namespace ak
