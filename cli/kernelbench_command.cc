@@ -171,6 +171,18 @@ std::vector<kernelbench::Baseline> farm_baselines(const json& rows) {
 
 // Where the harness processes' time went, summed over the measured jobs (the result's "phases_s"
 // and "gpu_lock"), and the jobs that took longest: which phase a sweep's wall time is made of.
+// Every --baselines file, read before anything runs (a bad one costs no sweep); entries that name
+// no hardware are of the one --gpu-model, when there is one.
+Result<std::vector<std::vector<kernelbench::Baseline>>> load_baseline_files(const KbArgs& a) {
+  std::vector<std::vector<kernelbench::Baseline>> loaded;
+  for (const auto& f : a.baseline_files) {
+    auto fb = kernelbench::load_baseline_file(f, a.gpu_models.size() == 1 ? a.gpu_models.front() : "");
+    if (!fb.ok()) return Status::invalid("--baselines: " + fb.status().message());
+    loaded.push_back(std::move(*fb));
+  }
+  return loaded;
+}
+
 // The baselines of `files` (read beforehand, `loaded[i]` from `files[i]`) that `baselines` lacks:
 // a (level, problem, GPU model, mode) already there, or in an earlier file, keeps its figure.
 void add_file_baselines(std::vector<kernelbench::Baseline>& baselines, const std::vector<std::string>& files,
@@ -439,15 +451,10 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
               << "\n";
     return 2;
   }
-  // The baseline files are read before anything runs, so a bad one costs no sweep.
-  std::vector<std::vector<kernelbench::Baseline>> file_baselines;
-  for (const auto& f : a.baseline_files) {
-    auto fb = kernelbench::load_baseline_file(f, a.gpu_models.size() == 1 ? a.gpu_models.front() : "");
-    if (!fb.ok()) {
-      std::cerr << "autokernel kb sweep: --baselines: " << fb.status().message() << "\n";
-      return 2;
-    }
-    file_baselines.push_back(std::move(*fb));
+  auto file_baselines = load_baseline_files(a);
+  if (!file_baselines.ok()) {
+    std::cerr << "autokernel kb sweep: " << file_baselines.status().message() << "\n";
+    return 2;
   }
   json doc = campaign_base(a, "candidates");
   doc["problems"] = problems_json(*problems);
@@ -501,7 +508,7 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
   }
   auto baselines = farm_baselines((*all)["rows"]);
   // Then the files' baselines, for what the farm has not measured itself.
-  add_file_baselines(baselines, a.baseline_files, file_baselines);
+  add_file_baselines(baselines, a.baseline_files, *file_baselines);
   // Scores cover the selected problems: a sweep of level 1 gives level 1's fast_p over all its
   // problems with a baseline, and no rows for other levels the farm or a file happens to hold.
   keep_selected(baselines, *sel);
@@ -521,11 +528,6 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
 }
 
 namespace {
-
-bool all_digits(const std::string& text) {
-  return !text.empty() && text.size() < 7 &&
-         std::all_of(text.begin(), text.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; });
-}
 
 // The level of an eval_results file: the last "level<N>" (or "level_<N>") in its path, as a sweep
 // writes it (<out>/level1/eval_results.json) or as the results folders keep it
@@ -553,8 +555,9 @@ Status read_eval_file(const std::string& path, int level, const std::map<std::pa
   if (doc.is_discarded() || !doc.is_object()) return Status::invalid(path + ": not a JSON object");
   const size_t first = out.size();
   for (const auto& [pid_text, samples] : doc.items()) {
-    if (!all_digits(pid_text)) return Status::invalid(path + ": key '" + pid_text + "' is not a problem id");
-    const int pid = std::stoi(pid_text);
+    int pid = 0;
+    if (!kernelbench::parse_int(pid_text, &pid))
+      return Status::invalid(path + ": key '" + pid_text + "' is not a problem id");
     const auto name = names.find({level, pid});
     if (name == names.end())
       return Status::invalid(fmt::format("{}: level {} problem {} is not in --kernelbench", path, level, pid));
@@ -574,9 +577,7 @@ Status read_eval_file(const std::string& path, int level, const std::map<std::pa
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > 999999)
           return Status::invalid(fmt::format("{}: problem {}: sample_id {} is not a sample number", path, pid, id.dump()));
         sample = static_cast<int>(id.get<int64_t>());
-      } else if (all_digits(key)) {
-        sample = std::stoi(key);
-      } else {
+      } else if (!kernelbench::parse_int(key, &sample)) {
         return Status::invalid(fmt::format("{}: problem {}: a sample without a sample_id", path, pid));
       }
       for (const char* field : {"compiled", "correctness"})
@@ -666,17 +667,13 @@ int kb_score(const KbArgs& a) {
     }
   }
   std::erase_if(evals, [&](const kernelbench::SampleEval& e) { return !sel->matches(e.level, e.problem_id); });
-  std::vector<std::vector<kernelbench::Baseline>> loaded;
-  for (const auto& f : a.baseline_files) {
-    auto fb = kernelbench::load_baseline_file(f, gpu);
-    if (!fb.ok()) {
-      std::cerr << "autokernel kb score: --baselines: " << fb.status().message() << "\n";
-      return 2;
-    }
-    loaded.push_back(std::move(*fb));
+  auto loaded = load_baseline_files(a);
+  if (!loaded.ok()) {
+    std::cerr << "autokernel kb score: " << loaded.status().message() << "\n";
+    return 2;
   }
   std::vector<kernelbench::Baseline> baselines;
-  add_file_baselines(baselines, a.baseline_files, loaded);
+  add_file_baselines(baselines, a.baseline_files, *loaded);
   keep_selected(baselines, *sel);
   std::cout << "samples: " << evals.size() << " from " << files.size() << " file(s), baselines: " << baselines.size()
             << "\n";

@@ -14,7 +14,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <thread>
+#include <utility>
 
 #include "common/sigpipe.h"
 
@@ -206,9 +209,9 @@ Result<std::optional<std::string>> ChildProcess::read_line(std::chrono::millisec
 Result<std::string> ChildProcess::wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
+    // A line already read in comes back even when the time is up (read_line looks at it first).
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    auto line = read_line(left);
+    auto line = read_line(std::max(left, std::chrono::milliseconds(0)));
     if (!line.ok()) return line.status();
     if (!line->has_value()) break;
     if ((*line)->rfind(prefix, 0) == 0) return (*line)->substr(prefix.size());
@@ -274,6 +277,16 @@ int remove_leftovers_of_dead_processes(const std::string& root, const std::strin
     if (fs::remove_all(e.path(), rm) > 0 && !rm) ++removed;
   }
   return removed;
+}
+
+int remove_leftovers_of_dead_processes_once(const std::string& root, const std::string& prefix) {
+  static std::mutex mu;
+  static std::set<std::pair<std::string, std::string>> swept;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!swept.emplace(root, prefix).second) return 0;
+  }
+  return remove_leftovers_of_dead_processes(root, prefix);
 }
 
 std::string self_exe_path() {

@@ -46,7 +46,8 @@ class ChildProcess {
   bool running();
   // Next full line of captured stdout (without '\n'); empty optional on timeout; error on EOF.
   Result<std::optional<std::string>> read_line(std::chrono::milliseconds timeout);
-  // Reads lines until one starts with `prefix`; returns the rest of that line.
+  // Reads lines until one starts with `prefix`; returns the rest of that line (kTimedOut when
+  // none came in time; a line already read in is looked at even when the time is up).
   Result<std::string> wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
   // Writes `line` and a newline to the child's stdin (Options::pipe_stdin); an error when the
   // child has closed it or is gone.
@@ -75,6 +76,9 @@ class ChildProcess {
 // job folders). Entries of live processes, and names that do not fit, are left alone (a reused pid
 // only delays a removal). Returns how many entries were removed.
 int remove_leftovers_of_dead_processes(const std::string& root, const std::string& prefix);
+// The same, once per (root, prefix) in this process's life: what dead processes left cannot grow
+// while this one runs, so later calls (every sandbox start, every runner) return 0 at once.
+int remove_leftovers_of_dead_processes_once(const std::string& root, const std::string& prefix);
 
 // Directory of the running executable (to find sibling binaries such as the sandbox).
 std::string self_exe_dir();

@@ -136,6 +136,7 @@ std::vector<Action> Scheduler::on_heartbeat(const protocol::Heartbeat& m, int64_
   if (wit == workers_.end()) return {unknown_worker(m.worker_id)};
   WorkerView& w = wit->second;
   w.last_seen_ms = now_ms;
+  std::vector<Action> out;
   for (const auto& f : m.in_flight) {
     auto it = jobs_.find(f.job_id);
     if (it == jobs_.end()) continue;
@@ -143,11 +144,8 @@ std::vector<Action> Scheduler::on_heartbeat(const protocol::Heartbeat& m, int64_
     if (job.state == JobState::kLeased && job.worker_id == m.worker_id && job.attempt == f.attempt) {
       job.lease_expires_ms = std::max(job.lease_expires_ms, now_ms + options_.lease_ms);
     }
+    if (job.worker_id == m.worker_id) tell_to_stop(job, now_ms, &out);
   }
-  std::vector<Action> out;
-  for (const auto& f : m.in_flight)
-    if (auto it = jobs_.find(f.job_id); it != jobs_.end() && it->second.worker_id == m.worker_id)
-      tell_to_stop(it->second, now_ms, &out);
   dispatch(now_ms, &out);
   return out;
 }
@@ -491,10 +489,10 @@ void Scheduler::end_cancelled(JobRecord& job, std::vector<Action>* out) {
   // Parked in the queue (dispatch skips a job whose row is pending) until commit_result makes it
   // DONE, as a result of a worker is.
   const std::string& id = job.spec.job_id;
+  if (job.state != JobState::kQueued) queue_.push_back(id);  // a queued job is in queue_ already
   job.state = JobState::kQueued;
   job.worker_id.clear();
   job.lease_expires_ms = 0;
-  if (std::find(queue_.begin(), queue_.end(), id) == queue_.end()) queue_.push_back(id);
   ResultRecord row;
   row.job_id = id;
   row.attempt = job.attempt;

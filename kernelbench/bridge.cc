@@ -28,6 +28,8 @@ Result<std::string> read_file(const fs::path& p) {
   return ss.str();
 }
 
+}  // namespace
+
 bool parse_int(const std::string& s, int* out) {
   if (s.empty() || s.size() > 9) return false;
   for (char c : s)
@@ -35,8 +37,6 @@ bool parse_int(const std::string& s, int* out) {
   *out = std::stoi(s);
   return true;
 }
-
-}  // namespace
 
 std::optional<int> problem_id_of(const std::string& file_name) {
   int id = 0;

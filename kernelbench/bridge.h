@@ -47,6 +47,9 @@ struct Selection {
   bool matches(int level, int problem_id) const;
 };
 
+// A non-negative decimal of 1 to 9 digits and nothing else (an id in a file name or a JSON key).
+bool parse_int(const std::string& s, int* out);
+
 // Parses "1-10,15,20-22" into ids; errors name the bad piece.
 Result<std::set<int>> parse_id_ranges(const std::string& text);
 

@@ -277,6 +277,11 @@ def exclusive_turn(lock):
         lock.enter(before)
 
 
+# torch.compile's modules: seconds of imports, made before any turn (a compile baseline) or once
+# for every step (the fork server).
+_COMPILER_MODULES = ("torch._dynamo.callback", "torch._inductor.compile_fx")
+
+
 # What inductor runs on the GPU while it compiles in its default mode: its Benchmarker's entry
 # points (every benchmark goes through the one instance), and pad_mm's padded-or-not decision,
 # which makes its random operands and padded copies on the device before it benchmarks them.
@@ -1123,7 +1128,7 @@ def run_baseline(req):
     if req["compile"]:
         # Seconds of imports, made before any turn rather than inside the first call's shared turn
         # (import_module: an import statement here would make `torch` a local of this function).
-        for module in ("torch._dynamo.callback", "torch._inductor.compile_fx"):
+        for module in _COMPILER_MODULES:
             importlib.import_module(module)
     phase("load")
     lock = req["lock"]
@@ -1674,10 +1679,14 @@ def main(argv):
     return 0
 
 
-def _run_step(argv):
-    """main() as a process's whole life: its exit code, after flushing; never raises."""
+def _exit_code(fn, *args):
+    """fn(*args) as a process's whole life (main for a step, serve for the fork server): its exit
+    code, 1 with the traceback on stderr if it raised, after flushing stdout and stderr; never
+    raises. The caller leaves with os._exit(code): threads the candidate started, atexit hooks it
+    registered and CUDA teardown can neither delay the exit nor touch the result after it was
+    written."""
     try:
-        code = main(argv)
+        code = fn(*args)
     except BaseException:  # noqa: B036 - anything left is the harness's own failure
         traceback.print_exc()
         code = 1
@@ -1708,7 +1717,7 @@ def serve():
     must never have touched CUDA."""
     import ctypes
     import signal as signals
-    for module in ("torch._dynamo.callback", "torch._inductor.compile_fx"):
+    for module in _COMPILER_MODULES:
         importlib.import_module(module)
     if torch.cuda.is_initialized() or _cuda_driver_loaded():
         print("refused CUDA's driver is loaded in the fork server", flush=True)
@@ -1751,7 +1760,7 @@ def serve():
                 sys.stdin = open(os.devnull)
                 global _STARTED
                 _STARTED = time.monotonic()  # the step's "start" phase begins at the fork
-                code = _run_step(["harness.py", request])
+                code = _exit_code(main, ["harness.py", request])
             except BaseException:  # noqa: B036 - before the log was open: the server's stderr
                 traceback.print_exc()
             finally:
@@ -1768,23 +1777,4 @@ def serve():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--serve"]:
-        try:
-            code = serve()
-        except BaseException:  # noqa: B036
-            traceback.print_exc()
-            code = 1
-        sys.stdout.flush()
-        os._exit(code)
-    try:
-        code = main(sys.argv)
-    except BaseException:  # noqa: B036 - anything left is the harness's own failure
-        traceback.print_exc()
-        code = 1
-    # os._exit: threads the candidate started, atexit hooks it registered and CUDA teardown can
-    # neither delay the exit nor touch the result after it was written.
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
+    os._exit(_exit_code(serve) if sys.argv[1:] == ["--serve"] else _exit_code(main, sys.argv))

@@ -58,9 +58,9 @@ std::string KernelBenchRunner::harness_path() {
   std::error_code ec;
   fs::create_directories(options_.work_dir, ec);
   // What workers killed with SIGKILL left: their harness copies and job folders.
-  remove_leftovers_of_dead_processes(options_.work_dir, "harness-");
-  remove_leftovers_of_dead_processes(options_.work_dir, "fork-server-");
-  remove_leftovers_of_dead_processes((fs::path(options_.work_dir) / "jobs").string(), "");
+  remove_leftovers_of_dead_processes_once(options_.work_dir, "harness-");
+  remove_leftovers_of_dead_processes_once(options_.work_dir, "fork-server-");
+  remove_leftovers_of_dead_processes_once((fs::path(options_.work_dir) / "jobs").string(), "");
   // Named by the embedded text's size, so a worker built from another version never runs a
   // stale copy left in the folder.
   const fs::path p = fs::path(options_.work_dir) /
@@ -249,32 +249,16 @@ bool KernelBenchRunner::run_in_server(const fs::path& req, const fs::path& log,
     }
   }
   const std::string exited = "exited " + std::to_string(pid) + " ";
-  std::optional<int> code;
-  bool lost = false;
-  for (;;) {
-    // A line already read in is returned before the deadline is looked at.
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto line = server_->read_line(std::max(left, std::chrono::milliseconds(0)));
-    if (!line.ok()) {
-      lost = true;
-      break;
-    }
-    if (!line->has_value()) break;  // the deadline
-    if ((*line)->rfind(exited, 0) == 0) {
-      code = std::atoi((*line)->c_str() + exited.size());
-      break;
-    }
-  }
-  if (!code && !lost) {  // past the deadline: the step's group goes; the server reaps and reports it
+  auto line = server_->wait_for_line(
+      exited, std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+                       std::chrono::milliseconds(0)));
+  if (!line.ok() && line.status().code() == StatusCode::kTimedOut) {
+    // Past the deadline: the step's group goes; the server reaps it and reports it.
     step.timed_out = true;
     ::kill(-pid, SIGKILL);
-    auto line = server_->wait_for_line(exited, std::chrono::seconds(30));
-    if (line.ok()) {
-      code = std::atoi(line->c_str());
-    } else {
-      lost = true;
-    }
+    line = server_->wait_for_line(exited, std::chrono::seconds(30));
   }
+  const bool lost = !line.ok();
   ::kill(-pid, SIGKILL);  // what the step started (compilers, candidate threads' processes) goes with it
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -283,10 +267,10 @@ bool KernelBenchRunner::run_in_server(const fs::path& req, const fs::path& log,
   if (lost) {
     server_.reset();  // killed with its children (PR_SET_PDEATHSIG); the next step starts another
     step.exit_code = -1;
-    if (!step.timed_out) (void)write_text(log, tail_of(log, 1 << 20) + "\nthe fork server was lost during the step");
+    if (!step.timed_out) std::ofstream(log, std::ios::app) << "\nthe fork server was lost during the step\n";
     return true;
   }
-  step.exit_code = *code;
+  step.exit_code = std::atoi(line->c_str());
   return true;
 }
 

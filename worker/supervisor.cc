@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/process.h"
+#include "common/sigpipe.h"
 
 extern char** environ;
 
@@ -171,7 +172,7 @@ Status SandboxSupervisor::start() {
   }
 
   // Named by this process's pid, so the next worker removes what a worker killed with SIGKILL left.
-  remove_leftovers_of_dead_processes(options_.tmp_root, "ak-sandbox-");
+  remove_leftovers_of_dead_processes_once(options_.tmp_root, "ak-sandbox-");
   std::string tmpl = options_.tmp_root + "/ak-sandbox-" + std::to_string(getpid()) + "-XXXXXX";
   if (!mkdtemp(tmpl.data())) {
     int err = errno;
@@ -312,13 +313,7 @@ SandboxSupervisor::LineOutcome SandboxSupervisor::read_line(steady::time_point d
 }
 
 Status SandboxSupervisor::write_all(const std::string& data, steady::time_point deadline) {
-  // Block SIGPIPE on this thread for the write; a pending one caused by us is consumed after.
-  sigset_t pipe_set, old_set, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  sigpending(&pending);
-  bool was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  SigpipeBlock block;  // a sandbox that has gone is an EPIPE error here, not the end of the worker
   Status result;
   size_t off = 0;
   while (off < data.size()) {
@@ -341,14 +336,6 @@ Status SandboxSupervisor::write_all(const std::string& data, steady::time_point 
     result = Status::unavailable("writing to the sandbox failed: " + errno_text(errno));
     break;
   }
-  if (!was_pending) {
-    sigpending(&pending);
-    if (sigismember(&pending, SIGPIPE)) {
-      timespec zero{0, 0};
-      sigtimedwait(&pipe_set, nullptr, &zero);
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
   return result;
 }
 

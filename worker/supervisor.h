@@ -49,7 +49,7 @@ struct SandboxOptions {
   int open_files = 256;
   // Each sandbox gets a private temporary directory (mkdtemp under tmp_root, named
   // ak-sandbox-<worker pid>-XXXXXX), removed with the sandbox; those of workers that were killed
-  // with SIGKILL are removed when the next sandbox starts. TMPDIR and HOME point at it. The environment is scrubbed: only PATH,
+  // with SIGKILL are removed when this process first starts a sandbox under that root. TMPDIR and HOME point at it. The environment is scrubbed: only PATH,
   // LD_LIBRARY_PATH, the CUDA_* / NVIDIA_* device selection variables and extra_env pass.
   std::string tmp_root = "/tmp";
   std::vector<std::string> extra_env;  // "NAME=value", added after the scrub

@@ -67,6 +67,16 @@ class KernelBenchRunnerTest : public ::testing::Test {
     return j;
   }
 
+  // A Python that runs `on_serve` (shell) first when started as the fork server, then the real one.
+  fs::path python_wrapper(const std::string& name, const std::string& on_serve) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << "#!/bin/sh\n"
+                     << "if [ \"$2\" = --serve ]; then " << on_serve << "; fi\n"
+                     << "exec '" << AK_PYTHON << "' \"$@\"\n";
+    fs::permissions(p, fs::perms::owner_all);
+    return p;
+  }
+
   static double start_phase(const KernelBenchOutcome& out) {
     return out.kernelbench.at("baseline").at("phases_s").at("start").get<double>();
   }
@@ -124,22 +134,14 @@ TEST_F(KernelBenchRunnerTest, AForkedStepKilledAtItsTimeoutOrByACancelLeavesTheS
 
 TEST_F(KernelBenchRunnerTest, AServerThatRefusesLeavesTheRunnerOnFreshProcessesAndImportNoiseIsNotARefusal) {
   // A Python whose fork server refuses, as one would with CUDA's driver already loaded.
-  const fs::path python = dir_ / "python-refusing";
-  std::ofstream(python) << "#!/bin/sh\n"
-                        << "if [ \"$2\" = --serve ]; then echo 'refused for the test'; exit 3; fi\n"
-                        << "exec '" << AK_PYTHON << "' \"$@\"\n";
-  fs::permissions(python, fs::perms::owner_all);
+  const fs::path python = python_wrapper("python-refusing", "echo 'refused for the test'; exit 3");
   KernelBenchRunner runner(options(true, python.string()));
   const auto out = runner.run(job("refused", "baseline"), 120s);
   ASSERT_EQ(out.status, ResultStatus::kPass) << out.reason;
   EXPECT_GT(start_phase(out), 0.3) << out.kernelbench.dump();  // a fresh Python
 
   // What an import prints before the server's "ready" is not its answer: the server is used.
-  const fs::path noisy = dir_ / "python-noisy";
-  std::ofstream(noisy) << "#!/bin/sh\n"
-                       << "if [ \"$2\" = --serve ]; then echo 'a line some import printed'; fi\n"
-                       << "exec '" << AK_PYTHON << "' \"$@\"\n";
-  fs::permissions(noisy, fs::perms::owner_all);
+  const fs::path noisy = python_wrapper("python-noisy", "echo 'a line some import printed'");
   KernelBenchRunner served(options(true, noisy.string()));
   const auto s = served.run(job("noisy", "baseline"), 120s);
   ASSERT_EQ(s.status, ResultStatus::kPass) << s.reason;
