@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Experiments per hour per GPU for a softmax campaign with full verification (five stages) and
 # cold timing, and the fraction of wall time the GPUs were busy. A benchmark, not a test.
-#   bench/throughput.sh [BUILD_DIR] [CAMPAIGN]   (default: coordinator/campaigns/softmax_h200.toml, 288 jobs)
+#   bench/throughput.sh [BUILD_DIR] [CAMPAIGN]   (default: examples/campaigns/softmax_h200.toml, 288 jobs)
 # Busy fraction: nvidia-smi's utilization.gpu (percent of each sample period in which a kernel
 # was running on the GPU), sampled every 200 ms over the whole command, averaged over samples
 # and GPUs. The steady-state wall time runs between the campaign's first and last result (the result
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-CAMPAIGN=${2:-coordinator/campaigns/softmax_h200.toml}
+CAMPAIGN=${2:-examples/campaigns/softmax_h200.toml}
 OUT=${OUT:-$PWD/bench-out}/throughput
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/ak-throughput-XXXXXX)

@@ -7,7 +7,7 @@
 # and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
 # bench/library.sh (the kernel library's results table), "kernelbench" KernelBench phases: baselines,
 # their agreement with KernelBench's own timing, sweeps (bench/kernelbench.sh), "study" the H200 study campaign
-# (coordinator/campaigns/study_h200.toml) with its tuning-database export in $OUT/study.
+# (examples/campaigns/study_h200.toml) with its tuning-database export in $OUT/study.
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +48,7 @@ for step in $STEPS; do
       awk -v cols=correctness,stage -f bench/tsv.awk "$OUT/throughput/results.tsv" | sort | uniq -c ;;
     study)
       mkdir -p "$OUT/study"
-      (cd "$OUT/study" && timeout 540 "$B/bin/autokernel" run --campaign "$OLDPWD/coordinator/campaigns/study_h200.toml" \
+      (cd "$OUT/study" && timeout 540 "$B/bin/autokernel" run --campaign "$OLDPWD/examples/campaigns/study_h200.toml" \
         --data-dir "$OUT/study/.ak" --out "$OUT/study") > "$OUT/study/run.log" 2>&1
       echo "study rc=$?"
       grep -v "^\s*$" "$OUT/study/run.log" | grep -v "\r" | tail -45

@@ -79,7 +79,7 @@ TEST(TunedConfigs, LoadsAFileAndRefusesMalformedOnesWithTheReason) {
 }
 
 // The farm's own export of its H200 study campaign (bench/results/tuning-h200-2026-12-04.json,
-// written by `autokernel run --campaign coordinator/campaigns/study_h200.toml` on one H200): every
+// written by `autokernel run --campaign examples/campaigns/study_h200.toml` on one H200): every
 // entry's configuration is a point of its type's declared cuda space, and the lookup returns the
 // tuned configurations for the tuned shapes and the nearest ones for others.
 TEST(TunedConfigs, TheH200StudyCampaignsExportLoadsAndAnswersPerShape) {
