@@ -16,6 +16,8 @@ TYPES=${2:-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embe
 TRITON_TYPES=${AK_LIBRARY_TRITON_TYPES-softmax,reduce,reduce_max,rmsnorm,layernorm,cross_entropy,rotary_embedding,matmul}
 OUT=${OUT:-$PWD/bench-out}/library
 mkdir -p "$OUT"
+# An earlier run's outputs go first, so that nothing printed below can come from it.
+rm -f "$OUT"/{results.tsv,results.json,table.md,compile.json,compile.log,run.log,date.txt,tuning.json} "$OUT"/studies-*.json
 WORK=$(mktemp -d /tmp/ak-library-XXXXXX)
 args=()
 for t in ${TYPES//,/ }; do
@@ -30,8 +32,14 @@ for t in ${TRITON_TYPES//,/ }; do
   sed -e 's/"backend": "cuda"/"backend": "triton"/' -e "s/\"library-$t\"/\"library-$t-triton\"/" "$WORK/$t.json" > "$WORK/$t-triton.json"
   args+=(--campaign "$WORK/$t-triton.json")
 done
-"$BUILD/bin/autokernel" run --backend cuda "${args[@]}" --data-dir "$WORK/.ak" --out "$OUT" > "$OUT/run.log" 2>&1 || {
-  echo "farm run failed (rc=$?); tail of $OUT/run.log:"; tail -20 "$OUT/run.log"; }
+# A failed farm run (campaign rejected, interrupted, no results) ends the benchmark: its table
+# would be partial or empty. Failed jobs are rows, not a failed run.
+rc=0
+"$BUILD/bin/autokernel" run --backend cuda "${args[@]}" --data-dir "$WORK/.ak" --out "$OUT" > "$OUT/run.log" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "farm run failed (rc=$rc); tail of $OUT/run.log:"; tail -20 "$OUT/run.log"
+  exit "$rc"
+fi
 date -u +"%Y-%m-%dT%H:%M:%SZ" > "$OUT/date.txt"
 awk -v cols=kernel_type,shape,dtype,correctness,stage,reason -f bench/tsv.awk "$OUT/results.tsv" | awk -F'\t' '$4 != "PASS"' | cut -c1-300
 MODE=${AK_LIBRARY_COMPILE:-largest}

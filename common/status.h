@@ -1,8 +1,8 @@
 // Status and Result<T>: the error type of every function that can fail for an expected reason.
 //
 // A Status is either ok() or carries a code and a message that says what was expected, what
-// arrived and what to do. Result<T> holds a value or a non-ok Status. Both are cheap to copy and
-// safe to pass between threads (they own their strings). Callers write
+// arrived and what to do. Result<T> holds a value or a non-ok Status (see below). Both are cheap
+// to copy and safe to pass between threads (they own their strings). Callers write
 //   if (!s.ok()) return s;
 #pragma once
 
@@ -48,11 +48,18 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// Result<T>: a value, or the error that took its place. ok() == status().ok() always: a Result
+// holding a value has an OK status. An OK Status carries no value, so a Result built from one is
+// an error (INTERNAL, saying so) rather than an "ok" Result with nothing in it; return a value, or
+// a Status that is not ok. value(), -> and * require ok().
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}            // NOLINT(google-explicit-constructor)
-  Result(Status status) : status_(std::move(status)) {}    // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status)                          // NOLINT(google-explicit-constructor)
+      : status_(status.ok() ? Status::internal("a Result was built from an OK Status, which carries no value; "
+                                               "return the value, or a Status that is not ok")
+                            : std::move(status)) {}
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
@@ -66,7 +73,7 @@ class [[nodiscard]] Result {
 
  private:
   std::optional<T> value_;
-  Status status_ = Status::internal("empty Result");
+  Status status_;  // OK exactly when value_ holds a value
 };
 
 }  // namespace ak

@@ -51,6 +51,20 @@ TEST(Result, AResultBuiltFromAnErrorIsNotOkAndCarriesTheStatus) {
   EXPECT_EQ(r.status().message(), "job 7 is not in the store");
 }
 
+TEST(Result, AResultHoldingAValueHasAnOkStatus) {
+  Result<int> r(7);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.status().ok());
+}
+
+TEST(Result, AResultBuiltFromAnOkStatusIsAnErrorThatSaysWhy) {
+  Result<int> r(Status::ok_status());
+  EXPECT_FALSE(r.ok());
+  EXPECT_FALSE(r.status().ok()) << "a caller returning r.status() must not pass on success";
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  EXPECT_NE(r.status().message().find("OK Status"), std::string::npos) << r.status().message();
+}
+
 TEST(Result, ValueCanBeMovedOutOfAnRvalueResult) {
   Result<std::string> r(std::string(100, 'x'));
   std::string moved = std::move(r).value();

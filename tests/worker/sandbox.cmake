@@ -13,6 +13,9 @@ ak_test(compiler_test
   LIBS ak_kernels CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS})
 
 if(AK_BUILD_SANDBOX)
+  # The comparison rule on hand-made tensors (libtorch on the CPU, no sandbox process).
+  ak_test(sandbox_tolerance_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_tolerance_test.cc LIBS ak_sandbox_tolerance)
+  set_target_properties(sandbox_tolerance_test PROPERTIES BUILD_RPATH "${AK_TORCH_LIB_DIR}")
   # One source, two executables: the gpu one (label `gpu`) is built with AK_SANDBOX_GPU_TESTS and
   # skips where libcuda.so.1 or a GPU is missing.
   foreach(kind IN ITEMS cpu gpu)

@@ -39,6 +39,7 @@
 #include "worker/device.h"
 #include "worker/measure.h"
 #include "worker/nvml.h"
+#include "worker/sandbox/tolerance.h"
 
 namespace ak::sandbox {
 namespace {
@@ -545,8 +546,8 @@ class HarnessBase : public Harness {
     return (bytes + extra_bytes) / (1024.0 * 1024.0);
   }
 
-  // |out - ref| <= atol + rtol * |ref| where ref is finite; where ref is NaN the output must be
-  // NaN and where it is +-inf the same infinity. Returns max |out - ref| over the finite part.
+  // The rule of worker/sandbox/tolerance.h; a failure names the worst element. Returns max
+  // |out - ref| over the finite part of the reference.
   static double compare(const at::Tensor& out, const at::Tensor& ref, kernels::Tolerance tol,
                         const std::vector<int64_t>& shape, const std::string& stage, const std::string& label,
                         const at::Tensor& scale = at::Tensor()) {
@@ -556,17 +557,10 @@ class HarnessBase : public Harness {
       fail(stage, "output has " + std::to_string(o.numel()) + " elements; the reference has " +
                       std::to_string(r.numel()));
     at::Tensor finite_ref = at::isfinite(r);
-    at::Tensor diff = (o - r).abs();
-    // Plus one step of the output dtype's subnormals: the reference and the candidate may round a
-    // value near a subnormal boundary apart, and relative tolerances do not reach there.
-    const double subnormal_step = out.scalar_type() == at::kHalf       ? 0x1p-24
-                                  : out.scalar_type() == at::kBFloat16 ? 0x1p-133
-                                                                       : 0x1p-149;
-    at::Tensor allowed = (scale.defined() ? r.abs() * tol.rtol + scale.to(at::kFloat).reshape({-1}) * tol.atol
-                                          : r.abs() * tol.rtol + tol.atol) +
-                         subnormal_step;
-    at::Tensor ok = at::where(finite_ref, diff <= allowed,  // false for a NaN or inf output
-                              at::where(at::isnan(r), at::isnan(o), o == r));
+    const Comparison c = compare_with_tolerance(o, r, out.scalar_type(), tol, scale);
+    const at::Tensor& ok = c.ok;
+    const at::Tensor& diff = c.diff;
+    const at::Tensor& allowed = c.allowed;
     const int64_t nbad = (~ok).sum().item<int64_t>();
     at::Tensor finite_diff = at::where(finite_ref, diff, at::zeros_like(diff));
     if (nbad == 0) return o.numel() ? finite_diff.max().item<double>() : 0.0;
