@@ -75,9 +75,9 @@ struct WorkerOptions {
   int64_t sandbox_start_timeout_ms = 60'000;
   int64_t poll_ms = 50;              // longest the main loop blocks before re-reading the clock [ms]
   int64_t linger_ms = 1'000;         // how long unsent messages may delay closing the socket [ms]
-  // KernelBench jobs (JobSpec::kernelbench) skip the compiler and the sandbox: the executor thread
-  // runs them through a KernelBenchRunner (worker/kernelbench_runner.h) with `python`, in this
-  // folder (empty: <cache_dir>/kernelbench).
+  // KernelBench jobs (JobSpec::kernelbench) skip the compiler and the sandbox: the
+  // KernelBenchJobRunner runs them through KernelBenchRunners (worker/kernelbench_runner.h) with
+  // `python`, in this folder (empty: <cache_dir>/kernelbench).
   std::string kernelbench_dir;
   // KernelBench jobs run at once, each on its own thread and runner (KernelBenchJobRunner). They share the GPU through a
   // lock file in kernelbench_dir (kernelbench/HARNESS.md, "Sharing a GPU"): loading, compiling and
