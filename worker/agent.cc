@@ -8,12 +8,16 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
-#include <type_traits>
+#include <map>
+#include <set>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
 #include "worker/device.h"
+#include "worker/kernelbench_job_runner.h"
+#include "worker/sandbox_job_runner.h"
 
 namespace ak {
 namespace {
@@ -35,223 +39,105 @@ std::string file_safe(const std::string& s) {
 }  // namespace
 
 struct WorkerAgent::Session {
-  explicit Session(const WorkerOptions& o)
+  explicit Session(const WorkerOptions& o, size_t runners)
       : outbox(OutboxOptions{o.resend_ms, o.max_resend_ms,
                              o.state_dir.empty() ? std::string()
                                                  : o.state_dir + "/outbox-" + file_safe(o.worker_id) + ".jsonl",
                              false}),
-        socket(context, zmq::socket_type::dealer) {}
+        socket(context, zmq::socket_type::dealer),
+        busy(runners, 0) {}
+  struct Queued {
+    protocol::Job job;
+    size_t runner;  // index in runners_ of the runner that accepted it
+  };
   Outbox outbox;
   zmq::context_t context{1};
   zmq::socket_t socket;
-  std::set<Key> held;  // jobs received and not yet finished
+  std::set<Key> held;            // jobs received and not yet finished (what heartbeats list)
+  std::deque<Queued> queue;      // held, not yet started, oldest first
+  std::map<Key, size_t> started;  // held, given to runners_[i], result not yet drained
+  std::vector<int> busy;         // per runner: its jobs in `started`
   int64_t next_heartbeat_ms = 0;
   int64_t last_ready_ms = 0;
   bool stopping = false;
 };
 
+std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& options, const Capabilities& caps,
+                                                         Clock& clock, std::unique_ptr<Compiler> compiler,
+                                                         std::unique_ptr<SandboxRunner> sandbox) {
+  const int kb_slots = std::max(1, options.kernelbench_slots);
+  const std::string kb_dir =
+      !options.kernelbench_dir.empty()
+          ? options.kernelbench_dir
+          : (options.cache_dir.empty() ? std::string("/tmp/ak-kernelbench") : options.cache_dir + "/kernelbench");
+  const bool cuda = options.backend != Backend::kCpu;
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  KernelBenchJobRunnerOptions kb;
+  kb.slots = kb_slots;
+  kb.runner = KernelBenchRunnerOptions{
+      options.python, kb_dir, cuda ? "cuda:" + std::to_string(options.device_index) : std::string("cpu"), false,
+      // One lock per GPU for every slot of every agent that shares the folder.
+      cuda ? kb_dir + "/gpu" + std::to_string(options.device_index) + ".lock" : std::string(),
+      // torch.compile's worker pools share the cores between the slots.
+      kb_slots > 1 ? static_cast<int>(std::max(1u, cpus / static_cast<unsigned>(kb_slots))) : 0,
+      options.kernelbench_fork_server};
+
+  // Every job the agent holds may be a kernel candidate: compiling ahead is bounded by the slots.
+  SandboxJobRunnerOptions so;
+  so.slots = std::max({1, options.slots, kb_slots});
+  so.compile_threads = options.compile_threads;
+  so.worker_id = options.worker_id;
+
+  std::vector<std::unique_ptr<JobRunner>> runners;
+  runners.push_back(std::make_unique<KernelBenchJobRunner>(std::move(kb)));
+  runners.push_back(
+      std::make_unique<SandboxJobRunner>(so, caps, clock, std::move(compiler), std::move(sandbox)));
+  return runners;
+}
+
 WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock,
                          std::unique_ptr<Compiler> compiler, std::unique_ptr<SandboxRunner> runner)
-    : options_(std::move(options)),
-      caps_(std::move(caps)),
-      clock_(clock),
-      compiler_(std::move(compiler)),
-      runner_(std::move(runner)) {
+    : WorkerAgent(options, caps, clock, make_job_runners(options, caps, clock, std::move(compiler), std::move(runner))) {}
+
+WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock,
+                         std::vector<std::unique_ptr<JobRunner>> runners)
+    : options_(std::move(options)), caps_(std::move(caps)), clock_(clock), runners_(std::move(runners)) {
   options_.kernelbench_slots = std::max(1, options_.kernelbench_slots);
-  options_.slots = std::max({1, options_.slots, options_.kernelbench_slots});
-  const std::string kb_dir =
-      !options_.kernelbench_dir.empty()
-          ? options_.kernelbench_dir
-          : (options_.cache_dir.empty() ? std::string("/tmp/ak-kernelbench") : options_.cache_dir + "/kernelbench");
-  const bool cuda = options_.backend != Backend::kCpu;
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  for (int i = 0; i < options_.kernelbench_slots; ++i)
-    kernelbench_.push_back(std::make_unique<KernelBenchRunner>(KernelBenchRunnerOptions{
-        options_.python, kb_dir, cuda ? "cuda:" + std::to_string(options_.device_index) : std::string("cpu"), false,
-        // One lock per GPU for every slot of every agent that shares the folder.
-        cuda ? kb_dir + "/gpu" + std::to_string(options_.device_index) + ".lock" : std::string(),
-        // torch.compile's worker pools share the cores between the slots.
-        options_.kernelbench_slots > 1
-            ? static_cast<int>(std::max(1u, cpus / static_cast<unsigned>(options_.kernelbench_slots)))
-            : 0,
-        options_.kernelbench_fork_server}));
+  options_.slots = std::max(1, options_.slots);
+  for (const auto& r : runners_) options_.slots = std::max(options_.slots, r->slots());
   options_.compile_threads = std::max(1, options_.compile_threads);
   options_.heartbeat_ms = std::max<int64_t>(1, options_.heartbeat_ms);
   options_.poll_ms = std::max<int64_t>(1, options_.poll_ms);
 }
 
 WorkerAgent::~WorkerAgent() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    shutdown_ = true;
-  }
-  compile_cv_.notify_all();
-  run_cv_.notify_all();
-  kernelbench_cv_.notify_all();
-  for (auto& t : threads_)
-    if (t.joinable()) t.join();
+  // The runners' threads finish first: they may still hand results to this agent.
+  runners_.clear();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-ResultRecord WorkerAgent::base_result(const protocol::Job& job) const {
-  ResultRecord r;
-  r.job_id = job.spec.job_id;
-  r.attempt = job.attempt;
-  r.worker_id = options_.worker_id;
-  r.gpu = caps_.gpu_name;
-  r.source_hash = xxh64_hex(job.spec.source);
-  return r;
-}
-
 void WorkerAgent::wake_main() {
+  if (wake_fd_ < 0) return;
   uint64_t one = 1;
   ssize_t n = write(wake_fd_, &one, sizeof(one));
   (void)n;  // the counter cannot overflow in practice; a failed wake only delays by poll_ms
 }
 
-void WorkerAgent::push_result(ResultRecord r) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    results_.push_back(std::move(r));
-  }
-  wake_main();
-}
-
-void WorkerAgent::compile_loop() {
-  for (;;) {
-    protocol::Job job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      compile_cv_.wait(lock, [&] { return shutdown_ || !compile_queue_.empty(); });
-      if (shutdown_) break;
-      job = std::move(compile_queue_.front());
-      compile_queue_.pop_front();
-    }
-    const int64_t t0 = clock_.now_ms();
-    std::optional<Result<CompiledArtifact>> art;
-    std::string crash;
-    try {
-      art.emplace(compiler_->compile(job.spec, caps_));
-    } catch (const std::exception& e) {
-      crash = std::string("compiler threw: ") + e.what();
-    } catch (...) {
-      crash = "compiler threw a non-standard exception";
-    }
-    if (art && art->ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (take_cancelled(job)) {  // cancelled while it compiled: no measurement
-        results_.push_back(cancelled_result(job, "compile"));
-        wake_main();
-        continue;
-      }
-      run_queue_.push_back(Compiled{std::move(job), std::move(art->value())});
-      run_cv_.notify_one();
-      continue;
-    }
-    ResultRecord r = base_result(job);
-    r.stage = "compile";
-    r.m.compile_ms = static_cast<double>(clock_.now_ms() - t0);
-    if (!crash.empty()) {
-      r.status = ResultStatus::kCrash;
-      r.reason = crash;
-      spdlog::error("worker {}: job {} attempt {}: {}", options_.worker_id, job.spec.job_id, job.attempt, crash);
-    } else if (art->status().code() == StatusCode::kInvalidArgument) {
-      r.status = ResultStatus::kCompileError;
-      r.reason = art->status().message();
-    } else {
-      // Not the candidate's fault (cache directory, missing toolchain ...): report it as such.
-      r.status = ResultStatus::kCrash;
-      r.reason = "compiler failed: " + art->status().to_string();
-      spdlog::error("worker {}: job {}: {}", options_.worker_id, job.spec.job_id, r.reason);
-    }
-    r.completed_wall_ms = clock_.wall_ms();
-    push_result(std::move(r));
+void WorkerAgent::finish(const protocol::Job& job, std::string_view kind, std::optional<ResultRecord> r) {
+  if (r) {
+    r->job_id = job.spec.job_id;
+    r->attempt = job.attempt;
+    r->worker_id = options_.worker_id;
+    r->gpu = caps_.gpu_name;
+    if (r->source_hash.empty()) r->source_hash = xxh64_hex(job.spec.source);
+    r->completed_wall_ms = clock_.wall_ms();
+    if (r->status != ResultStatus::kPass)
+      spdlog::info("worker {}: {} job {} attempt {}: {} at {}: {}", options_.worker_id, kind, r->job_id, r->attempt,
+                   result_status_name(r->status), r->stage, r->reason);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    --threads_alive_;
-  }
-  wake_main();
-}
-
-void WorkerAgent::execute_loop() {
-  for (;;) {
-    Compiled c;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      run_cv_.wait(lock, [&] { return shutdown_ || !run_queue_.empty(); });
-      if (shutdown_) break;
-      c = std::move(run_queue_.front());
-      run_queue_.pop_front();
-    }
-    SandboxRequest req;
-    req.job = c.job.spec;
-    req.artifact_path = c.artifact.path;
-    req.entry = c.artifact.entry;
-    req.compile_ms = c.artifact.compile_ms;
-    SandboxReply reply;
-    try {
-      reply = runner_->run(req, std::chrono::milliseconds(std::max<int64_t>(1, c.job.spec.timeout_ms)));
-    } catch (const std::exception& e) {
-      reply = SandboxReply{ResultStatus::kCrash, "sandbox", std::string("sandbox runner threw: ") + e.what(), {}};
-    } catch (...) {
-      reply = SandboxReply{ResultStatus::kCrash, "sandbox", "sandbox runner threw a non-standard exception", {}};
-    }
-    ResultRecord r = base_result(c.job);
-    r.status = reply.status;
-    r.stage = reply.stage;
-    r.reason = reply.reason;
-    r.m = reply.m;
-    r.m.compile_ms = c.artifact.compile_ms;
-    if (!c.artifact.source_hash.empty()) r.source_hash = c.artifact.source_hash;
-    r.options_hash = c.artifact.options_hash;
-    r.completed_wall_ms = clock_.wall_ms();
-    if (r.status != ResultStatus::kPass)
-      spdlog::info("worker {}: job {} attempt {}: {} at {}: {}", options_.worker_id, r.job_id, r.attempt,
-                   result_status_name(r.status), r.stage, r.reason);
-    push_result(std::move(r));
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --threads_alive_;
-  }
-  wake_main();
-}
-
-void WorkerAgent::kernelbench_loop(KernelBenchRunner& runner) {
-  for (;;) {
-    protocol::Job job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      kernelbench_cv_.wait(lock, [&] { return shutdown_ || !kernelbench_queue_.empty(); });
-      if (shutdown_) break;
-      job = std::move(kernelbench_queue_.front());
-      kernelbench_queue_.pop_front();
-      runner.claim(job.spec.job_id);  // under mu_: a CANCEL_JOB finds it in the queue or here
-    }
-    KernelBenchOutcome o;
-    try {
-      o = runner.run(job.spec, std::chrono::milliseconds(std::max<int64_t>(1, job.spec.timeout_ms)));
-    } catch (const std::exception& e) {
-      o.status = ResultStatus::kCrash;
-      o.stage = "kernelbench";
-      o.reason = std::string("KernelBench runner threw: ") + e.what();
-    }
-    ResultRecord r = base_result(job);
-    r.status = o.status;
-    r.stage = o.stage;
-    r.reason = o.reason;
-    r.m = o.m;
-    r.kernelbench = std::move(o.kernelbench);
-    r.completed_wall_ms = clock_.wall_ms();
-    if (r.status != ResultStatus::kPass)
-      spdlog::info("worker {}: KernelBench job {} attempt {}: {} at {}: {}", options_.worker_id, r.job_id, r.attempt,
-                   result_status_name(r.status), r.stage, r.reason);
-    push_result(std::move(r));
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --threads_alive_;
+    results_.push_back(Finished{Key{job.spec.job_id, job.attempt}, std::move(r)});
   }
   wake_main();
 }
@@ -279,19 +165,45 @@ void WorkerAgent::send_heartbeat(Session& s) {
   s.next_heartbeat_ms = clock_.now_ms() + options_.heartbeat_ms;
 }
 
+void WorkerAgent::dispatch(Session& s) {
+  for (auto it = s.queue.begin(); it != s.queue.end();) {
+    const size_t i = it->runner;
+    JobRunner& runner = *runners_[i];
+    if (s.busy[i] >= runner.slots()) {
+      ++it;  // this kind waits; a later job of another kind may start
+      continue;
+    }
+    protocol::Job job = std::move(it->job);
+    it = s.queue.erase(it);
+    ++s.busy[i];
+    s.started.emplace(Key{job.spec.job_id, job.attempt}, i);
+    const auto timeout = std::chrono::milliseconds(std::max<int64_t>(1, job.spec.timeout_ms));
+    runner.start(job, timeout,
+                 [this, job, kind = runner.kind()](std::optional<ResultRecord> r) { finish(job, kind, std::move(r)); });
+  }
+}
+
 void WorkerAgent::drain_results(Session& s) {
-  std::deque<ResultRecord> done;
+  std::deque<Finished> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
     done.swap(results_);
   }
+  if (done.empty()) return;
   const int64_t now = clock_.now_ms();
-  for (auto& r : done) {
-    s.held.erase(Key{r.job_id, r.attempt});
+  for (auto& f : done) {
+    s.held.erase(f.key);
+    if (auto it = s.started.find(f.key); it != s.started.end()) {
+      --s.busy[it->second];
+      s.started.erase(it);
+    }
+    if (!f.result) continue;  // dropped while stopping: its lease expires at the coordinator
+    const ResultRecord& r = *f.result;
     if (Status st = s.outbox.add(r, now); !st.ok())
       spdlog::error("worker {}: result of job {} kept in memory only: {}", options_.worker_id, r.job_id, st.message());
     send(s, protocol::ResultMsg{options_.worker_id, r});
   }
+  if (!s.stopping) dispatch(s);
 }
 
 void WorkerAgent::handle(Session& s, const protocol::Message& m) {
@@ -311,19 +223,23 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
       spdlog::warn("worker {}: job {} exceeds the {} slot(s) announced; queued anyway", options_.worker_id,
                    key.first, options_.slots);
     s.held.insert(key);
-    // KernelBench jobs skip the compiler: the harness compiles (load_inline, Triton) in its own process.
-    const bool kb = job->spec.kernelbench.has_value();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      (kb ? kernelbench_queue_ : compile_queue_).push_back(*job);
+    auto runner = std::find_if(runners_.begin(), runners_.end(), [&](const auto& r) { return r->accepts(job->spec); });
+    if (runner == runners_.end()) {
+      ResultRecord r;
+      r.status = ResultStatus::kCrash;
+      r.stage = "worker";
+      r.reason = "this worker has no runner for this kind of job; upgrade the worker";
+      finish(*job, "unknown", std::move(r));
+      return;
     }
-    (kb ? kernelbench_cv_ : compile_cv_).notify_one();
+    s.queue.push_back(Session::Queued{*job, static_cast<size_t>(runner - runners_.begin())});
+    dispatch(s);
   } else if (const auto* ack = std::get_if<protocol::Ack>(&m)) {
     if (!s.outbox.ack(ack->job_id, ack->attempt))
       spdlog::debug("worker {}: ACK for job {} attempt {} not in the outbox", options_.worker_id, ack->job_id,
                     ack->attempt);
   } else if (const auto* c = std::get_if<protocol::CancelJob>(&m)) {
-    cancel(*c);
+    cancel(s, *c);
   } else if (const auto* err = std::get_if<protocol::Error>(&m)) {
     if (err->code == protocol::ErrorCode::kUnknownWorker) {
       // Every message sent before the coordinator saw the new READY draws this error; one
@@ -344,49 +260,47 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
   }
 }
 
-ResultRecord WorkerAgent::cancelled_result(const protocol::Job& job, const std::string& stage) const {
-  ResultRecord r = base_result(job);
-  r.status = ResultStatus::kCancelled;
-  r.stage = stage;
-  r.reason = "its campaign was cancelled before it was measured";
-  r.completed_wall_ms = clock_.wall_ms();
-  return r;
-}
-
-bool WorkerAgent::take_cancelled(const protocol::Job& job) {
-  return cancelled_jobs_.erase(Key{job.spec.job_id, job.attempt}) > 0;
-}
-
-void WorkerAgent::cancel(const protocol::CancelJob& c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto drop = [&](auto& queue, auto job_of) {
-    for (auto it = queue.begin(); it != queue.end(); ++it) {
-      const protocol::Job& job = job_of(*it);
-      if (job.spec.job_id == c.job_id && job.attempt == c.attempt) {
-        results_.push_back(cancelled_result(job, "worker"));
-        queue.erase(it);
-        return true;
-      }
-    }
-    return false;
-  };
-  const auto self = [](const protocol::Job& j) -> const protocol::Job& { return j; };
-  if (drop(kernelbench_queue_, self) || drop(compile_queue_, self) ||
-      drop(run_queue_, [](const Compiled& x) -> const protocol::Job& { return x.job; })) {
+void WorkerAgent::cancel(Session& s, const protocol::CancelJob& c) {
+  const Key key{c.job_id, c.attempt};
+  auto queued = std::find_if(s.queue.begin(), s.queue.end(), [&](const Session::Queued& q) {
+    return q.job.spec.job_id == c.job_id && q.job.attempt == c.attempt;
+  });
+  if (queued != s.queue.end()) {
+    const protocol::Job job = std::move(queued->job);
+    const std::string_view kind = runners_[queued->runner]->kind();
+    s.queue.erase(queued);
+    finish(job, kind, cancelled_before_measurement("worker"));
     spdlog::info("worker {}: job {} attempt {} cancelled before it started", options_.worker_id, c.job_id, c.attempt);
-  } else if (std::any_of(kernelbench_.begin(), kernelbench_.end(), [&](auto& r) { return r->cancel(c.job_id); })) {
-    spdlog::info("worker {}: KernelBench job {} cancelled: its step is killed", options_.worker_id, c.job_id);
-  } else if (cancelled_jobs_.insert(Key{c.job_id, c.attempt}).second) {
-    // Compiling (it ends CANCELLED instead of being measured), in the sandbox (bounded by its
-    // timeout) or finished: the result goes as usual. Repeats of the message change nothing.
-    spdlog::info("worker {}: job {} attempt {} cancelled; a measurement in progress finishes and reports",
-                 options_.worker_id, c.job_id, c.attempt);
+    return;
   }
-  if (!results_.empty()) wake_main();
+  auto started = s.started.find(key);
+  if (started == s.started.end()) {
+    spdlog::debug("worker {}: CANCEL_JOB for job {} attempt {}, which is not running here", options_.worker_id,
+                  c.job_id, c.attempt);
+    return;
+  }
+  JobRunner& runner = *runners_[started->second];
+  switch (runner.cancel(c.job_id, c.attempt)) {
+    case CancelEffect::kDropped:
+      spdlog::info("worker {}: job {} attempt {} cancelled before it started", options_.worker_id, c.job_id,
+                   c.attempt);
+      break;
+    case CancelEffect::kStopping:
+      spdlog::info("worker {}: {} job {} attempt {} cancelled: it is stopped and reports CANCELLED",
+                   options_.worker_id, runner.kind(), c.job_id, c.attempt);
+      break;
+    case CancelEffect::kFinishing:
+      spdlog::info("worker {}: job {} attempt {} cancelled; the measurement in progress finishes and reports",
+                   options_.worker_id, c.job_id, c.attempt);
+      break;
+    case CancelEffect::kNotHeld:  // it finished; its result is on its way
+      break;
+  }
 }
 
 Status WorkerAgent::run(std::atomic<bool>& stop) {
-  if (!threads_.empty() || wake_fd_ >= 0) return Status::invalid("WorkerAgent::run called twice");
+  if (ran_) return Status::invalid("WorkerAgent::run called twice");
+  ran_ = true;
   if (options_.worker_id.empty()) return Status::invalid("worker_id is empty; give every worker a unique id");
   if (!options_.state_dir.empty()) {
     std::error_code ec;
@@ -394,7 +308,7 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     if (ec)
       return Status::unavailable("cannot create state directory " + options_.state_dir + ": " + ec.message());
   }
-  Session s(options_);
+  Session s(options_, runners_.size());
   if (Status st = s.outbox.open(clock_.now_ms()); !st.ok()) return st;
   try {
     s.socket.set(zmq::sockopt::routing_id, options_.worker_id);
@@ -409,14 +323,6 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::internal("eventfd failed");
 
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    threads_alive_ = options_.compile_threads + 1 + static_cast<int>(kernelbench_.size());
-  }
-  for (int i = 0; i < options_.compile_threads; ++i) threads_.emplace_back([this] { compile_loop(); });
-  threads_.emplace_back([this] { execute_loop(); });
-  for (auto& kb : kernelbench_) threads_.emplace_back([this, r = kb.get()] { kernelbench_loop(*r); });
-
   spdlog::info("worker {}: {} ({}), {} slot(s), coordinator {}", options_.worker_id, caps_.gpu_name,
                backend_name(options_.backend), options_.slots, options_.coordinator_endpoint);
   send_ready(s);
@@ -425,24 +331,14 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
   for (;;) {
     if (!s.stopping && stop.load()) {
       // Stop taking work; keep heartbeating and delivering until the work in progress is done.
+      // Jobs not yet begun are dropped without a result (their leases expire).
       s.stopping = true;
-      std::lock_guard<std::mutex> lock(mu_);
-      shutdown_ = true;
-      for (const auto& j : compile_queue_) s.held.erase(Key{j.spec.job_id, j.attempt});
-      compile_queue_.clear();
-      for (const auto& c : run_queue_) s.held.erase(Key{c.job.spec.job_id, c.job.attempt});
-      run_queue_.clear();
-      for (const auto& j : kernelbench_queue_) s.held.erase(Key{j.spec.job_id, j.attempt});
-      kernelbench_queue_.clear();
-      kernelbench_cv_.notify_all();
-      compile_cv_.notify_all();
-      run_cv_.notify_all();
+      for (const auto& q : s.queue) s.held.erase(Key{q.job.spec.job_id, q.job.attempt});
+      s.queue.clear();
+      for (auto& r : runners_) r->shutdown();
     }
     drain_results(s);
-    if (s.stopping) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (threads_alive_ == 0 && results_.empty()) break;
-    }
+    if (s.stopping && s.started.empty()) break;
     const int64_t now = clock_.now_ms();
     for (const auto& r : s.outbox.due(now)) send(s, protocol::ResultMsg{options_.worker_id, r});
     if (now >= s.next_heartbeat_ms) send_heartbeat(s);
@@ -489,8 +385,6 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     }
   }
 
-  for (auto& t : threads_) t.join();
-  threads_.clear();
   send(s, protocol::Disconnect{options_.worker_id, "worker stopping"});
   spdlog::info("worker {}: stopped; {} result(s) not yet acknowledged", options_.worker_id, s.outbox.size());
   return Status::ok_status();

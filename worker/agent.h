@@ -11,34 +11,38 @@
 //     (a duplicate delivery, ignored);
 //   - RESULT for each finished job, kept in the Outbox (worker/outbox.h, persisted under
 //     state_dir) and resent with backoff until the coordinator's ACK removes it;
-//   - on CANCEL_JOB (its campaign was cancelled): a job still queued here ends CANCELLED at once, a
-//     running KernelBench job's harness step is killed and it reports CANCELLED; a job compiling
-//     ends CANCELLED when its compile ends; a sandbox run in progress finishes (bounded by the
-//     job's timeout) and reports as usual;
+//   - on CANCEL_JOB (its campaign was cancelled): a job not yet begun (queued here, or waiting in
+//     its runner to compile or to be measured) ends CANCELLED at once, a running KernelBench job's
+//     harness step is killed and it reports CANCELLED; a job compiling ends CANCELLED when its
+//     compile ends and is never measured; a sandbox run in progress finishes (bounded by the job's
+//     timeout) and reports as usual;
 //   - DISCONNECT on a clean stop.
 //
-// Threads: the thread that calls run() is the only one that touches the socket and the outbox.
-// compile_threads compile threads compile queued jobs ahead (so compiling job N+1 overlaps
-// measuring job N); one executor thread runs compiled jobs one at a time through the
-// SandboxRunner (GPU measurement must be serialised), and KernelBench jobs through the
-// KernelBenchRunner (they bypass the compile threads). Finished results come back to the main
-// thread through a queue and an eventfd that wakes its poll. No exception crosses a thread: a
-// throwing compiler or runner becomes a CRASH result and a log line. A compile error becomes a
-// COMPILE_ERROR result without touching the sandbox.
+// Jobs run through JobRunners (worker/job_runner.h), one per kind of job: kernel candidates through
+// a SandboxJobRunner (compiled ahead on compile_threads threads, measured one at a time in the
+// sandbox), KernelBench problems through a KernelBenchJobRunner. The agent holds one queue of the
+// jobs it has not started and counts each runner's jobs: it starts the oldest queued job whose
+// runner has a free slot (so a kind whose runner is busy never holds up another kind), forwards a
+// CANCEL_JOB to the runner that holds the job, and completes every runner's result in one place
+// (finish(): worker id, GPU, source hash, completion time) before the outbox takes it.
+//
+// Threads: the thread that calls run() is the only one that touches the socket, the outbox, the
+// queue and the runners' methods. The runners' threads hand finished results to it through a queue
+// and an eventfd that wakes its poll. No exception crosses a thread: a throwing compiler or runner
+// becomes a CRASH result and a log line. A compile error becomes a COMPILE_ERROR result without
+// touching the sandbox.
 //
 // Several agents (one per GPU) can run in one process or host; they share nothing.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
-#include <thread>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,7 +51,7 @@
 #include "common/protocol.h"
 #include "common/status.h"
 #include "worker/compiler.h"
-#include "worker/kernelbench_runner.h"
+#include "worker/job_runner.h"
 #include "worker/outbox.h"
 #include "worker/supervisor.h"
 
@@ -71,11 +75,11 @@ struct WorkerOptions {
   int64_t sandbox_start_timeout_ms = 60'000;
   int64_t poll_ms = 50;              // longest the main loop blocks before re-reading the clock [ms]
   int64_t linger_ms = 1'000;         // how long unsent messages may delay closing the socket [ms]
-  // KernelBench jobs (JobSpec::kernelbench) skip the compiler and the sandbox: the executor thread
-  // runs them through a KernelBenchRunner (worker/kernelbench_runner.h) with `python`, in this
-  // folder (empty: <cache_dir>/kernelbench).
+  // KernelBench jobs (JobSpec::kernelbench) skip the compiler and the sandbox: the
+  // KernelBenchJobRunner runs them through KernelBenchRunners (worker/kernelbench_runner.h) with
+  // `python`, in this folder (empty: <cache_dir>/kernelbench).
   std::string kernelbench_dir;
-  // KernelBench jobs run at once, each on its own thread and runner. They share the GPU through a
+  // KernelBench jobs run at once, each on its own thread and runner (KernelBenchJobRunner). They share the GPU through a
   // lock file in kernelbench_dir (kernelbench/HARNESS.md, "Sharing a GPU"): loading, compiling and
   // correctness overlap, timing is exclusive. The slots announced are at least this many.
   int kernelbench_slots = 1;
@@ -87,76 +91,69 @@ struct WorkerOptions {
 class WorkerAgent {
  public:
   // `caps` is what READY announces (worker/device.h). The agent keeps a reference to `clock`
-  // (which must outlive it) and owns the compiler and the runner.
+  // (which must outlive it) and owns its runners: here those of make_job_runners (the compiler and
+  // the sandbox runner run kernel candidates).
   WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock, std::unique_ptr<Compiler> compiler,
               std::unique_ptr<SandboxRunner> runner);
+  // Runs each job through the first of `runners` that accepts it; a job that none accepts ends
+  // CRASH at once. The slots announced are at least each runner's slots().
+  WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock, std::vector<std::unique_ptr<JobRunner>> runners);
   ~WorkerAgent();
   WorkerAgent(const WorkerAgent&) = delete;
   WorkerAgent& operator=(const WorkerAgent&) = delete;
 
   // Serves until `stop` becomes true (checked at least every poll_ms), then stops taking work,
-  // waits for the compile and the sandbox run in progress (a run is bounded by its job's
-  // timeout_ms), sends their results and DISCONNECT, and returns OK. Returns an error without
-  // serving if the endpoint is invalid or the outbox file cannot be opened. Call once.
+  // drops the jobs not yet begun (their leases expire), waits for the jobs in progress (a
+  // measurement is bounded by its job's timeout_ms), sends their results and DISCONNECT, and returns
+  // OK. Returns an error without serving if the endpoint is invalid or the outbox file cannot be
+  // opened. Call once.
   Status run(std::atomic<bool>& stop);
 
   const WorkerOptions& options() const { return options_; }
   const Capabilities& capabilities() const { return caps_; }
 
  private:
-  struct Compiled {
-    protocol::Job job;
-    CompiledArtifact artifact;
-  };
   using Key = std::pair<std::string, int>;
-  struct Session;  // main-thread state of one run(): socket, outbox, held jobs, timers
+  struct Session;  // main-thread state of one run(): socket, outbox, held jobs, queue, timers
+  struct Finished {
+    Key key;
+    std::optional<ResultRecord> result;  // nullopt: dropped without a result while stopping
+  };
 
-  void compile_loop();
-  void execute_loop();
-  void kernelbench_loop(KernelBenchRunner& runner);
-  void push_result(ResultRecord r);  // worker threads -> main thread
+  // The one result path, from any thread: completes `r` (worker id, GPU, source hash, completion
+  // time) and hands it to the main thread, which puts it in the outbox and sends it.
+  void finish(const protocol::Job& job, std::string_view kind, std::optional<ResultRecord> r);
   void wake_main();
-  ResultRecord base_result(const protocol::Job& job) const;
   // Main thread only.
   void send(Session& s, const protocol::Message& m);
   void send_ready(Session& s);
   void send_heartbeat(Session& s);
   void handle(Session& s, const protocol::Message& m);
-  // CANCEL_JOB: a job still queued here ends CANCELLED at once; a running KernelBench job's step
-  // is killed (its runner reports CANCELLED); a job compiling ends CANCELLED when its compile
-  // ends; a sandbox run in progress finishes.
-  void cancel(const protocol::CancelJob& c);
-  // Under mu_: whether `job` was cancelled while no queue held it (forgets it), and its row.
-  bool take_cancelled(const protocol::Job& job);
-  ResultRecord cancelled_result(const protocol::Job& job, const std::string& stage) const;
+  // Starts queued jobs, oldest first, whose runner has a free slot.
+  void dispatch(Session& s);
+  // CANCEL_JOB: a job still queued here ends CANCELLED at once; otherwise its runner decides
+  // (JobRunner::cancel).
+  void cancel(Session& s, const protocol::CancelJob& c);
   void drain_results(Session& s);
 
   WorkerOptions options_;
   Capabilities caps_;
   Clock& clock_;
-  std::unique_ptr<Compiler> compiler_;
-  std::unique_ptr<SandboxRunner> runner_;
-  std::vector<std::unique_ptr<KernelBenchRunner>> kernelbench_;  // one per KernelBench slot
+  std::vector<std::unique_ptr<JobRunner>> runners_;
 
-  // Shared with the worker threads, guarded by mu_.
-  std::mutex mu_;
-  std::condition_variable compile_cv_;
-  std::condition_variable run_cv_;
-  std::deque<protocol::Job> compile_queue_;
-  std::deque<Compiled> run_queue_;
-  std::condition_variable kernelbench_cv_;
-  std::deque<protocol::Job> kernelbench_queue_;
-  std::deque<ResultRecord> results_;
-  // CANCEL_JOBs for jobs held by no queue (compiling, in the sandbox, or finished). A compile that
-  // ends finds its job here and reports CANCELLED instead of queueing the run. Entries of jobs
-  // that had finished stay; they are a few ids per cancelled campaign.
-  std::set<Key> cancelled_jobs_;
-  bool shutdown_ = false;
-  int threads_alive_ = 0;
-  int wake_fd_ = -1;  // eventfd; worker threads write, the main thread polls
-
-  std::vector<std::thread> threads_;
+  std::mutex mu_;                  // guards results_
+  std::deque<Finished> results_;   // runners' threads -> main thread
+  int wake_fd_ = -1;               // eventfd; runners' threads write, the main thread polls
+  bool ran_ = false;
 };
+
+// The runners of a worker, in the order the agent asks them: KernelBench problems
+// (KernelBenchJobRunner, kernelbench_slots runners configured from `options`), then every other job
+// through `compiler` and `sandbox` (SandboxJobRunner, compiling ahead on compile_threads threads,
+// holding as many jobs as the agent announces slots). A new kind of job is one more runner here.
+std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& options, const Capabilities& caps,
+                                                         Clock& clock, std::unique_ptr<Compiler> compiler,
+                                                         std::unique_ptr<SandboxRunner> sandbox);
 
 // Assembles an agent from options alone: capabilities from the device (detect_gpus() for cuda,
 // cpu_capabilities() for cpu), the real compiler, and a SandboxSupervisor whose first sandbox is

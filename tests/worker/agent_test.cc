@@ -13,96 +13,18 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "tests/worker/worker_fakes.h"
+
 namespace ak {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr milliseconds kPatience{10'000};
 
-// Waits for a condition that another thread makes true, bounded by kPatience.
-class Events {
- public:
-  void record(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu_);
-    seen_.push_back(what);
-    cv_.notify_all();
-  }
-  bool wait_for(const std::string& what) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kPatience, [&] { return count_locked(what) > 0; });
-  }
-  int count(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return count_locked(what);
-  }
-
- private:
-  int count_locked(const std::string& what) const {
-    return static_cast<int>(std::count(seen_.begin(), seen_.end(), what));
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> seen_;
-};
-
-// Source "bad" fails to compile, "throw" throws; anything else compiles.
-class FakeCompiler final : public Compiler {
- public:
-  explicit FakeCompiler(Events& events) : events_(events) {}
-  Result<CompiledArtifact> compile(const JobSpec& job, const Capabilities& caps) override {
-    events_.record("compiled " + job.job_id);
-    if (job.source == "bad") return Status::invalid("softmax.cu(3): error: expected a ';'");
-    if (job.source == "throw") throw std::runtime_error("compiler exploded");
-    CompiledArtifact a;
-    a.path = "/cache/" + job.job_id + ".so";
-    // "mode:<m>" sources tell the fake sandbox (tests/worker/fake_sandbox.cc) how to behave.
-    a.entry = job.source.rfind("mode:", 0) == 0 ? job.source.substr(5) : "softmax_" + caps.arch;
-    a.source_hash = "src-" + job.job_id;
-    a.options_hash = "opt-" + job.job_id;
-    a.compile_ms = 12.5;
-    return a;
-  }
-
- private:
-  Events& events_;
-};
-
-// Records every run; a job listed in blocked() waits in run() until release().
-class FakeRunner final : public SandboxRunner {
- public:
-  explicit FakeRunner(Events& events) : events_(events) {}
-  SandboxReply run(const SandboxRequest& req, milliseconds timeout) override {
-    events_.record("running " + req.job.job_id);
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return released_ || !blocked_.count(req.job.job_id); });
-    }
-    if (req.job.source == "throw-in-sandbox") throw std::runtime_error("runner exploded");
-    SandboxReply r;
-    r.status = ResultStatus::kPass;
-    r.stage = "measure";
-    r.reason = req.artifact_path + " " + req.entry + " timeout " + std::to_string(timeout.count());
-    r.m.latency_us = 4.0;
-    events_.record("ran " + req.job.job_id);
-    return r;
-  }
-  void block(const std::string& job_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    blocked_.insert(job_id);
-  }
-  void release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  Events& events_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<std::string> blocked_;
-  bool released_ = false;
-};
+using testing::Events;
+using testing::FakeCompiler;
+using testing::FakeJobRunner;
+using testing::FakeSandbox;
+using testing::kPatience;
 
 struct Received {
   std::string identity;
@@ -131,14 +53,17 @@ class AgentTest : public ::testing::Test {
     caps_.backends = {Backend::kCuda};
   }
   void TearDown() override {
-    runner_->release();
+    if (compiler_) compiler_->gate().release();
+    if (runner_) runner_->release();
     stop_agent();
   }
 
-  // With `sandbox`, jobs run through that runner instead of the FakeRunner.
+  // With `sandbox`, jobs run through that runner instead of the FakeSandbox.
   void start_agent(std::unique_ptr<SandboxRunner> sandbox = nullptr) {
     auto compiler = std::make_unique<FakeCompiler>(events_);
-    auto runner = std::make_unique<FakeRunner>(events_);
+    compiler_ = compiler.get();
+    for (const auto& id : compile_blocked_) compiler->gate().block(id);
+    auto runner = std::make_unique<FakeSandbox>(events_);
     runner_ = runner.get();
     for (const auto& id : blocked_) runner->block(id);
     if (sandbox) {
@@ -147,6 +72,16 @@ class AgentTest : public ::testing::Test {
     } else {
       agent_ = std::make_unique<WorkerAgent>(options_, caps_, clock_, std::move(compiler), std::move(runner));
     }
+    serve();
+  }
+  // Jobs run through `runners` instead of the standard ones.
+  void start_agent(std::vector<std::unique_ptr<JobRunner>> runners) {
+    runner_ = nullptr;
+    compiler_ = nullptr;
+    agent_ = std::make_unique<WorkerAgent>(options_, caps_, clock_, std::move(runners));
+    serve();
+  }
+  void serve() {
     stop_ = false;
     thread_ = std::thread([this] { run_status_ = agent_->run(stop_); });
   }
@@ -154,6 +89,8 @@ class AgentTest : public ::testing::Test {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
     agent_.reset();
+    compiler_ = nullptr;  // owned by the agent
+    runner_ = nullptr;
   }
 
   std::optional<Received> recv(milliseconds timeout = kPatience) {
@@ -222,9 +159,11 @@ class AgentTest : public ::testing::Test {
   Capabilities caps_;
   FakeClock clock_;
   Events events_;
-  std::set<std::string> blocked_;
-  FakeRunner* runner_ = nullptr;
-  std::unique_ptr<FakeRunner> spare_runner_;  // unused when a real supervisor runs the jobs
+  std::set<std::string> blocked_;          // held in the sandbox until runner_->release()
+  std::set<std::string> compile_blocked_;  // held in the compiler until compiler_->gate().release()
+  FakeCompiler* compiler_ = nullptr;
+  FakeSandbox* runner_ = nullptr;
+  std::unique_ptr<FakeSandbox> spare_runner_;  // unused when a real supervisor runs the jobs
   std::unique_ptr<WorkerAgent> agent_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -382,8 +321,10 @@ TEST_F(AgentTest, ACancelledJobThatWaitsIsNeverMeasuredAndOneBeingMeasuredFinish
   start_and_register();
   send_job("a");
   send_job("b");
+  send_job("next");
   ASSERT_TRUE(events_.wait_for("running a"));
-  ASSERT_TRUE(events_.wait_for("compiled b"));  // b waits for the sandbox behind a
+  // One compile thread: once it compiles the next job, b waits for the sandbox behind a.
+  ASSERT_TRUE(events_.wait_for("compiling next"));
   send(protocol::CancelJob{"b", 1});
   const auto b = next_result_for("b");
   EXPECT_EQ(b.result.status, ResultStatus::kCancelled);
@@ -395,6 +336,22 @@ TEST_F(AgentTest, ACancelledJobThatWaitsIsNeverMeasuredAndOneBeingMeasuredFinish
   EXPECT_EQ(events_.count("running b"), 0) << "a cancelled job is never measured";
   send_job("c");
   EXPECT_EQ(next_result_for("c").result.status, ResultStatus::kPass);
+}
+
+TEST_F(AgentTest, AJobCancelledWhileCompilingIsNeverMeasured) {
+  compile_blocked_ = {"c"};
+  options_.compile_threads = 2;
+  start_and_register();
+  send_job("c");
+  ASSERT_TRUE(events_.wait_for("compiling c"));
+  send(protocol::CancelJob{"c", 1});
+  send_job("barrier");  // handled after the cancel, compiled by the other thread while c compiles
+  EXPECT_EQ(next_result_for("barrier").result.status, ResultStatus::kPass);
+  compiler_->gate().release();
+  const auto c = next_result_for("c").result;
+  EXPECT_EQ(c.status, ResultStatus::kCancelled);
+  EXPECT_EQ(c.stage, "compile");
+  EXPECT_EQ(events_.count("running c"), 0);
 }
 
 TEST_F(AgentTest, DuplicateDeliveryOfAHeldOrFinishedJobIsIgnored) {
@@ -476,6 +433,155 @@ TEST_F(AgentTest, InvalidEndpointIsReportedWithoutServing) {
   thread_.join();
   EXPECT_FALSE(run_status_.ok());
   EXPECT_NE(run_status_.message().find("not-an-endpoint"), std::string::npos) << run_status_.message();
+}
+
+// The agent's one queue with runners of two kinds ("kb" and "sb", fake JobRunners): a job whose
+// kind is the kernel_type.
+class AgentRunnersTest : public AgentTest {
+ protected:
+  void start_with(int kb_slots, int sb_slots) {
+    auto kb = std::make_unique<FakeJobRunner>(events_, "kb", kb_slots);
+    auto sb = std::make_unique<FakeJobRunner>(events_, "sb", sb_slots);
+    kb_ = kb.get();
+    sb_ = sb.get();
+    std::vector<std::unique_ptr<JobRunner>> runners;
+    runners.push_back(std::move(kb));
+    runners.push_back(std::move(sb));
+    start_agent(std::move(runners));
+  }
+  void send_kind(const std::string& kind, const std::string& id) {
+    protocol::Job j;
+    j.spec.job_id = id;
+    j.spec.kernel_type = kind;
+    j.spec.source = "source of " + id;
+    j.attempt = 1;
+    j.lease_ms = 10'000;
+    send(j);
+  }
+  static ResultRecord passed(double latency_us) {
+    ResultRecord r;
+    r.status = ResultStatus::kPass;
+    r.stage = "measure";
+    r.m.latency_us = latency_us;
+    return r;
+  }
+  std::map<std::string, int> heartbeat_lists() {
+    clock_.advance(milliseconds(options_.heartbeat_ms));
+    std::map<std::string, int> listed;
+    for (const auto& f : next<protocol::Heartbeat>().in_flight) listed[f.job_id] = f.attempt;
+    return listed;
+  }
+
+  FakeJobRunner* kb_ = nullptr;
+  FakeJobRunner* sb_ = nullptr;
+};
+
+TEST_F(AgentRunnersTest, JobsOfTwoKindsShareOneQueueAndAKindWaitsOnlyForItsOwnRunnersSlots) {
+  options_.slots = 3;
+  start_with(1, 2);
+  EXPECT_EQ(next<protocol::Ready>().slots, 3);
+  send_kind("kb", "kb1");
+  send_kind("kb", "kb2");  // the kb runner's one slot is taken: it waits in the queue
+  send_kind("sb", "sb1");  // behind it, and starts at once: its runner has a free slot
+  ASSERT_TRUE(events_.wait_for("sb started sb1"));
+  EXPECT_EQ(events_.count("kb started kb1"), 1);
+  EXPECT_EQ(events_.count("kb started kb2"), 0);
+  EXPECT_EQ(heartbeat_lists(), (std::map<std::string, int>{{"kb1", 1}, {"kb2", 1}, {"sb1", 1}}))
+      << "a queued job is held, and its lease renewed, like a running one";
+  kb_->end("kb1", passed(1.0));
+  EXPECT_EQ(next_result_for("kb1").result.status, ResultStatus::kPass);
+  ASSERT_TRUE(events_.wait_for("kb started kb2")) << "the slot kb1 freed goes to the next kb job";
+  sb_->end("sb1", passed(2.0));
+  kb_->end("kb2", passed(3.0));
+  next_result_for("sb1");
+  next_result_for("kb2");
+  EXPECT_TRUE(heartbeat_lists().empty());
+}
+
+TEST_F(AgentRunnersTest, TheSlotsAnnouncedAreAtLeastEachRunnersSlots) {
+  options_.slots = 1;
+  start_with(1, 4);
+  EXPECT_EQ(next<protocol::Ready>().slots, 4);
+}
+
+TEST_F(AgentRunnersTest, ACancelReachesTheRunnerThatHoldsTheJobAndAQueuedJobEndsCancelledAtOnce) {
+  options_.slots = 3;
+  start_with(1, 2);
+  next<protocol::Ready>();
+  send_kind("kb", "kb1");
+  send_kind("kb", "kb2");
+  send_kind("sb", "sb1");
+  ASSERT_TRUE(events_.wait_for("sb started sb1"));
+  send(protocol::CancelJob{"sb1", 1});
+  ASSERT_TRUE(events_.wait_for("sb cancel sb1"));
+  EXPECT_EQ(events_.count("kb cancel sb1"), 0);
+  send(protocol::CancelJob{"kb2", 1});  // still queued: no runner holds it
+  const auto kb2 = next_result_for("kb2").result;
+  EXPECT_EQ(kb2.status, ResultStatus::kCancelled);
+  EXPECT_EQ(kb2.stage, "worker");
+  EXPECT_EQ(kb2.worker_id, "host-cpu0");
+  EXPECT_EQ(events_.count("kb cancel kb2"), 0);
+  kb_->end("kb1", passed(1.0));
+  next_result_for("kb1");
+  EXPECT_EQ(heartbeat_lists(), (std::map<std::string, int>{{"sb1", 1}}));
+  EXPECT_EQ(events_.count("kb started kb2"), 0) << "a cancelled job is never started";
+}
+
+TEST_F(AgentRunnersTest, ARunnersResultIsCompletedByTheAgentAndKeptInTheOutboxUntilAcknowledged) {
+  start_with(1, 1);
+  next<protocol::Ready>();
+  send_kind("sb", "sb1");
+  ASSERT_TRUE(events_.wait_for("sb started sb1"));
+  ResultRecord partial = passed(7.0);
+  partial.options_hash = "opt";
+  sb_->end("sb1", partial);
+  const auto msg = next_result_for("sb1");
+  const ResultRecord& r = msg.result;
+  EXPECT_EQ(msg.worker_id, "host-cpu0");
+  EXPECT_EQ(r.attempt, 1);
+  EXPECT_EQ(r.worker_id, "host-cpu0");
+  EXPECT_EQ(r.gpu, "NVIDIA H200");
+  EXPECT_EQ(r.source_hash.size(), 16u) << "the agent hashes the source where the runner gave no hash";
+  EXPECT_EQ(r.options_hash, "opt");
+  EXPECT_EQ(r.completed_wall_ms, clock_.wall_ms());
+  EXPECT_DOUBLE_EQ(r.m.latency_us, 7.0);
+  clock_.advance(milliseconds(options_.resend_ms));
+  EXPECT_EQ(next_result_for("sb1").result.m.latency_us, 7.0) << "resent from the outbox";
+  send(protocol::Ack{"sb1", 1});
+  send_kind("sb", "barrier");  // handled after the ACK
+  ASSERT_TRUE(events_.wait_for("sb started barrier"));
+  const int before = results_in_log_for("sb1");
+  clock_.advance(milliseconds(options_.resend_ms * 4));
+  next<protocol::Heartbeat>();
+  EXPECT_EQ(results_in_log_for("sb1"), before) << "an acknowledged result is not resent";
+}
+
+TEST_F(AgentRunnersTest, AJobNoRunnerAcceptsEndsCrashWithoutStopping) {
+  start_with(1, 1);
+  next<protocol::Ready>();
+  send_kind("model", "m1");
+  const auto r = next_result_for("m1").result;
+  EXPECT_EQ(r.status, ResultStatus::kCrash);
+  EXPECT_NE(r.reason.find("no runner"), std::string::npos) << r.reason;
+  send_kind("sb", "sb1");
+  EXPECT_TRUE(events_.wait_for("sb started sb1"));
+}
+
+TEST_F(AgentRunnersTest, JobsDroppedAtShutdownSendNoResultAndTheAgentStopsCleanly) {
+  start_with(1, 1);
+  next<protocol::Ready>();
+  send_kind("kb", "kb1");
+  send_kind("kb", "kb2");  // queued
+  ASSERT_TRUE(events_.wait_for("kb started kb1"));
+  send_kind("sb", "barrier");
+  ASSERT_TRUE(events_.wait_for("sb started barrier"));
+  stop_ = true;  // kb2 leaves the queue; the fake runners drop what they hold, as jobs not begun
+  next<protocol::Disconnect>();
+  thread_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.to_string();
+  EXPECT_EQ(results_in_log_for("kb1") + results_in_log_for("kb2") + results_in_log_for("barrier"), 0)
+      << "a dropped job sends no result: its lease expires and it is delivered again";
+  EXPECT_EQ(events_.count("kb started kb2"), 0);
 }
 
 TEST(MakeWorkerAgent, CpuWorkerGetsHostCapabilitiesADefaultIdAndAStartedSandbox) {

@@ -14,6 +14,10 @@ target_compile_definitions(supervisor_test PRIVATE AK_FAKE_SANDBOX="$<TARGET_FIL
 ak_test(agent_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/agent_test.cc LIBS ak_worker LABELS worker)
 add_dependencies(agent_test ak_fake_sandbox)
 target_compile_definitions(agent_test PRIVATE AK_FAKE_SANDBOX="$<TARGET_FILE:ak_fake_sandbox>")
+# The job runners with the fake compiler and sandbox, and a shell script standing in for Python.
+ak_test(sandbox_job_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_job_runner_test.cc LIBS ak_worker LABELS worker)
+ak_test(kernelbench_job_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_job_runner_test.cc LIBS ak_worker
+        LABELS worker)
 # The KernelBench runner with the real harness on the CPU (torch subprocesses).
 ak_test(kernelbench_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_runner_test.cc LIBS ak_worker
         LABELS worker LOCK kb_harness PROCESSORS 2)
