@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "common/clock.h"
-#include "common/redis_server.h"
-#include "common/redis_store.h"
+#include "coordinator/store/redis_server.h"
+#include "coordinator/store/redis_store.h"
 #include "coordinator/broker.h"
 #include "coordinator/metrics.h"
 

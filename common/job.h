@@ -18,7 +18,7 @@
 
 namespace ak {
 
-// kTriton: Triton sources compiled ahead of time to a cubin (kernels/triton/compile.py) and run on
+// kTriton: Triton sources compiled ahead of time to a cubin (worker/triton/compile.py) and run on
 // a CUDA device by the same sandbox as kCuda.
 enum class Backend { kCpu = 0, kCuda = 1, kTriton = 2 };
 enum class DType { kF32 = 0, kF16 = 1, kBF16 = 2 };

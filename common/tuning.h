@@ -1,6 +1,6 @@
 // The tuning database: the best verified configuration and source of each (kernel type, backend,
 // GPU model, dtype, shape), with its measurement and provenance. The coordinator keeps it in the
-// store (Store::put_best; Redis hash <prefix>best, common/STORE.md), offers it to clients (BEST,
+// store (Store::put_best; Redis hash <prefix>best, coordinator/store/STORE.md), offers it to clients (BEST,
 // IMPORT_BEST in common/PROTOCOL.md; `autokernel best`), and exports it as a file that
 // kernels/tuned.h loads.
 //

@@ -21,7 +21,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
-#include "common/store.h"
+#include "coordinator/store/store.h"
 #include "coordinator/metrics.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/study.h"

@@ -35,7 +35,7 @@
 #include "common/job.h"
 #include "common/protocol.h"
 #include "common/status.h"
-#include "common/store.h"
+#include "coordinator/store/store.h"
 
 namespace ak {
 

@@ -87,7 +87,7 @@ struct KernelSpec {
   // sandbox fills it with NaN once): a candidate writes what it reads.
   int64_t (*workspace_bytes)(const std::vector<int64_t>& shape, DType dtype) = nullptr;
   // triton backend: the grid of a launch (block and dynamic shared memory come from the compiled
-  // kernel's metadata, kernels/triton/README.md) and the runtime parameters of the Triton kernel
+  // kernel's metadata, worker/triton/README.md) and the runtime parameters of the Triton kernel
   // in its order, in compile.py's --signature syntax ("x_ptr:*fp16,y_ptr:*fp16,rows:i64,cols:i64").
   // Its parameters are passed as the cuda backend's (cuda_params), so the order must agree.
   // The tunables AK_NUM_WARPS and AK_NUM_STAGES become Triton's num_warps and num_stages; every

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "kernels/registry.h"
-#include "kernels/triton/sources.h"
+#include "worker/triton/compile_script.h"
 
 extern char** environ;
 
@@ -316,7 +316,7 @@ class RealCompiler final : public Compiler {
   Status triton_setup() {
     std::call_once(triton_once_, [&] {
       const fs::path dir = options_.cache_dir;
-      const std::string script(kernels::triton::kCompileScript);
+      const std::string script(triton::kCompileScript);
       const fs::path path = dir / ("triton-compile-" + xxh64_hex(script) + ".py");
       std::error_code ec;
       if (!fs::exists(path, ec)) {

@@ -4,7 +4,7 @@
 // Backends: cpu -> the host C++ compiler builds a shared object (-O3 -march=native -shared -fPIC,
 // config as -D<NAME>=<value>); cuda -> NVRTC builds a cubin for the device's real architecture
 // (sm_90a on Hopper; never PTX only), config as -D defines; triton -> a Python subprocess
-// (kernels/triton/compile.py, embedded in the binary) builds a cubin and its launch metadata
+// (worker/triton/compile.py, embedded in the binary) builds a cubin and its launch metadata
 // (<path>.json), plus, for a kernel type that names divisible parameters, a second cubin that
 // assumes them 16-divisible (<stem>.div16.cubin and .json; the sandbox picks it per launch when
 // the values allow). Artefacts are cached in a directory

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/memory_store.h"
+#include "coordinator/store/memory_store.h"
 #include "coordinator/scheduler.h"
 #include "tests/coordinator/scheduler_harness.h"
 

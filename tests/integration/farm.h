@@ -24,8 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
-#include "common/redis_server.h"
-#include "common/redis_store.h"
+#include "coordinator/store/redis_server.h"
+#include "coordinator/store/redis_store.h"
 #include "coordinator/client.h"
 
 namespace ak::testing {

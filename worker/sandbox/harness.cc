@@ -800,7 +800,7 @@ class CudaCandidate final : public Candidate {
   at::Tensor workspace_;  // grown to the largest shape's spec_.workspace_bytes, kept across calls
 };
 
-// A Triton kernel compiled by kernels/triton/compile.py: one or two builds (generic, and one that
+// A Triton kernel compiled by worker/triton/compile.py: one or two builds (generic, and one that
 // assumes the kernel type's divisible parameters 16-divisible), each with the block size and
 // dynamic shared memory of its metadata. The grid comes from the kernel type's spec; the
 // parameters are the cuda backend's, followed by Triton's hidden scratch pointers (null: the

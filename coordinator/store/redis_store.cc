@@ -1,4 +1,4 @@
-#include "common/redis_store.h"
+#include "coordinator/store/redis_store.h"
 
 #include <hiredis/hiredis.h>
 #include <signal.h>

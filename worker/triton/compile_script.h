@@ -1,11 +1,11 @@
-// The Triton compile script, embedded at build time from compile.py (kernels/CMakeLists.txt
+// The Triton compile script, embedded at build time from compile.py (worker/CMakeLists.txt
 // generates the definition); the compiler writes it into its cache folder and runs it.
 #pragma once
 
 #include <string_view>
 
-namespace ak::kernels::triton {
+namespace ak::triton {
 
 extern const std::string_view kCompileScript;  // compile.py
 
-}  // namespace ak::kernels::triton
+}  // namespace ak::triton

@@ -1,8 +1,8 @@
-#include "common/memory_store.h"
+#include "coordinator/store/memory_store.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/common/store_contract.h"
+#include "tests/coordinator/store/store_contract.h"
 
 namespace ak {
 namespace {

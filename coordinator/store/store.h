@@ -1,8 +1,8 @@
 // Store: the durable record of campaigns, jobs and results. The Redis key schema is documented
-// in common/STORE.md.
+// in coordinator/store/STORE.md.
 //
-// The coordinator is the only user. Implementations: RedisStore (common/redis_store.h) and
-// MemoryStore (common/memory_store.h), the in-memory twin used by unit tests. Neither is
+// The coordinator is the only user. Implementations: RedisStore (coordinator/store/redis_store.h) and
+// MemoryStore (coordinator/store/memory_store.h), the in-memory twin used by unit tests. Neither is
 // thread-safe: one coordinator thread owns the store. Every method returns a non-ok Status with
 // code kUnavailable when the backend cannot be reached; nothing is partially written by a
 // failed put_result (it is one transaction).

@@ -4,8 +4,8 @@ the cubin through the CUDA driver API (ctypes on libcuda: cuModuleLoadData, cuMo
 cuLaunchKernel with a void** array of 8-byte slots, hidden scratch pointers null), exactly as the
 C++ harness does, and compares with torch.softmax in fp64. Skips without a CUDA device.
 
-    python3 kernels/triton/launch_test.py            # tests
-    python3 kernels/triton/launch_test.py --bench    # median kernel times of a few shapes
+    python3 tests/worker/triton/launch_test.py            # tests
+    python3 tests/worker/triton/launch_test.py --bench    # median kernel times of a few shapes
 """
 
 import ctypes
@@ -17,8 +17,9 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-COMPILE = os.path.join(HERE, "compile.py")
-SOFTMAX = os.path.join(HERE, "..", "softmax", "softmax.py")
+ROOT = os.path.join(HERE, "..", "..", "..")
+COMPILE = os.path.join(ROOT, "worker", "triton", "compile.py")
+SOFTMAX = os.path.join(ROOT, "kernels", "softmax", "softmax.py")
 
 try:
     import torch

@@ -1,6 +1,6 @@
 // RedisStore and RedisServer against a real redis-server, one private server per test in a fresh
 // temporary directory (unix socket only, so no ports are shared between tests).
-#include "common/redis_store.h"
+#include "coordinator/store/redis_store.h"
 
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
@@ -15,8 +15,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/redis_server.h"
-#include "tests/common/store_contract.h"
+#include "coordinator/store/redis_server.h"
+#include "tests/coordinator/store/store_contract.h"
 
 namespace ak {
 namespace {

@@ -1,4 +1,4 @@
-// The Store contract (common/store.h) as a typed test suite, run against every implementation:
+// The Store contract (coordinator/store/store.h) as a typed test suite, run against every implementation:
 // memory_store_test.cc instantiates it for MemoryStore, redis_store_test.cc for RedisStore on a
 // real redis-server. An implementation `Env` provides SetUp(), TearDown() and `Store& store()`.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/store.h"
+#include "coordinator/store/store.h"
 #include "tests/common/records.h"
 
 namespace ak::testing {

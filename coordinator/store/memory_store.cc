@@ -1,4 +1,4 @@
-#include "common/memory_store.h"
+#include "coordinator/store/memory_store.h"
 
 namespace ak {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of compile.py that need no GPU (stdlib unittest; run with the Python that has Triton):
 
-    .venv/bin/python kernels/triton/compile_test.py
+    .venv/bin/python tests/worker/triton/compile_test.py
 
 Each test runs compile.py as a subprocess, as the worker does.
 """
@@ -16,8 +16,9 @@ import textwrap
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-COMPILE = os.path.join(HERE, "compile.py")
-SOFTMAX = os.path.join(HERE, "..", "softmax", "softmax.py")
+ROOT = os.path.join(HERE, "..", "..", "..")
+COMPILE = os.path.join(ROOT, "worker", "triton", "compile.py")
+SOFTMAX = os.path.join(ROOT, "kernels", "softmax", "softmax.py")
 EM_CUDA = 190  # ELF e_machine of NVIDIA cubins
 
 

@@ -1,4 +1,4 @@
-// RedisStore: the Store (common/store.h) kept in Redis. Key schema: common/STORE.md.
+// RedisStore: the Store (coordinator/store/store.h) kept in Redis. Key schema: coordinator/store/STORE.md.
 //
 // Keys (all under a configurable prefix, default "ak:"):
 //   <prefix>campaigns       hash   campaign_id -> CampaignRecord JSON
@@ -33,7 +33,7 @@
 
 #include "common/sigpipe.h"
 #include "common/status.h"
-#include "common/store.h"
+#include "coordinator/store/store.h"
 
 struct redisContext;
 struct redisReply;

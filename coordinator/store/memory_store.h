@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "common/store.h"
+#include "coordinator/store/store.h"
 
 namespace ak {
 

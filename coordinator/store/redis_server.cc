@@ -1,4 +1,4 @@
-#include "common/redis_server.h"
+#include "coordinator/store/redis_server.h"
 
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/redis_store.h"
+#include "coordinator/store/redis_store.h"
 
 namespace ak {
 
