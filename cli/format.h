@@ -12,10 +12,12 @@
 
 namespace ak::cli {
 
+// The STATUS reply: job counts, results per hour and per status, one line per worker (with its
+// calibration) and one per campaign (with its studies' table).
 std::string format_status(const nlohmann::json& status);
-// Rows sorted by campaign, then shape/dtype, best speedup first; at most `limit` rows (0 = all).
 // The per-study table of a study campaign's STATUS entry (trials, best, plateau, stop, ETA).
 std::string format_studies(const nlohmann::json& campaign);
+// Rows sorted by campaign, then shape/dtype, best speedup first; at most `limit` rows (0 = all).
 std::string format_results(const nlohmann::json& rows, int limit);
 // Writes results.tsv (header + one line per row) and, if json_path is not empty, a JSON array.
 // Written to a temporary file and renamed, so a reader never sees half a file.

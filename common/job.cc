@@ -139,6 +139,7 @@ void to_json(nlohmann::json& j, const Capabilities& v) {
        {"compute_capability", v.compute_capability},
        {"arch", v.arch},           {"sm_count", v.sm_count}, {"memory_bytes", v.memory_bytes},
        {"device_index", v.device_index}, {"backends", b}, {"ceilings", v.ceilings}};
+  if (v.shared_memory_per_block_bytes > 0) j["shared_memory_per_block_bytes"] = v.shared_memory_per_block_bytes;
   if (!v.versions.empty()) j["versions"] = v.versions;
 }
 void from_json(const nlohmann::json& j, Capabilities& v) {
@@ -150,6 +151,7 @@ void from_json(const nlohmann::json& j, Capabilities& v) {
   v.arch = j.value("arch", "");
   v.sm_count = j.value("sm_count", 0);
   v.memory_bytes = j.value("memory_bytes", int64_t{0});
+  v.shared_memory_per_block_bytes = j.value("shared_memory_per_block_bytes", int64_t{0});
   v.device_index = j.value("device_index", -1);
   v.backends.clear();
   for (const auto& b : j.at("backends")) v.backends.push_back(enum_from_json<Backend>(b, kBackendNames, "backend"));

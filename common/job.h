@@ -128,6 +128,11 @@ struct Capabilities {
   std::string arch;            // "sm_90a", or "x86_64" for CPU
   int sm_count = 0;
   int64_t memory_bytes = 0;
+  // The most shared memory one block may use [bytes]: CUDA's opt-in limit
+  // (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN; H100/H200 227 KiB); for a CPU worker
+  // the per-core L2 cache, where a CPU kernel's tile lives. 0 = unknown (a worker from before the
+  // field). Studies prune cuda configurations with it (coordinator/study.h).
+  int64_t shared_memory_per_block_bytes = 0;
   int device_index = -1;       // CUDA ordinal, -1 for CPU
   std::vector<Backend> backends;
   Ceilings ceilings;           // from the sandbox's calibration at start

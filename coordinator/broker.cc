@@ -195,15 +195,21 @@ StudyProgress Coordinator::progress_of(const std::string& campaign_id) const {
   }
   const auto& c = studies_.at(campaign_id);
   const auto rec = campaigns_.find(campaign_id);
+  SharedMemoryLimits smem;
+  for (const auto& [id, w] : scheduler_.workers()) add_shared_memory_limit(w.caps, &smem);
   return study_progress(c, campaign_id, rec == campaigns_.end() ? 0 : rec->second.submitted_wall_ms, jobs, results_,
-                        clock_.wall_ms());
+                        clock_.wall_ms(), smem);
 }
 
 void Coordinator::drive_studies() {
   if (studies_.empty()) return;
   // Slots per GPU model, less what study jobs already hold or wait for.
   std::map<std::string, int64_t> free;
-  for (const auto& [id, w] : scheduler_.workers()) free[gpu_model_key(w.caps.gpu_name)] += w.slots;
+  SharedMemoryLimits smem;  // what the workers announced; a model without it is guessed by name
+  for (const auto& [id, w] : scheduler_.workers()) {
+    free[gpu_model_key(w.caps.gpu_name)] += w.slots;
+    add_shared_memory_limit(w.caps, &smem);
+  }
   if (free.empty()) return;
   std::vector<std::pair<const std::string*, StudyProgress>> progress;
   for (const auto& [cid, c] : studies_) {
@@ -223,7 +229,7 @@ void Coordinator::drive_studies() {
     return campaigns_[*a.first].submitted_wall_ms < campaigns_[*b.first].submitted_wall_ms;
   });
   for (auto& [cid, p] : progress) {
-    std::vector<JobSpec> jobs = propose_study_jobs(studies_.at(*cid), *cid, p, &free);
+    std::vector<JobSpec> jobs = propose_study_jobs(studies_.at(*cid), *cid, p, &free, smem);
     if (jobs.empty()) continue;
     const size_t n = jobs.size();
     auto actions = scheduler_.submit(std::move(jobs), clock_.now_ms());

@@ -46,10 +46,11 @@ std::map<std::string, int64_t> default_of(const StudyCampaign& c, const StudyDef
 
 // Launchability of a cuda configuration: threads per block and shared memory of every launch, and
 // for the starter source its compile-time constraints (KernelSpec::cuda_config_error).
-std::function<bool(const search::Config&)> feasibility(const StudyCampaign& c, const StudyDef& s) {
+std::function<bool(const search::Config&)> feasibility(const StudyCampaign& c, const StudyDef& s,
+                                                       const SharedMemoryLimits& shared_memory) {
   const kernels::KernelSpec* spec = kernels::find(s.kernel_type);
   if (!spec || s.backend != Backend::kCuda) return {};
-  const int64_t smem = shared_memory_limit(s.gpu_model);
+  const int64_t smem = shared_memory_limit(s.gpu_model, shared_memory);
   const std::vector<int64_t> shape = s.shape;
   const DType dtype = s.dtype;
   const bool starter = c.source.empty();
@@ -75,9 +76,10 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Result<std::unique_ptr<search::Strategy>> strategy_for(const StudyCampaign& c, const StudyDef& s) {
+Result<std::unique_ptr<search::Strategy>> strategy_for(const StudyCampaign& c, const StudyDef& s,
+                                                       const SharedMemoryLimits& shared_memory) {
   search::StrategyOptions o = c.options;
-  o.feasible = feasibility(c, s);
+  o.feasible = feasibility(c, s, shared_memory);
   // Each study its own stream: the same campaign seed must not make every study explore alike.
   const uint64_t seed = c.seed + 0x9E3779B97F4A7C15ull * uint64_t(s.index);
   return search::make_strategy(c.strategy, space_of(c, s), seed, o);
@@ -96,8 +98,15 @@ std::string study_job_id(const std::string& campaign_id, int study, size_t trial
   return campaign_id + buf;
 }
 
-int64_t shared_memory_limit(const std::string& gpu_model) {
+void add_shared_memory_limit(const Capabilities& worker, SharedMemoryLimits* limits) {
+  if (worker.shared_memory_per_block_bytes <= 0) return;
+  auto [it, added] = limits->emplace(gpu_model_key(worker.gpu_name), worker.shared_memory_per_block_bytes);
+  if (!added) it->second = std::min(it->second, worker.shared_memory_per_block_bytes);
+}
+
+int64_t shared_memory_limit(const std::string& gpu_model, const SharedMemoryLimits& announced) {
   const std::string m = gpu_model_key(gpu_model);
+  if (auto it = announced.find(m); it != announced.end() && it->second > 0) return it->second;
   if (m.find("h100") != std::string::npos || m.find("h200") != std::string::npos || m.find("h800") != std::string::npos)
     return 227 * 1024;
   if (m.find("a100") != std::string::npos || m.find("a800") != std::string::npos) return 163 * 1024;
@@ -290,8 +299,9 @@ CampaignRecord study_record(const StudyCampaign& c, const json& doc, const std::
 }
 
 StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign_id, int64_t submitted_wall_ms,
-                             const std::vector<const JobRecord*>& jobs, const std::map<std::string, ResultRecord>& results,
-                             int64_t now_wall_ms) {
+                             const std::vector<const JobRecord*>& jobs,
+                             const std::map<std::string, ResultRecord>& results, int64_t now_wall_ms,
+                             const SharedMemoryLimits& shared_memory) {
   StudyProgress p;
   std::vector<std::vector<const JobRecord*>> by_study(c.studies.size());
   for (const JobRecord* j : jobs)
@@ -357,7 +367,7 @@ StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign
     s.done = s.stop != search::StopReason::kNone;
     if (!s.done && s.in_flight == 0 && s.trials > 0) {
       // The feasible space may be used up before the budget.
-      auto strategy = strategy_for(c, d);
+      auto strategy = strategy_for(c, d, shared_memory);
       if (strategy.ok() && (*strategy)->propose(1, s.history).empty()) s.done = true;
     }
     t.done = s.done;
@@ -376,7 +386,8 @@ StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign
 }
 
 std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::string& campaign_id,
-                                        const StudyProgress& progress, std::map<std::string, int64_t>* free_slots) {
+                                        const StudyProgress& progress, std::map<std::string, int64_t>* free_slots,
+                                        const SharedMemoryLimits& shared_memory) {
   std::vector<JobSpec> out;
   std::map<std::string, std::vector<size_t>> per_model;  // study indices by model
   for (const StudyStatus& s : progress.studies) per_model[gpu_model_key(s.gpu_model)].push_back(size_t(s.index));
@@ -399,7 +410,7 @@ std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::strin
         history.push_back({configs.back(), std::nullopt});
       }
       if (configs.size() < n) {
-        auto strategy = strategy_for(c, d);
+        auto strategy = strategy_for(c, d, shared_memory);
         if (!strategy.ok()) continue;
         for (auto& cfg : (*strategy)->propose(n - configs.size(), history)) configs.push_back(std::move(cfg));
       }

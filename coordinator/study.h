@@ -100,16 +100,26 @@ struct StudyProgress {
   bool complete = false;  // every study done and nothing in flight
 };
 
+// The shared memory per block [bytes] that connected workers announced
+// (Capabilities::shared_memory_per_block_bytes), by GPU model key (gpu_model_key). Where workers of
+// one model announce different limits the smallest holds; a model none of whose workers announced
+// one is absent.
+using SharedMemoryLimits = std::map<std::string, int64_t>;
+void add_shared_memory_limit(const Capabilities& worker, SharedMemoryLimits* limits);
+
 // The progress of campaign `c` from its jobs (any order; others are ignored) and result rows.
+// shared_memory: what workers announced (see shared_memory_limit).
 StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign_id, int64_t submitted_wall_ms,
                              const std::vector<const JobRecord*>& jobs,
-                             const std::map<std::string, ResultRecord>& results, int64_t now_wall_ms);
+                             const std::map<std::string, ResultRecord>& results, int64_t now_wall_ms,
+                             const SharedMemoryLimits& shared_memory = {});
 
 // New jobs for free worker slots: free_slots maps a GPU model (lower case; "cpu") to the slots
 // of that model no job holds or waits for; what the proposals take is subtracted. Studies that
-// are done get nothing.
+// are done get nothing. shared_memory: what workers announced (see shared_memory_limit).
 std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::string& campaign_id,
-                                        const StudyProgress& progress, std::map<std::string, int64_t>* free_slots);
+                                        const StudyProgress& progress, std::map<std::string, int64_t>* free_slots,
+                                        const SharedMemoryLimits& shared_memory = {});
 
 // The study's JSON for STATUS.
 nlohmann::json study_status_json(const StudyStatus& s);
@@ -121,8 +131,9 @@ std::string gpu_model_key(std::string model);
 // "<campaign_id>-s<study, 3 digits>-<trial, 6 digits>"
 std::string study_job_id(const std::string& campaign_id, int study, size_t trial);
 
-// Largest dynamic + static shared memory per block [bytes] that the named GPU model allows (by
-// name: H100/H200/GH200 227 KiB, A100/A800 163 KiB, else 99 KiB); used to prune cuda configs.
-int64_t shared_memory_limit(const std::string& gpu_model);
+// Largest dynamic + static shared memory per block [bytes] that the GPU model allows, used to
+// prune cuda configs: what its workers announced, and only where none did (0: unknown, or a worker
+// from before the field) a guess by name: H100/H200/GH200 227 KiB, A100/A800 163 KiB, else 99 KiB.
+int64_t shared_memory_limit(const std::string& gpu_model, const SharedMemoryLimits& announced = {});
 
 }  // namespace ak

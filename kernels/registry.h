@@ -58,7 +58,8 @@ struct KernelSpec {
   std::vector<DType> dtypes;
   std::map<Backend, BackendSource> backends;
   // |out - ref| <= atol * scale + rtol * |ref|; scale is 1 unless the type's libtorch harness
-  // defines a tolerance_scale (kernels/reference.h).
+  // defines a tolerance_scale (kernels/reference.h). The whole rule (subnormals, NaN, inf):
+  // worker/sandbox/tolerance.h.
   std::map<DType, Tolerance> tolerance;
   // Minimum work of one call, for throughput and roofline figures.
   double (*flops)(const std::vector<int64_t>& shape);
@@ -70,15 +71,15 @@ struct KernelSpec {
   // a tunable it lacks takes the space's default.
   LaunchGeometry (*cuda_geometry)(const std::map<std::string, int64_t>& config,
                                   const std::vector<int64_t>& shape, DType dtype) = nullptr;
+  // cuda backend: the compile-time constraints of the starter source on its tunables (its #error
+  // lines) as a reason, "" when the configuration compiles. Studies prune what fails it instead of
+  // spending a trial on a COMPILE_ERROR. nullptr: the source has no such constraints.
+  std::string (*cuda_config_error)(const std::map<std::string, int64_t>& config, DType dtype) = nullptr;
   // cuda backend, types whose call is several launches of one kernel (fused_mlp: three GEMM
   // phases): a call launches it cuda_phases times in order on one stream, phase p with the
   // geometry cuda_phase_geometry(config, shape, dtype, p) and the type's parameters followed by
   // the workspace pointer (when workspace_bytes is set) and p as an int64. With cuda_phases 1
   // (every other type) a call is one launch of cuda_geometry with the type's parameters only.
-  // cuda backend: the compile-time constraints of the starter source on its tunables (its #error
-  // lines) as a reason, "" when the configuration compiles. Studies prune what fails it instead of
-  // spending a trial on a COMPILE_ERROR. nullptr: the source has no such constraints.
-  std::string (*cuda_config_error)(const std::map<std::string, int64_t>& config, DType dtype) = nullptr;
   int cuda_phases = 1;
   LaunchGeometry (*cuda_phase_geometry)(const std::map<std::string, int64_t>& config,
                                         const std::vector<int64_t>& shape, DType dtype, int phase) = nullptr;

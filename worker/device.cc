@@ -89,6 +89,10 @@ Result<std::vector<Capabilities>> detect_gpus(const CudaDriver& drv) {
     c.compute_capability = std::to_string(major) + "." + std::to_string(minor);
     c.arch = arch_for_compute_capability(major, minor);
     c.sm_count = sms;
+    // Optional: a driver that cannot say leaves it unknown (0), and studies go by the GPU's name.
+    int smem = 0;
+    if (drv.cuDeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev) == CUDA_SUCCESS)
+      c.shared_memory_per_block_bytes = smem;
     size_t bytes = 0;
     AK_CU_CHECK(drv, cuDeviceTotalMem(&bytes, dev));
     c.memory_bytes = static_cast<int64_t>(bytes);
@@ -114,6 +118,8 @@ Capabilities cpu_capabilities() {
   if (pages > 0 && page_bytes > 0) c.memory_bytes = static_cast<int64_t>(pages) * page_bytes;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   c.sm_count = cores > 0 ? static_cast<int>(cores) : 1;
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);  // 0 or -1 where the C library cannot tell
+  c.shared_memory_per_block_bytes = l2 > 0 ? static_cast<int64_t>(l2) : 0;
   return c;
 }
 

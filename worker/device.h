@@ -16,14 +16,16 @@
 
 namespace ak {
 
-// One Capabilities per CUDA device, in ordinal order (device_index = ordinal), backends {kCuda, kTriton}.
+// One Capabilities per CUDA device, in ordinal order (device_index = ordinal), backends {kCuda, kTriton};
+// shared_memory_per_block_bytes is the device's opt-in limit per block (0 where the driver does not say).
 // Fails with kUnavailable when libcuda.so.1 cannot be loaded or reports no device.
 Result<std::vector<Capabilities>> detect_gpus();
 // The same against a given driver table (tests pass a fake one).
 Result<std::vector<Capabilities>> detect_gpus(const CudaDriver& driver);
 
 // This host as a CPU worker: gpu_name "cpu", arch from uname (e.g. "x86_64"), backends {kCpu},
-// memory_bytes = physical memory, sm_count = online CPU cores, device_index -1.
+// memory_bytes = physical memory, sm_count = online CPU cores, shared_memory_per_block_bytes = the
+// per-core L2 cache (0 where unknown), device_index -1.
 Capabilities cpu_capabilities();
 
 // The architecture we compile for: "sm_90a" for 9.0 and "sm_100a" for 10.0 (the arch-specific

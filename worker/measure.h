@@ -4,7 +4,7 @@
 // and the cuda backend and are unit-tested without a GPU (tests/worker/measure_test.cc).
 //
 // How one GPU sample is taken is the sandbox's business (L2 flush, blocking kernel, events); see
-// common/PROTOCOL.md, "Measurement".
+// worker/sandbox/VERIFICATION.md, "Measurement".
 #pragma once
 
 #include <cstdint>

@@ -107,6 +107,17 @@ TEST(CapabilitiesJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.backends, c.backends);
 }
 
+TEST(CapabilitiesJson, TheSharedMemoryLimitRoundTripsAndReadsAsUnknownWhereAWorkerOmitsIt) {
+  Capabilities c = testing::sample_caps();
+  c.shared_memory_per_block_bytes = 227 * 1024;
+  json j = c;
+  EXPECT_EQ(j.get<Capabilities>().shared_memory_per_block_bytes, 227 * 1024);
+  j.erase("shared_memory_per_block_bytes");  // a worker from before the field
+  EXPECT_EQ(j.get<Capabilities>().shared_memory_per_block_bytes, 0);
+  c.shared_memory_per_block_bytes = 0;
+  EXPECT_FALSE(json(c).contains("shared_memory_per_block_bytes")) << "unknown is not announced";
+}
+
 TEST(MeasurementJson, RoundTripKeepsEveryFieldExactly) {
   const Measurement m = testing::sample_measurement();
   const Measurement back = json(m).get<Measurement>();

@@ -51,18 +51,19 @@ struct SimFarm {
   std::vector<std::string> flight;  // in dispatch order
   std::vector<std::string> order;   // proposal order
   int64_t now = 1000;
+  SharedMemoryLimits shared_memory;  // what the simulated workers announced
 
   StudyProgress progress(const StudyCampaign& c) const {
     std::vector<const JobRecord*> v;
     for (const auto& [id, j] : jobs) v.push_back(&j);
-    return study_progress(c, cid, 0, v, results, now);
+    return study_progress(c, cid, 0, v, results, now, shared_memory);
   }
 
   // Proposes to fill `slots` and returns the new jobs.
   std::vector<JobSpec> fill(const StudyCampaign& c, int64_t slots, const std::string& model = "cpu") {
     StudyProgress p = progress(c);
     std::map<std::string, int64_t> free = {{model, slots - int64_t(flight.size())}};
-    std::vector<JobSpec> out = propose_study_jobs(c, cid, p, &free);
+    std::vector<JobSpec> out = propose_study_jobs(c, cid, p, &free, shared_memory);
     for (const JobSpec& s : out) {
       EXPECT_FALSE(jobs.count(s.job_id)) << "job id proposed twice: " << s.job_id;
       JobRecord r;
@@ -403,6 +404,50 @@ TEST(StudyTest, CudaProposalsRespectTheModelsLaunchLimits) {
   EXPECT_EQ(n, feasible) << "every feasible configuration once, nothing else";
   EXPECT_TRUE(f.progress(c).studies[0].done) << "the feasible space should run out";
   EXPECT_EQ(study_status_json(f.progress(c).studies[0])["stop"], "EXHAUSTED");
+}
+
+TEST(StudyTest, TheSharedMemoryLimitIsWhatWorkersAnnouncedAndTheNameOnlyWhereNoneDid) {
+  Capabilities h200;
+  h200.gpu_name = "NVIDIA H200";
+  h200.shared_memory_per_block_bytes = 200 * 1024;  // not the name table's 227 KiB
+  Capabilities smaller = h200;
+  smaller.shared_memory_per_block_bytes = 180 * 1024;
+  Capabilities old_worker = h200;
+  old_worker.gpu_name = "NVIDIA A100-SXM4-80GB";
+  old_worker.shared_memory_per_block_bytes = 0;  // from before the field
+  SharedMemoryLimits limits;
+  for (const Capabilities* w : {&h200, &smaller, &old_worker}) add_shared_memory_limit(*w, &limits);
+  EXPECT_EQ(shared_memory_limit("nvidia h200", limits), 180 * 1024) << "the smallest of one model's workers";
+  EXPECT_EQ(shared_memory_limit("NVIDIA A100-SXM4-80GB", limits), 163 * 1024) << "unknown: by name";
+  EXPECT_EQ(shared_memory_limit("NVIDIA H200"), 227 * 1024);
+}
+
+// A model the name table does not know (99 KiB) whose workers announce 227 KiB: studies propose the
+// configurations that need more than 99 KiB too, and none that need more than what was announced.
+TEST(StudyTest, CudaProposalsFollowTheSharedMemoryLimitWorkersAnnounced) {
+  json d = {{"kind", "study"},
+            {"strategy", "random"},
+            {"backend", "cuda"},
+            {"gpu_models", {"NVIDIA Future GPU"}},
+            {"budget", {{"trials", 100000}}},
+            {"plateau", {{"window", 0}}},
+            {"targets", {{{"kernel_type", "matmul"}, {"shape", {4096, 4096, 4096}}, {"dtype", "bf16"}}}}};
+  StudyCampaign c = parse(d);
+  const kernels::KernelSpec* spec = kernels::find("matmul");
+  SimFarm f;
+  f.shared_memory = {{"nvidia future gpu", 227 * 1024}};
+  size_t above_name_table = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto jobs = f.fill(c, 16, "nvidia future gpu");
+    if (jobs.empty()) break;
+    for (const auto& j : jobs) {
+      const auto g = spec->cuda_geometry(j.config, j.shape, j.dtype);
+      EXPECT_LE(int64_t(g.shared_bytes), 227 * 1024) << config_string(j.config);
+      above_name_table += g.shared_bytes > 99 * 1024;
+    }
+    f.complete(f.flight.size(), [](const JobSpec&) { return 100.0; });
+  }
+  EXPECT_GT(above_name_table, 0u) << "the name table's 99 KiB was used instead of the announced limit";
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // The built-in candidates on a GPU (label gpu): the harness in candidate mode, backend triton,
-// device cuda:0, KernelBench's correctness trials against the problem's Model. Skips where torch
-// sees no CUDA device.
+// device cuda:0, KernelBench's correctness trials against the problem's Model. Fails where torch
+// does not import; skips where the machine has no GPU; fails where it has one that torch does not
+// see.
 #include <gtest/gtest.h>
 
+#include "tests/gpu_present.h"
 #include "tests/kernelbench/builtin_fixture.h"
 
 namespace ak::kernelbench::testing {
@@ -12,10 +14,13 @@ class BuiltinGpuTest : public BuiltinFixture {
  protected:
   void SetUp() override {
     BuiltinFixture::SetUp();
+    // Exit 3: torch imports but sees no CUDA device. A failed import exits 1 with its traceback.
     auto [rc, out] =
         run({AK_PYTHON, "-c", "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"}, {},
             std::chrono::seconds(120));
-    if (rc != 0) GTEST_SKIP() << "no CUDA device for torch (" << AK_PYTHON << " exit " << rc << "); GPU test skipped";
+    ASSERT_TRUE(rc == 0 || rc == 3) << AK_PYTHON << " could not import torch (exit " << rc << "): " << out;
+    if (!ak::testing::gpu_present()) GTEST_SKIP() << ak::testing::kNoGpu;
+    ASSERT_EQ(rc, 0) << "this machine has a GPU, but torch in " << AK_PYTHON << " sees no CUDA device";
   }
 };
 

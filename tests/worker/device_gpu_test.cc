@@ -1,16 +1,14 @@
-// Runs against the real driver; skips where there is none (CTest label `gpu`).
-#include <dlfcn.h>
+// Runs against the real driver; skips where the machine has no GPU (CTest label `gpu`).
 #include <gtest/gtest.h>
 
+#include "tests/gpu_present.h"
 #include "worker/device.h"
 
 namespace ak {
 namespace {
 
 TEST(DetectGpusOnDevice, ReportsEveryLocalGpuWithRealArchitecture) {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) GTEST_SKIP() << "no NVIDIA driver (libcuda.so.1) on this machine";
-  dlclose(h);
+  if (!testing::gpu_present()) GTEST_SKIP() << testing::kNoGpu;
   auto gpus = detect_gpus();
   ASSERT_TRUE(gpus.ok()) << gpus.status().to_string();
   ASSERT_FALSE(gpus->empty());

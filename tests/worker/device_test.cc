@@ -20,9 +20,10 @@ struct FakeGpu {
   const char* bus;
   int major, minor, sms;
   size_t bytes;
+  int smem;  // opt-in shared memory per block [bytes]; 0: the driver does not answer
 };
-FakeGpu g_gpus[] = {{"NVIDIA H200", "0000:19:00.0", 9, 0, 132, size_t{150} << 30},
-                    {"NVIDIA GeForce RTX 3090", "0000:3B:00.0", 8, 6, 82, size_t{24} << 30}};
+FakeGpu g_gpus[] = {{"NVIDIA H200", "0000:19:00.0", 9, 0, 132, size_t{150} << 30, 227 * 1024},
+                    {"NVIDIA GeForce RTX 3090", "0000:3B:00.0", 8, 6, 82, size_t{24} << 30, 0}};
 int g_count = 2;
 
 CudaDriver fake_driver() {
@@ -41,6 +42,8 @@ CudaDriver fake_driver() {
     if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = g_gpus[dev].major;
     else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = g_gpus[dev].minor;
     else if (a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = g_gpus[dev].sms;
+    else if (a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN && g_gpus[dev].smem)
+      *v = g_gpus[dev].smem;
     else return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
   };
@@ -77,6 +80,14 @@ TEST(DetectGpus, FillsCapabilitiesOfEveryDeviceFromTheDriver) {
   EXPECT_EQ((*gpus)[1].device_index, 1);
 }
 
+TEST(DetectGpus, AnnouncesTheOptInSharedMemoryLimitAndZeroWhereTheDriverDoesNotSay) {
+  g_count = 2;
+  auto gpus = detect_gpus(fake_driver());
+  ASSERT_TRUE(gpus.ok()) << gpus.status().to_string();
+  EXPECT_EQ((*gpus)[0].shared_memory_per_block_bytes, 227 * 1024);
+  EXPECT_EQ((*gpus)[1].shared_memory_per_block_bytes, 0);
+}
+
 TEST(DetectGpus, DriverWithNoDeviceIsUnavailableAndSaysUseCpu) {
   g_count = 0;
   auto gpus = detect_gpus(fake_driver());
@@ -104,6 +115,7 @@ TEST(CpuCapabilities, DescribeThisHostAsACpuWorker) {
   EXPECT_FALSE(c.hostname.empty());
   EXPECT_GT(c.memory_bytes, 0);
   EXPECT_GE(c.sm_count, 1);
+  EXPECT_GE(c.shared_memory_per_block_bytes, 0);
   EXPECT_TRUE(c.pci_id.empty());
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "kernels/registry.h"
+#include "tests/gpu_present.h"
 #include "worker/compiler.h"
 #include "worker/sandbox_protocol.h"
 
@@ -469,16 +470,13 @@ TEST_F(SandboxFixture, CudaWithoutADriverSaysSoInItsHello) {
 
 #else  // AK_SANDBOX_GPU_TESTS
 
-// Skips the test unless the driver loads and the sandbox reports a ready GPU.
-#define AK_REQUIRE_GPU(hello, p)                                                                   \
-  if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); !h) {                                \
-    GTEST_SKIP() << "libcuda.so.1 not found: no NVIDIA driver on this machine; GPU test skipped";  \
-  } else {                                                                                         \
-    dlclose(h);                                                                                    \
-  }                                                                                                \
-  SandboxHello hello;                                                                              \
-  auto p = start("cuda", &hello);                                                                  \
-  if (!hello.ready) GTEST_SKIP() << "no usable GPU: " << hello.error;
+// Skips the test where the machine has no GPU; where it has one, a sandbox that cannot set it up
+// fails the test (a regression in the sandbox's GPU set-up must not turn GPU tests into skips).
+#define AK_REQUIRE_GPU(hello, p)                                \
+  if (!testing::gpu_present()) GTEST_SKIP() << testing::kNoGpu; \
+  SandboxHello hello;                                           \
+  auto p = start("cuda", &hello);                               \
+  ASSERT_TRUE(hello.ready) << "this machine has a GPU, but the sandbox is not ready: " << hello.error;
 
 Capabilities gpu_caps() {
   // The sandbox runs device 0; the architecture comes from the driver.

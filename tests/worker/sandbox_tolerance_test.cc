@@ -32,7 +32,7 @@ TEST(SandboxTolerance, ZeroPassesWhereTheReferenceIsBelowEachDtypesSmallestNorma
   for (at::ScalarType d : {at::kFloat, at::kBFloat16, at::kHalf}) {
     const float below = float(0.5 * smallest_normal(d));
     const at::Tensor ref = values({below, -below}).to(d).to(at::kFloat);  // as the dtype holds it
-    const at::Tensor scale = values({0.0f, 0.0f});  // e.g. attention weights that underflowed
+    const at::Tensor scale = values({0.0f, 0.0f});                        // e.g. attention weights that underflowed
     EXPECT_TRUE(all_ok(compare_with_tolerance(values({0.0f, -0.0f}), ref, d, {1e-6, 1e-6}, scale))) << d;
     EXPECT_TRUE(all_ok(compare_with_tolerance(values({0.0f, 0.0f}), ref, d, {0.0, 0.0}))) << d;
   }
@@ -60,9 +60,8 @@ TEST(SandboxTolerance, AnOutputFarFromZeroStillFailsWhereTheReferenceIsSubnormal
 TEST(SandboxTolerance, NaNAndInfinityMustBeMatchedExactly) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const Comparison c =
-      compare_with_tolerance(values({nan, inf, -inf, 0.0f, nan}), values({nan, inf, inf, nan, 0.0f}), at::kFloat,
-                             {1.0, 1.0});
+  const Comparison c = compare_with_tolerance(values({nan, inf, -inf, 0.0f, nan}), values({nan, inf, inf, nan, 0.0f}),
+                                              at::kFloat, {1.0, 1.0});
   EXPECT_TRUE(c.ok[0].item<bool>());
   EXPECT_TRUE(c.ok[1].item<bool>());
   EXPECT_FALSE(c.ok[2].item<bool>());

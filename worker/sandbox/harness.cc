@@ -2,8 +2,8 @@
 //
 // One request runs: load -> verify.smoke -> verify.sweep -> verify.hostile -> verify.determinism
 // -> verify.edge -> measure -> audit. A candidate that fails a stage is never timed. What each
-// stage checks and which cheat each defence catches is in common/PROTOCOL.md ("Verification" and
-// "Measurement"); tests/hostile/ holds a candidate for each.
+// stage checks and which cheat each defence catches is in worker/sandbox/VERIFICATION.md ("The
+// oracle", "Cheat defences" and "Measurement"); tests/hostile/ holds a candidate for each.
 #include "worker/sandbox/harness.h"
 
 #include <ATen/ATen.h>

@@ -18,9 +18,7 @@ double smallest_normal(at::ScalarType dtype) {
 
 Comparison compare_with_tolerance(const at::Tensor& out, const at::Tensor& ref, at::ScalarType out_dtype,
                                   kernels::Tolerance tol, const at::Tensor& scale) {
-  const double subnormal_step = out_dtype == at::kHalf       ? 0x1p-24
-                                : out_dtype == at::kBFloat16 ? 0x1p-133
-                                                             : 0x1p-149;
+  const double subnormal_step = out_dtype == at::kHalf ? 0x1p-24 : out_dtype == at::kBFloat16 ? 0x1p-133 : 0x1p-149;
   const at::Tensor atol = scale.defined() ? scale.to(at::kFloat).reshape({-1}) * tol.atol
                                           : at::full({}, tol.atol, ref.options().dtype(at::kFloat));
   Comparison c;

@@ -158,20 +158,30 @@ TEST_F(RedisStoreTest, ConcurrentPutResultsFromManyConnectionsLeaveOneRowAndOneO
   constexpr int kConnections = 4;
   constexpr int kJobs = 200;
   std::vector<int> inserted_by(kConnections, 0);
+  // A connection that fails to connect or to write fails the test: the race needs all of them.
+  std::vector<std::string> errors(kConnections);
   std::vector<std::thread> threads;
   for (int t = 0; t < kConnections; ++t) {
     threads.emplace_back([&, t] {
       auto store = RedisStore::connect(server_->url(), kTimeout);
-      if (!store.ok()) return;
+      if (!store.ok()) {
+        errors[t] = "connect: " + store.status().to_string();
+        return;
+      }
       for (int i = 0; i < kJobs; ++i) {
         const std::string id = "job-" + std::to_string(i);
         bool inserted = false;
-        if ((*store)->put_result(sample_result(id, t + 1), sample_job(id), &inserted).ok() && inserted)
-          ++inserted_by[t];
+        Status s = (*store)->put_result(sample_result(id, t + 1), sample_job(id), &inserted);
+        if (!s.ok()) {
+          errors[t] = "put_result(" + id + "): " + s.to_string();
+          return;
+        }
+        if (inserted) ++inserted_by[t];
       }
     });
   }
   for (auto& th : threads) th.join();
+  for (int t = 0; t < kConnections; ++t) EXPECT_EQ(errors[t], "") << "connection " << t;
   int total = 0;
   for (int n : inserted_by) total += n;
   EXPECT_EQ(total, kJobs) << "each job must be inserted by exactly one connection";

@@ -2,7 +2,9 @@
 """GPU check of the launch ABI that compile.py writes to kernel.json: compiles softmax.py, loads
 the cubin through the CUDA driver API (ctypes on libcuda: cuModuleLoadData, cuModuleGetFunction,
 cuLaunchKernel with a void** array of 8-byte slots, hidden scratch pointers null), exactly as the
-C++ harness does, and compares with torch.softmax in fp64. Skips without a CUDA device.
+C++ harness does, and compares with torch.softmax in fp64. Skips (exit code 77, CTest's
+SKIP_RETURN_CODE) only where the machine has no GPU; on a machine with one, a missing torch or a
+torch that sees no CUDA device is a failure.
 
     python3 tests/worker/triton/launch_test.py            # tests
     python3 tests/worker/triton/launch_test.py --bench    # median kernel times of a few shapes
@@ -24,9 +26,38 @@ SOFTMAX = os.path.join(ROOT, "kernels", "softmax", "softmax.py")
 try:
     import torch
     HAVE_GPU = torch.cuda.is_available()
-except ImportError:
+    TORCH_ERROR = None
+except ImportError as e:
     torch = None
     HAVE_GPU = False
+    TORCH_ERROR = e
+
+SKIP_RETURN_CODE = 77  # tests/CMakeLists.txt, ak_python_test
+
+
+def gpu_present():
+    """Whether this machine has an NVIDIA GPU, asked without torch: a device node, or a device the
+    driver counts."""
+    if os.path.exists("/dev/nvidia0"):
+        return True
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+def require_gpu_or_skip():
+    """Returns where torch can launch on a GPU; exits with SKIP_RETURN_CODE where there is no GPU,
+    and with 1 where there is one that torch cannot use."""
+    if HAVE_GPU:
+        return
+    if not gpu_present():
+        print("SKIPPED: no NVIDIA GPU on this machine (no /dev/nvidia0, no device from libcuda.so.1)")
+        sys.exit(SKIP_RETURN_CODE)
+    why = f"import torch failed: {TORCH_ERROR}" if torch is None else "torch.cuda.is_available() is False"
+    sys.exit(f"FAILED: this machine has an NVIDIA GPU but {why}; run with the Python that has torch with CUDA")
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 # kernels/softmax/spec.cc
@@ -212,4 +243,5 @@ def bench():
 if __name__ == "__main__":
     if "--bench" in sys.argv:
         sys.exit(bench() or 0) if HAVE_GPU else sys.exit("no CUDA device")
+    require_gpu_or_skip()
     unittest.main(verbosity=2)
