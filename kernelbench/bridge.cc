@@ -18,6 +18,9 @@ namespace ak::kernelbench {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Declared in bridge.h for the CLI; common/hash.h holds the one implementation.
+std::string xxh64_hex(const std::string& text) { return ak::xxh64_hex(text); }
+
 bool parse_int(const std::string& s, int* out) {
   if (s.empty() || s.size() > 9) return false;
   for (char c : s)
