@@ -5,6 +5,8 @@
 
 #include <toml++/toml.h>
 
+#include "common/file.h"
+
 namespace ak::cli {
 
 namespace {
@@ -26,13 +28,6 @@ nlohmann::json toml_to_json(const toml::node& n) {
   return nullptr;
 }
 
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::not_found("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 }  // namespace
 
 Result<nlohmann::json> load_campaign_file(const std::string& path) {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/file.h"
 #include "common/result_fields.h"
 
 namespace ak::cli {
@@ -145,17 +146,7 @@ std::string format_results(const json& rows_in, int limit) {
   return os.str();
 }
 
-Status write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::unavailable("cannot write " + tmp);
-    out << text;
-    if (!out.good()) return Status::unavailable("write to " + tmp + " failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::unavailable("cannot rename " + tmp + " to " + path);
-  return {};
-}
+Status write_file(const std::string& path, const std::string& text) { return write_file_atomically(path, text); }
 
 Status write_tuning_export(const json& doc, const std::string& path) {
   return write_file(path, doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n");

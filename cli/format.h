@@ -25,7 +25,7 @@ Status write_exports(const nlohmann::json& rows, const std::string& tsv_path, co
 // The tuning database as a table: one line per entry (target, config, latency, speedup, worker,
 // date).
 std::string format_best(const nlohmann::json& export_document);
-// Writes `text` to `path` whole or not at all (a temporary file renamed over it).
+// Writes `text` to `path` whole or not at all (common/file.h: write_file_atomically).
 Status write_file(const std::string& path, const std::string& text);
 // Writes an export document to `path` (temporary file and rename).
 Status write_tuning_export(const nlohmann::json& export_document, const std::string& path);

@@ -1,7 +1,5 @@
 #include "kernelbench/bridge.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +8,8 @@
 #include <regex>
 #include <sstream>
 
+#include "common/file.h"
+#include "common/hash.h"
 #include "common/process.h"
 #include "kernelbench/harness_source.h"
 
@@ -18,17 +18,8 @@ namespace ak::kernelbench {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-Result<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::unavailable("cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
+// Declared in bridge.h for the CLI; common/hash.h holds the one implementation.
+std::string xxh64_hex(const std::string& text) { return ak::xxh64_hex(text); }
 
 bool parse_int(const std::string& s, int* out) {
   if (s.empty() || s.size() > 9) return false;
@@ -43,12 +34,6 @@ std::optional<int> problem_id_of(const std::string& file_name) {
   const auto us = file_name.find('_');
   if (us == std::string::npos || !parse_int(file_name.substr(0, us), &id)) return std::nullopt;
   return id;
-}
-
-std::string xxh64_hex(const std::string& text) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
-  return buf;
 }
 
 bool Selection::matches(int level, int problem_id) const {
@@ -161,7 +146,7 @@ Result<std::vector<Problem>> load_problems(const std::string& root, const Select
       if (!fresh)
         return Status::invalid("two problem files for level " + std::to_string(level) + " id " + std::to_string(id) +
                                ": " + it->second + " and " + entry.path().string());
-      auto code = read_file(entry.path());
+      auto code = read_file(entry.path().string());
       if (!code.ok()) return code.status();
       Problem p;
       p.level = level;
@@ -204,7 +189,7 @@ Result<std::vector<Generation>> load_generations(const std::string& dir, const S
       return Status::invalid("two generations for level " + std::to_string(g->level) + " problem " +
                              std::to_string(g->problem_id) + " sample " + std::to_string(g->sample_id) + ": " +
                              s->second + " and " + it->path().string());
-    auto code = read_file(it->path());
+    auto code = read_file(it->path().string());
     if (!code.ok()) return code.status();
     g->path = fs::absolute(it->path()).string();
     g->code = std::move(*code);

@@ -2,7 +2,6 @@
 
 #include <sys/eventfd.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -15,18 +14,13 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/hash.h"
 #include "worker/device.h"
 #include "worker/kernelbench_job_runner.h"
 #include "worker/sandbox_job_runner.h"
 
 namespace ak {
 namespace {
-
-std::string xxh64_hex(const std::string& s) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016" PRIx64, static_cast<uint64_t>(XXH64(s.data(), s.size(), 0)));
-  return buf;
-}
 
 // A file name from a worker id ("host/gpu:0" -> "host_gpu_0").
 std::string file_safe(const std::string& s) {

@@ -3,10 +3,8 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <nvrtc.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,10 +19,11 @@
 #include <sstream>
 #include <vector>
 
+#include "common/file.h"
+#include "common/hash.h"
+#include "common/process.h"
 #include "kernels/registry.h"
 #include "worker/triton/compile_script.h"
-
-extern char** environ;
 
 namespace ak {
 namespace {
@@ -41,14 +40,6 @@ constexpr size_t kMaxLogBytes = 8 * 1024;
                                     std::to_string(__LINE__) + ": " + nvrtcGetErrorString(ak_nvrtc_r_)); \
   } while (0)
 
-std::string hex64(uint64_t h) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-std::string xxh64_hex(const std::string& s) { return hex64(XXH64(s.data(), s.size(), 0)); }
-
 std::string truncate_log(std::string log) {
   if (log.size() > kMaxLogBytes) {
     log.resize(kMaxLogBytes);
@@ -64,23 +55,6 @@ bool is_identifier(const std::string& s) {
   return true;
 }
 
-Result<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::not_found("cannot read " + p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Status write_file(const fs::path& p, std::string_view data) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::internal("cannot create " + p.string());
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  out.close();
-  if (!out) return Status::internal("cannot write " + p.string() + " (disk full?)");
-  return {};
-}
-
 // A name in `dir` unique across threads and processes, for write-then-rename.
 fs::path temp_path(const fs::path& dir, const std::string& stem, const std::string& ext) {
   static std::atomic<uint64_t> counter{0};
@@ -92,29 +66,20 @@ struct ProcessResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs argv[0] (searched in PATH) with stdout and stderr captured in `log_path`.
+// Runs argv[0] (searched in PATH) with stdin from /dev/null and stdout and stderr captured in
+// `log_path`, and waits for it.
 Result<ProcessResult> run_process(const std::vector<std::string>& argv, const fs::path& log_path) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, cargv[0], &fa, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    return Status::unavailable("cannot start '" + argv[0] + "': " + std::strerror(rc) +
-                               "; install a C++ compiler or set CompilerOptions::host_cxx");
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0) {
-    if (errno != EINTR) return Status::internal(std::string("waitpid failed: ") + std::strerror(errno));
-  }
+  SpawnOptions o;
+  o.null_stdin = true;
+  o.output_path = log_path.string();
+  auto child = ChildProcess::spawn(argv, o);
+  if (!child.ok())
+    return Status::unavailable(child.status().message() + "; install a C++ compiler or set CompilerOptions::host_cxx");
+  child->wait();
+  const int wstatus = child->wait_status().value_or(0);
   ProcessResult r;
   r.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
-  auto log = read_file(log_path);
+  auto log = read_file(log_path.string());
   if (log.ok()) r.output = std::move(log.value());
   std::error_code ec;
   fs::remove(log_path, ec);
@@ -251,7 +216,7 @@ class RealCompiler final : public Compiler {
     const auto t0 = std::chrono::steady_clock::now();
     const fs::path src_path = temp_path(dir, key.cache_key, ".cc");
     const fs::path out_path = temp_path(dir, key.cache_key, ".so");
-    if (Status s = write_file(src_path, source); !s.ok()) return s;
+    if (Status s = write_file(src_path.string(), source); !s.ok()) return s;
     std::vector<std::string> argv = {options_.host_cxx};
     argv.insert(argv.end(), options.begin(), options.end());
     argv.insert(argv.end(), {"-o", out_path.string(), src_path.string()});
@@ -297,17 +262,11 @@ class RealCompiler final : public Compiler {
     const fs::path final_path = dir / ("cuda-" + key.cache_key + ".cubin");
     CompiledArtifact art = lookup(key, entry, final_path);
     if (art.cache_hit) return art;
-    std::error_code ec;
 
     const auto t0 = std::chrono::steady_clock::now();
     auto cubin = nvrtc_compile(job, source, options, arch.value());
     if (!cubin.ok()) return cubin.status();
-    const fs::path tmp = temp_path(dir, key.cache_key, ".cubin");
-    if (Status s = write_file(tmp, cubin.value()); !s.ok()) {
-      fs::remove(tmp, ec);
-      return s;
-    }
-    if (Status s = install(tmp, final_path); !s.ok()) return s;
+    if (Status s = write_file_atomically(final_path.string(), cubin.value()); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return art;
   }
@@ -320,12 +279,7 @@ class RealCompiler final : public Compiler {
       const fs::path path = dir / ("triton-compile-" + xxh64_hex(script) + ".py");
       std::error_code ec;
       if (!fs::exists(path, ec)) {
-        const fs::path tmp = temp_path(dir, "compile", ".py");
-        if (Status s = write_file(tmp, script); !s.ok()) {
-          triton_status_ = s;
-          return;
-        }
-        if (Status s = install(tmp, path); !s.ok()) {
+        if (Status s = write_file_atomically(path.string(), script); !s.ok()) {
           triton_status_ = s;
           return;
         }
@@ -387,7 +341,7 @@ class RealCompiler final : public Compiler {
       }
     } cleanup{work};
     const fs::path src_path = work / "candidate.py";
-    if (Status s = write_file(src_path, source); !s.ok()) return s;
+    if (Status s = write_file(src_path.string(), source); !s.ok()) return s;
     // The generic build, then (if the type names any) the one that assumes 16-divisible values.
     std::vector<std::pair<std::string, std::vector<std::string>>> builds = {{"", {}}};
     if (!spec.triton_divisible.empty()) {

@@ -129,20 +129,15 @@ void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = child->pid();
     if (cancelled_) {  // cancelled between the check and the spawn
-      ::kill(-step_group_, SIGKILL);
+      kill_process_group(step_group_);
       stopped_ = true;
     }
   }
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-  auto rc = child->wait_for(std::max(left, std::chrono::milliseconds(1)));
-  if (!rc) {
-    step.timed_out = true;
-    step.exit_code = child->kill_group();
-  } else {
-    step.exit_code = *rc;
-    // What the step started (compilers, candidate threads' processes) goes with it.
-    ::kill(-child->pid(), SIGKILL);
-  }
+  auto rc = child->wait_until(deadline);
+  step.timed_out = !rc;
+  // The step's group goes, at its deadline or after its exit: what it started (compilers,
+  // candidate threads' processes) goes with it.
+  step.exit_code = child->kill_group();
   {
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = -1;
@@ -244,7 +239,7 @@ bool KernelBenchRunner::run_in_server(const fs::path& req, const fs::path& log,
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = pid;  // the server made it a group leader before announcing it
     if (cancelled_) {   // cancelled between the check and the start
-      ::kill(-step_group_, SIGKILL);
+      kill_process_group(step_group_);
       stopped_ = true;
     }
   }
@@ -255,11 +250,11 @@ bool KernelBenchRunner::run_in_server(const fs::path& req, const fs::path& log,
   if (!line.ok() && line.status().code() == StatusCode::kTimedOut) {
     // Past the deadline: the step's group goes; the server reaps it and reports it.
     step.timed_out = true;
-    ::kill(-pid, SIGKILL);
+    kill_process_group(pid);
     line = server_->wait_for_line(exited, std::chrono::seconds(30));
   }
   const bool lost = !line.ok();
-  ::kill(-pid, SIGKILL);  // what the step started (compilers, candidate threads' processes) goes with it
+  kill_process_group(pid);  // what the step started (compilers, candidate threads' processes) goes with it
   {
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = -1;
@@ -285,7 +280,7 @@ bool KernelBenchRunner::cancel(const std::string& job_id) {
   if (claimed_.empty() || claimed_ != job_id) return false;
   cancelled_ = true;
   if (step_group_ > 0) {
-    ::kill(-step_group_, SIGKILL);
+    kill_process_group(step_group_);
     stopped_ = true;
   }
   return true;

@@ -10,6 +10,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/file.h"
+
 namespace ak {
 namespace {
 
@@ -76,21 +78,12 @@ Status Outbox::open(int64_t now_ms) {
 }
 
 Status Outbox::compact_locked() {
-  const std::string tmp = options_.path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return Status::unavailable("cannot write outbox " + tmp + ": " + std::strerror(errno) +
-                               "; check the worker's state directory");
   std::vector<const Entry*> live;
   for (const auto& [key, e] : entries_) live.push_back(&e);
   std::string data;
   for (const auto& r : ordered_locked(live)) data += add_line(r);
-  Status s = write_fully(fd, data, tmp);
-  if (s.ok() && ::fsync(fd) != 0) s = Status::unavailable("fsync of " + tmp + " failed: " + std::strerror(errno));
-  ::close(fd);
-  if (!s.ok()) return s;
-  if (::rename(tmp.c_str(), options_.path.c_str()) != 0)
-    return Status::unavailable("cannot replace outbox " + options_.path + ": " + std::strerror(errno));
+  if (Status s = write_file_atomically(options_.path, data); !s.ok())
+    return Status::unavailable("cannot rewrite outbox: " + s.message() + "; check the worker's state directory");
   if (fd_ >= 0) ::close(fd_);
   fd_ = ::open(options_.path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd_ < 0) return Status::unavailable("cannot open outbox " + options_.path + ": " + std::strerror(errno));

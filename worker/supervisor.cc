@@ -2,12 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,8 +16,6 @@
 
 #include "common/process.h"
 #include "common/sigpipe.h"
-
-extern char** environ;
 
 namespace ak {
 namespace {
@@ -59,50 +53,12 @@ SandboxReply failure(ResultStatus status, std::string reason) {
   return r;
 }
 
-// Waits until `pid` can be reaped or `grace` passes. Uses a pidfd where the kernel has one, so
-// the wait is an event, not a polling loop.
-bool wait_exit(pid_t pid, std::chrono::milliseconds grace, int* status) {
-  auto deadline = steady::now() + grace;
-#ifdef SYS_pidfd_open
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    pollfd p{pidfd, POLLIN, 0};
-    int rc;
-    do {
-      rc = poll(&p, 1, remaining_ms(deadline));
-    } while (rc < 0 && errno == EINTR);
-    close(pidfd);
-    if (rc > 0) {
-      while (waitpid(pid, status, 0) < 0) {
-        if (errno != EINTR) return false;
-      }
-      return true;
-    }
-    return false;
-  }
-#endif
-  // No pidfd (old kernel): poll waitpid every 10 ms until the grace runs out.
-  for (;;) {
-    pid_t r = waitpid(pid, status, WNOHANG);
-    if (r == pid) return true;
-    if (r < 0 && errno != EINTR) return false;
-    if (steady::now() >= deadline) return false;
-    timespec ts{0, 10'000'000};
-    nanosleep(&ts, nullptr);
-  }
-}
-
 // The variables a sandbox inherits; everything else of the worker's environment is dropped.
-bool inherited(const std::string& entry) {
-  static const char* const exact[] = {"PATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL"};
-  static const char* const prefixes[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
-                                         "CUDA_MODULE_LOADING"};
-  const std::string name = entry.substr(0, entry.find('='));
-  for (const char* e : exact)
-    if (name == e) return true;
-  for (const char* p : prefixes)
-    if (name == p) return true;
-  return false;
+const std::vector<std::string>& inherited_env() {
+  static const std::vector<std::string> names = {"PATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL",
+                                                 "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                                                 "NVIDIA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING"};
+  return names;
 }
 
 }  // namespace
@@ -111,27 +67,13 @@ SandboxSupervisor::SandboxSupervisor(SandboxOptions options) : options_(std::mov
 
 SandboxSupervisor::~SandboxSupervisor() { stop(); }
 
-void SandboxSupervisor::close_fds() {
-  if (stdin_fd_ >= 0) close(stdin_fd_);
-  if (stdout_fd_ >= 0) close(stdout_fd_);
-  stdin_fd_ = stdout_fd_ = -1;
-  buffer_.clear();
-}
-
 std::string SandboxSupervisor::reap(bool kill_first, int* wait_status) {
-  if (pid_ <= 0) return "was not running";
-  int status = 0;
-  bool reaped = false;
-  if (!kill_first) reaped = wait_exit(pid_, options_.exit_grace, &status);
-  if (!reaped) {
-    // The whole group: candidates may have started helpers of their own.
-    kill(-pid_, SIGKILL);
-    kill(pid_, SIGKILL);
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  pid_ = -1;
-  close_fds();
+  if (!running()) return "was not running";
+  // The whole group when killed: candidates may have started helpers of their own.
+  if (kill_first || !child_.wait_for(options_.exit_grace)) child_.kill_group();
+  const int status = child_.wait_status().value_or(0);
+  child_ = ChildProcess();
+  buffer_.clear();
   remove_tmp_dir();
   if (wait_status) *wait_status = status;
   return describe_wait_status(status);
@@ -146,37 +88,24 @@ void SandboxSupervisor::remove_tmp_dir() {
 }
 
 void SandboxSupervisor::stop() {
-  if (pid_ <= 0) {
-    close_fds();
+  if (!running()) {
+    buffer_.clear();
     remove_tmp_dir();
     return;
   }
   // EOF on stdin asks the sandbox to exit 0.
-  if (stdin_fd_ >= 0) {
-    close(stdin_fd_);
-    stdin_fd_ = -1;
-  }
+  child_.close_stdin();
   std::string how = reap(false);
   spdlog::debug("sandbox stopped: {}", how);
 }
 
 Status SandboxSupervisor::start() {
-  if (pid_ > 0) return Status::ok_status();
-  int in[2], out[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return Status::unavailable("pipe2 failed: " + errno_text(errno));
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    int err = errno;
-    close(in[0]);
-    close(in[1]);
-    return Status::unavailable("pipe2 failed: " + errno_text(err));
-  }
-
+  if (running()) return Status::ok_status();
   // Named by this process's pid, so the next worker removes what a worker killed with SIGKILL left.
   remove_leftovers_of_dead_processes_once(options_.tmp_root, "ak-sandbox-");
   std::string tmpl = options_.tmp_root + "/ak-sandbox-" + std::to_string(getpid()) + "-XXXXXX";
   if (!mkdtemp(tmpl.data())) {
     int err = errno;
-    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
     return Status::unavailable("cannot create the sandbox's temporary directory under " + options_.tmp_root + ": " +
                                errno_text(err));
   }
@@ -189,56 +118,30 @@ Status SandboxSupervisor::start() {
                                    "--limit-as-mb", std::to_string(as_mb),
                                    "--limit-nofile", std::to_string(options_.open_files)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
 
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e)
-    if (inherited(*e)) env.emplace_back(*e);
-  for (const char* name : {"TMPDIR", "HOME", "CUDA_CACHE_PATH"}) env.push_back(std::string(name) + "=" + tmp_dir_);
-  env.insert(env.end(), options_.extra_env.begin(), options_.extra_env.end());
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  if (!options_.stderr_path.empty())
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, options_.stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group (so a kill reaches the candidate's helpers too), no signal mask or ignored
-  // signals inherited from the worker's threads.
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, options_.executable.c_str(), &fa, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  close(in[0]);
-  close(out[1]);
-  if (rc != 0) {
-    close(in[1]);
-    close(out[0]);
+  SpawnOptions o;
+  o.pipe_stdin = true;
+  o.capture_stdout = true;
+  o.output_path = options_.stderr_path;  // stderr only: stdout is the protocol
+  o.append_output = true;
+  // Own process group, so a kill reaches the candidate's helpers too.
+  o.new_process_group = true;
+  o.inherit_env = false;
+  o.keep_env = inherited_env();
+  for (const char* name : {"TMPDIR", "HOME", "CUDA_CACHE_PATH"}) o.env.push_back(std::string(name) + "=" + tmp_dir_);
+  o.env.insert(o.env.end(), options_.extra_env.begin(), options_.extra_env.end());
+  // No death signal: it would fire when the thread that started the sandbox ends, and the
+  // sandbox already exits on EOF of its stdin when the worker goes.
+  o.death_signal = 0;
+  auto child = ChildProcess::spawn(args, o);
+  if (!child.ok()) {
     remove_tmp_dir();
-    return Status::unavailable("cannot start sandbox '" + options_.executable + "': " + errno_text(rc) +
+    return Status::unavailable("cannot start sandbox '" + options_.executable + "': " + child.status().message() +
                                "; check the sandbox path (--sandbox)");
   }
-  pid_ = pid;
-  stdin_fd_ = in[1];
-  stdout_fd_ = out[0];
-  fcntl(stdin_fd_, F_SETFL, fcntl(stdin_fd_, F_GETFL) | O_NONBLOCK);
-  fcntl(stdout_fd_, F_SETFL, fcntl(stdout_fd_, F_GETFL) | O_NONBLOCK);
+  child_ = std::move(*child);
+  const pid_t pid = child_.pid();
+  for (int fd : {child_.stdin_fd(), child_.stdout_fd()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   ++starts_;
   hello_ = SandboxHello{};
 
@@ -295,7 +198,7 @@ SandboxSupervisor::LineOutcome SandboxSupervisor::read_line(steady::time_point d
       return LineOutcome::kLine;
     }
     if (buffer_.size() > options_.max_line_bytes) return LineOutcome::kTooLong;
-    ssize_t n = read(stdout_fd_, chunk, sizeof(chunk));
+    ssize_t n = read(child_.stdout_fd(), chunk, sizeof(chunk));
     if (n > 0) {
       buffer_.append(chunk, static_cast<size_t>(n));
       continue;
@@ -305,7 +208,7 @@ SandboxSupervisor::LineOutcome SandboxSupervisor::read_line(steady::time_point d
     if (errno != EAGAIN && errno != EWOULDBLOCK) return LineOutcome::kError;
     int wait = remaining_ms(deadline);
     if (wait == 0) return LineOutcome::kTimeout;
-    pollfd p{stdout_fd_, POLLIN, 0};
+    pollfd p{child_.stdout_fd(), POLLIN, 0};
     int rc = poll(&p, 1, wait);
     if (rc < 0 && errno != EINTR) return LineOutcome::kError;
     // rc == 0: loop once more; the read sees EAGAIN and the deadline check ends it.
@@ -317,7 +220,7 @@ Status SandboxSupervisor::write_all(const std::string& data, steady::time_point 
   Status result;
   size_t off = 0;
   while (off < data.size()) {
-    ssize_t n = write(stdin_fd_, data.data() + off, data.size() - off);
+    ssize_t n = write(child_.stdin_fd(), data.data() + off, data.size() - off);
     if (n > 0) {
       off += static_cast<size_t>(n);
       continue;
@@ -329,7 +232,7 @@ Status SandboxSupervisor::write_all(const std::string& data, steady::time_point 
         result = Status::timed_out("sandbox did not read its request");
         break;
       }
-      pollfd p{stdin_fd_, POLLOUT, 0};
+      pollfd p{child_.stdin_fd(), POLLOUT, 0};
       poll(&p, 1, wait);
       continue;
     }
@@ -340,12 +243,11 @@ Status SandboxSupervisor::write_all(const std::string& data, steady::time_point 
 }
 
 bool SandboxSupervisor::exited_while_idle() {
-  if (pid_ <= 0) return false;
-  int status = 0;
-  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
-  spdlog::warn("sandbox pid {} {} between jobs; starting a fresh one", pid_, describe_wait_status(status));
-  pid_ = -1;
-  close_fds();
+  if (!running() || child_.running()) return false;
+  spdlog::warn("sandbox pid {} {} between jobs; starting a fresh one", child_.pid(),
+               describe_wait_status(child_.wait_status().value_or(0)));
+  child_ = ChildProcess();
+  buffer_.clear();
   remove_tmp_dir();
   return true;
 }
@@ -376,7 +278,7 @@ SandboxReply SandboxSupervisor::run_once(const SandboxRequest& request, const st
   exited_while_idle();
   if (Status s = start(); !s.ok())
     return failure(ResultStatus::kCrash, "sandbox could not be started: " + s.message());
-  const pid_t pid = pid_;
+  const pid_t pid = child_.pid();
   if (Status written = write_all(request_line, deadline); !written.ok()) {
     if (written.code() == StatusCode::kTimedOut) {
       reap(true);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/job.h"
+#include "common/process.h"
 #include "common/status.h"
 #include "worker/sandbox_protocol.h"
 
@@ -56,8 +57,8 @@ struct SandboxOptions {
 };
 
 // Owns at most one sandbox child: `executable --backend cpu|cuda --device N [extra_args]`, started
-// with posix_spawn in its own process group, stdin and stdout on pipes, stderr inherited or sent to
-// stderr_path, a scrubbed environment and a private temporary directory (see SandboxOptions). The child is started lazily by run() (or eagerly by start()) and waited for with the
+// with ChildProcess (common/process.h) in its own process group, stdin and stdout on pipes, stderr
+// inherited or sent to stderr_path, a scrubbed environment and a private temporary directory (see SandboxOptions). The child is started lazily by run() (or eagerly by start()) and waited for with the
 // SandboxHello handshake, bounded by start_timeout.
 //
 // run(): writes one request line and waits with poll() for one reply line until the deadline.
@@ -91,9 +92,9 @@ class SandboxSupervisor final : public SandboxRunner {
   // Closes the child's stdin, waits exit_grace for it to exit, then kills and reaps it.
   void stop();
 
-  bool running() const { return pid_ > 0; }
+  bool running() const { return child_.pid() > 0; }
   const std::string& tmp_dir() const { return tmp_dir_; }  // of the running sandbox; "" when none
-  pid_t pid() const { return pid_; }       // -1 when none
+  pid_t pid() const { return child_.pid(); }  // -1 when none
   const SandboxHello& hello() const { return hello_; }  // of the current (or last) sandbox
   int64_t starts() const { return starts_; }             // sandboxes started so far
 
@@ -108,15 +109,12 @@ class SandboxSupervisor final : public SandboxRunner {
   SandboxReply run_once(const SandboxRequest& request, const std::string& request_line,
                         std::chrono::steady_clock::time_point deadline, const std::string& timeout_reason,
                         bool* gone);
-  void close_fds();
   void remove_tmp_dir();
   // Reaps the child if it has already exited; true if it had.
   bool exited_while_idle();
 
   SandboxOptions options_;
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;   // our write end of the child's stdin
-  int stdout_fd_ = -1;  // our read end of the child's stdout
+  ChildProcess child_;  // the running sandbox; pid -1 once reaped
   std::string buffer_;  // bytes read past the last line
   std::string tmp_dir_;  // the running sandbox's private temporary directory
   SandboxHello hello_;

@@ -8,7 +8,7 @@
 // (a readiness handshake polled up to a deadline, not a fixed sleep), so url() is usable at once.
 //
 // Ownership: the RedisServer owns the child; its destructor stops it (SIGTERM, then SIGKILL after
-// stop_timeout). The child also gets SIGTERM if the thread that started it dies (PR_SET_PDEATHSIG),
+// stop_timeout). The child also gets SIGTERM if the thread that started it dies (SpawnOptions::death_signal),
 // so start it from a thread that lives as long as the server (normally the main thread). The data
 // directory is the caller's and is left in place.
 //
@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "common/process.h"
 #include "common/status.h"
 
 namespace ak {
@@ -48,8 +49,8 @@ class RedisServer {
   const std::string& url() const { return url_; }
   const std::string& socket_path() const { return socket_path_; }
   const std::string& log_path() const { return log_path_; }
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return child_.pid(); }  // -1 when not running
+  bool running() const { return child_.pid() > 0; }
 
   // SIGTERM and wait for exit (Redis fsyncs the AOF on the way out); SIGKILL after stop_timeout.
   // Ok if the server was not running.
@@ -71,7 +72,7 @@ class RedisServer {
   std::string socket_path_;
   std::string log_path_;
   std::string url_;
-  pid_t pid_ = -1;
+  ChildProcess child_;  // pid -1 once stopped or killed
 };
 
 }  // namespace ak

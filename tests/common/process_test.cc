@@ -1,21 +1,25 @@
-// ChildProcess: stop() ends a child that honours SIGTERM within the grace period, and kills one
-// that ignores it once the grace runs out. The READY line is the handshake: the shell prints it
-// only after installing its trap, so the test never races the child's start-up.
+// ChildProcess and SpawnOptions: each option does what common/process.h promises. Readiness is a
+// handshake (a READY line the child prints once set up, or a line it echoes back), never a sleep.
 #include "common/process.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 
 namespace ak {
 namespace {
@@ -145,6 +149,228 @@ TEST(RemoveLeftovers, RemovesWhatADeadProcessLeftAndKeepsTheRest) {
   // A folder that does not exist is nothing to clean.
   EXPECT_EQ(remove_leftovers_of_dead_processes((root / "none").string(), ""), 0);
   fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace ak
+
+namespace ak {
+namespace {
+
+using namespace std::chrono;
+
+// A pidfd of `pid`, readable once it has exited; opened while the process surely lives.
+int pidfd_of(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// A file under the test's temporary directory, removed at the end of the test.
+struct TempFile {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("ak-process-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
+                         .string();
+  ~TempFile() { std::remove(path.c_str()); }
+  static inline int counter = 0;
+};
+
+std::string first_line(ChildProcess& c) {
+  auto line = c.read_line(seconds(30));
+  if (!line.ok()) return "error: " + line.status().message();
+  if (!line->has_value()) return "timeout";
+  return **line;
+}
+
+TEST(SpawnOptions, AProgramThatCannotBeExecutedIsAnErrorNamingItNotAnExitCode) {
+  auto c = ChildProcess::spawn({"/nonexistent/ak-program"}, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("cannot execute '/nonexistent/ak-program'"), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("No such file or directory"), std::string::npos) << c.status().message();
+}
+
+TEST(SpawnOptions, AProgramMissingFromPathIsAnError) {
+  auto c = ChildProcess::spawn({"ak-program-that-is-on-no-path"}, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("ak-program-that-is-on-no-path"), std::string::npos) << c.status().message();
+}
+
+TEST(SpawnOptions, AWorkingDirectoryThatDoesNotExistIsAnErrorNamingIt) {
+  SpawnOptions o;
+  o.working_dir = "/nonexistent/ak-dir";
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "exit 0"}, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("working directory /nonexistent/ak-dir"), std::string::npos)
+      << c.status().message();
+}
+
+TEST(SpawnOptions, TheChildRunsInTheWorkingDirectory) {
+  SpawnOptions o;
+  o.capture_stdout = true;
+  o.working_dir = "/";
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "pwd"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(first_line(*c), "/");
+}
+
+TEST(SpawnOptions, AScrubbedEnvironmentPassesOnlyTheKeptNamesAndTheGivenEntries) {
+  ASSERT_EQ(setenv("AK_PROCESS_TEST_SECRET", "leaked", 1), 0);
+  ASSERT_EQ(setenv("AK_PROCESS_TEST_KEPT", "kept", 1), 0);
+  SpawnOptions o;
+  o.capture_stdout = true;
+  o.inherit_env = false;
+  o.keep_env = {"AK_PROCESS_TEST_KEPT"};
+  o.env = {"AK_PROCESS_TEST_ADDED=added"};
+  auto c = ChildProcess::spawn(
+      {"/bin/sh", "-c", "echo \"${AK_PROCESS_TEST_SECRET-unset} $AK_PROCESS_TEST_KEPT $AK_PROCESS_TEST_ADDED\""}, o);
+  unsetenv("AK_PROCESS_TEST_SECRET");
+  unsetenv("AK_PROCESS_TEST_KEPT");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(first_line(*c), "unset kept added");
+}
+
+TEST(SpawnOptions, AGivenEntryReplacesTheInheritedVariableOfTheSameName) {
+  ASSERT_EQ(setenv("AK_PROCESS_TEST_VAR", "inherited", 1), 0);
+  SpawnOptions o;
+  o.capture_stdout = true;
+  o.env = {"AK_PROCESS_TEST_VAR=given"};
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "env | grep '^AK_PROCESS_TEST_VAR=' | tr '\\n' ' '; echo"}, o);
+  unsetenv("AK_PROCESS_TEST_VAR");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(first_line(*c), "AK_PROCESS_TEST_VAR=given ");
+}
+
+// The death signal fires when the spawning thread ends: the child, alive and ready while that
+// thread ran, is killed without anyone signalling it.
+TEST(SpawnOptions, TheChildGetsItsDeathSignalWhenTheThreadThatSpawnedItEnds) {
+  ChildProcess c;
+  std::thread spawner([&] {
+    SpawnOptions o;
+    o.capture_stdout = true;
+    o.death_signal = SIGTERM;
+    auto child = ChildProcess::spawn({"/bin/sh", "-c", "echo READY; exec sleep 300"}, o);
+    ASSERT_TRUE(child.ok()) << child.status().message();
+    auto ready = child->wait_for_line("READY", seconds(30));
+    ASSERT_TRUE(ready.ok()) << ready.status().message();
+    c = std::move(*child);
+  });
+  spawner.join();
+  ASSERT_GT(c.pid(), 0);
+  auto code = c.wait_for(seconds(60));
+  ASSERT_TRUE(code.has_value()) << "the child outlived the thread that spawned it by 60 s";
+  EXPECT_EQ(*code, 128 + SIGTERM);
+}
+
+// A worker that blocks SIGTERM (for sigwait) must not hand that mask to a child it will stop with
+// SIGTERM: stop() would wait out the grace and SIGKILL instead.
+TEST(SpawnOptions, TheChildStartsWithNoBlockedSignalsWhateverTheSpawningThreadBlocked) {
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+  SpawnOptions o;
+  o.capture_stdout = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "echo READY; exec sleep 300"}, o);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->wait_for_line("READY", seconds(30)).ok());
+  EXPECT_EQ(c->stop(seconds(60)), 128 + SIGTERM);
+}
+
+TEST(SpawnOptions, DescriptorsWithoutCloseOnExecAreNotInheritedByTheChild) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);  // deliberately without O_CLOEXEC, like a careless library's socket
+  SpawnOptions o;
+  o.capture_stdout = true;
+  auto c = ChildProcess::spawn(
+      {"/bin/sh", "-c", "if [ -e /proc/$$/fd/" + std::to_string(p[1]) + " ]; then echo open; else echo closed; fi"}, o);
+  close(p[0]);
+  close(p[1]);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(first_line(*c), "closed");
+}
+
+TEST(SpawnOptions, NullStdinGivesTheChildAnEmptyStdin) {
+  SpawnOptions o;
+  o.capture_stdout = true;
+  o.null_stdin = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "n=$(cat | wc -c); echo \"read $n\""}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(first_line(*c), "read 0");
+}
+
+TEST(SpawnOptions, AppendOutputKeepsWhatTheOutputFileHeld) {
+  TempFile log;
+  std::ofstream(log.path) << "before\n";
+  SpawnOptions o;
+  o.output_path = log.path;
+  o.append_output = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "echo out; echo err >&2"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->wait(), 0);
+  std::ifstream in(log.path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "before\nout\nerr\n");
+}
+
+TEST(SpawnOptions, AnOutputFileThatCannotBeOpenedIsAnError) {
+  SpawnOptions o;
+  o.output_path = "/nonexistent/ak-dir/log";
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "exit 0"}, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("/nonexistent/ak-dir/log"), std::string::npos) << c.status().message();
+}
+
+// The exit wakes wait_until at once (pidfd), long before its deadline. Closing stdin is the
+// signal to exit: no timing guess.
+TEST(ChildProcessWaitUntil, ReturnsWhenTheChildExitsNotAtTheDeadline) {
+  SpawnOptions o;
+  o.pipe_stdin = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "read x; exit 4"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const auto t0 = steady_clock::now();
+  c->close_stdin();
+  auto code = c->wait_until(t0 + seconds(120));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 4);
+  EXPECT_LT(steady_clock::now() - t0, seconds(60)) << "wait_until waited for the deadline, not the exit";
+  ASSERT_TRUE(c->wait_status().has_value());
+  EXPECT_TRUE(WIFEXITED(*c->wait_status()));
+}
+
+TEST(ChildProcessWaitUntil, WaitsUntilTheDeadlineForAChildThatKeepsRunning) {
+  SpawnOptions o;
+  o.pipe_stdin = true;  // the child waits for a line that never comes
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "read x"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const auto t0 = steady_clock::now();
+  EXPECT_FALSE(c->wait_until(t0 + milliseconds(300)).has_value());
+  EXPECT_GE(steady_clock::now() - t0, milliseconds(300));
+  EXPECT_TRUE(c->running());
+  EXPECT_FALSE(c->wait_status().has_value());
+}
+
+// What a step started lives on in its group after the step itself exited: kill_group ends it.
+TEST(ChildProcessKillGroup, EndsWhatTheChildLeftInItsGroupAfterItExited) {
+  SpawnOptions o;
+  o.new_process_group = true;
+  o.capture_stdout = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "sleep 300 & echo $!"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::string pid = first_line(*c);
+  const pid_t grandchild = std::atoi(pid.c_str());
+  ASSERT_GT(grandchild, 1) << pid;
+  const int fd = pidfd_of(grandchild);
+  ASSERT_GE(fd, 0) << "pidfd_open(" << grandchild << "): errno " << errno;
+  EXPECT_EQ(c->wait(), 0);
+  EXPECT_EQ(c->kill_group(), 0);  // the child's own exit code
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 30000), 1) << "grandchild " << grandchild << " still alive 30 s after kill_group";
+  close(fd);
+}
+
+TEST(KillProcessGroup, RefusesThePidsThatWouldSignalEveryone) {
+  EXPECT_FALSE(kill_process_group(0, 0));
+  EXPECT_FALSE(kill_process_group(1, 0));
+  EXPECT_FALSE(kill_process_group(-5, 0));
 }
 
 }  // namespace

@@ -4,10 +4,7 @@
 // (label `gpu`; skips where libcuda.so.1 or a GPU is missing).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -16,12 +13,11 @@
 #include <optional>
 #include <string>
 
+#include "common/process.h"
 #include "kernels/registry.h"
 #include "tests/gpu_present.h"
 #include "worker/compiler.h"
 #include "worker/sandbox_protocol.h"
-
-extern char** environ;
 
 namespace ak {
 namespace {
@@ -32,72 +28,27 @@ namespace fs = std::filesystem;
 class SandboxProcess {
  public:
   SandboxProcess(const std::string& backend, int device) {
-    int in_pipe[2], out_pipe[2];
-    if (pipe(in_pipe) != 0 || pipe(out_pipe) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_addclose(&fa, in_pipe[1]);
-    posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
-    std::string bin = std::string(AK_BIN_DIR) + "/autokernel-sandbox";
-    std::string dev = std::to_string(device);
-    const char* argv[] = {bin.c_str(), "--backend", backend.c_str(), "--device", dev.c_str(), nullptr};
-    int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, const_cast<char* const*>(argv), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in_pipe[0]);
-    close(out_pipe[1]);
-    if (rc != 0) {
-      pid_ = -1;
-      close(in_pipe[1]);
-      close(out_pipe[0]);
-      return;
-    }
-    to_child_ = in_pipe[1];
-    from_child_ = out_pipe[0];
+    SpawnOptions o;
+    o.capture_stdout = true;
+    o.pipe_stdin = true;
+    auto c = ChildProcess::spawn({std::string(AK_BIN_DIR) + "/autokernel-sandbox", "--backend", backend, "--device",
+                                  std::to_string(device)},
+                                 o);
+    if (c.ok()) child_ = std::move(*c);
   }
-  ~SandboxProcess() {
-    close_stdin();
-    if (from_child_ >= 0) close(from_child_);
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool started() const { return pid_ > 0; }
+  // ChildProcess's destructor kills and reaps a sandbox still running.
+  bool started() const { return child_.pid() > 0; }
 
-  void close_stdin() {
-    if (to_child_ >= 0) close(to_child_);
-    to_child_ = -1;
-  }
+  void close_stdin() { child_.close_stdin(); }
 
-  bool send(const nlohmann::json& j) {
-    std::string line = j.dump() + "\n";
-    size_t off = 0;
-    while (off < line.size()) {
-      ssize_t n = write(to_child_, line.data() + off, line.size() - off);
-      if (n <= 0) return false;
-      off += size_t(n);
-    }
-    return true;
-  }
+  bool send(const nlohmann::json& j) { return child_.write_line(j.dump()).ok(); }
 
   // The next line; nullopt on EOF or when nothing arrives within `timeout_ms` (a hung sandbox
   // must fail the test, not hang it).
   std::optional<std::string> read_line(int timeout_ms = 300'000) {
-    while (true) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return line;
-      }
-      pollfd p{from_child_, POLLIN, 0};
-      if (poll(&p, 1, timeout_ms) <= 0) return std::nullopt;
-      char tmp[65536];
-      ssize_t n = read(from_child_, tmp, sizeof tmp);
-      if (n <= 0) return std::nullopt;
-      buf_.append(tmp, size_t(n));
-    }
+    auto line = child_.read_line(std::chrono::milliseconds(timeout_ms));
+    if (!line.ok() || !line->has_value()) return std::nullopt;
+    return **line;
   }
 
   // The next reply line, past the progress lines before it (their stages go to progress()).
@@ -111,21 +62,12 @@ class SandboxProcess {
   }
   const std::vector<std::string>& progress() const { return progress_; }
 
-  // Exit code, or -signal.
-  int wait_exit() {
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    reaped_ = true;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-  }
+  // Exit code, or 128 + signal.
+  int wait_exit() { return child_.wait(); }
 
  private:
   std::vector<std::string> progress_;
-  pid_t pid_ = -1;
-  int to_child_ = -1;
-  int from_child_ = -1;
-  bool reaped_ = false;
-  std::string buf_;
+  ChildProcess child_;
 };
 
 class SandboxFixture : public ::testing::Test {

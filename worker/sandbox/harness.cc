@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 #include <torch/headeronly/version.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +31,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/hash.h"
 #include "kernels/reference.h"
 #include "kernels/registry.h"
 #include "worker/cuda_driver.h"
@@ -263,7 +263,7 @@ class HarnessBase : public Harness {
     enter(stage, "load");
     std::unique_ptr<Candidate> cand = load(request, *kernel);
     Job job{&spec, kernel, th, tol_it->second, cand.get()};
-    const uint64_t seed = XXH64(spec.job_id.data(), spec.job_id.size(), 0x5eed);
+    const uint64_t seed = xxh64(spec.job_id, 0x5eed);
     const c10::Device dev = device();
 
     // 1. smoke test at the job's shape; also measures what the candidate allocates itself.

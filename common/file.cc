@@ -1,0 +1,84 @@
+#include "common/file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace ak {
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Writes all of `data` to `fd`; false with errno set on failure.
+bool write_all(int fd, std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::string> read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::not_found("cannot read " + path + ": " + errno_text());
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const Status s = Status::unavailable("reading " + path + " failed: " + errno_text());
+      ::close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+Status write_file(const std::string& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::unavailable("cannot create " + path + ": " + errno_text());
+  Status s;
+  if (!write_all(fd, data)) s = Status::unavailable("cannot write " + path + ": " + errno_text() + " (disk full?)");
+  if (::close(fd) != 0 && s.ok()) s = Status::unavailable("cannot write " + path + ": " + errno_text());
+  return s;
+}
+
+Status write_file_atomically(const std::string& path, std::string_view data) {
+  static std::atomic<uint64_t> counter{0};
+  const std::filesystem::path target(path);
+  const std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".tmp-" +
+                                                   std::to_string(getpid()) + "-" + std::to_string(counter++)))
+                              .string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::unavailable("cannot create " + tmp + " to replace " + path + ": " + errno_text());
+  Status s;
+  if (!write_all(fd, data)) {
+    s = Status::unavailable("cannot write " + tmp + ": " + errno_text() + " (disk full?)");
+  } else if (::fsync(fd) != 0) {
+    s = Status::unavailable("fsync of " + tmp + " failed: " + errno_text());
+  }
+  if (::close(fd) != 0 && s.ok()) s = Status::unavailable("cannot write " + tmp + ": " + errno_text());
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    s = Status::unavailable("cannot rename " + tmp + " to " + path + ": " + errno_text());
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+}  // namespace ak

@@ -1,0 +1,68 @@
+// common/file.h: whole-file reads and atomic replacement.
+#include "common/file.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace ak {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ak-file-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), {})); }
+  fs::path dir_;
+};
+
+TEST_F(FileTest, ReadFileReturnsEveryByteIncludingNulls) {
+  const std::string data("a\0b\nc", 5);
+  std::ofstream(dir_ / "f", std::ios::binary) << data;
+  auto got = read_file((dir_ / "f").string());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, data);
+}
+
+TEST_F(FileTest, ReadingAMissingFileIsNotFound) {
+  auto got = read_file((dir_ / "missing").string());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(FileTest, WriteFileAtomicallyReplacesTheContentAndLeavesNoTemporary) {
+  const std::string path = (dir_ / "cache.bin").string();
+  ASSERT_TRUE(write_file_atomically(path, "old content, longer").ok());
+  ASSERT_TRUE(write_file_atomically(path, "new").ok());
+  auto got = read_file(path);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, "new");
+  EXPECT_EQ(entries(), 1u) << "a temporary was left beside the file";
+}
+
+TEST_F(FileTest, WriteFileAtomicallyIntoAMissingDirectoryFailsNamingThePath) {
+  const std::string path = (dir_ / "none" / "f").string();
+  Status s = write_file_atomically(path, "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
+  EXPECT_EQ(entries(), 0u);
+}
+
+TEST_F(FileTest, WriteFileTruncatesWhatWasThere) {
+  const std::string path = (dir_ / "f").string();
+  ASSERT_TRUE(write_file(path, "a longer first text").ok());
+  ASSERT_TRUE(write_file(path, "short").ok());
+  EXPECT_EQ(read_file(path).value(), "short");
+}
+
+}  // namespace
+}  // namespace ak
