@@ -25,9 +25,9 @@ int submit(const ClientArgs& c, const std::string& campaign_file, bool wait) {
     std::cerr << "autokernel submit: " << r.status().message() << "\n";
     return 1;
   }
-  std::cout << "campaign " << (*r)["campaign_id"].get<std::string>() << ": " << (*r)["jobs"] << " jobs\n";
+  std::cout << "campaign " << r->campaign_id << ": " << r->jobs << " jobs\n";
   if (!wait) return 0;
-  return wait_for_campaign(client, (*r)["campaign_id"].get<std::string>(), stop_flag()) ? 0 : 1;
+  return wait_for_campaign(client, r->campaign_id, stop_flag()) ? 0 : 1;
 }
 
 int status(const ClientArgs& c, bool as_json) {
@@ -38,7 +38,7 @@ int status(const ClientArgs& c, bool as_json) {
     return 1;
   }
   if (as_json) {
-    std::cout << r->dump(2) << "\n";
+    std::cout << json(*r).dump(2) << "\n";
     return 0;
   }
   std::cout << format_status(*r);
@@ -52,8 +52,8 @@ int cancel(const ClientArgs& c, const std::string& campaign_id, const std::strin
     std::cerr << "autokernel cancel: " << r.status().message() << "\n";
     return 1;
   }
-  std::cout << "campaign " << campaign_id << " cancelled: " << (*r)["cancelled"] << " queued jobs ended, "
-            << (*r)["stopping"] << " running told to stop, " << (*r)["finished"] << " finished before\n";
+  std::cout << "campaign " << campaign_id << " cancelled: " << r->cancelled << " queued jobs ended, " << r->stopping
+            << " running told to stop, " << r->finished << " finished before\n";
   return 0;
 }
 
@@ -65,10 +65,10 @@ int results(const ClientArgs& c, const ResultsFilter& f, bool as_json, int limit
     return 1;
   }
   if (as_json) {
-    std::cout << (*r)["rows"].dump(2) << "\n";
+    std::cout << json(r->rows).dump(2) << "\n";
     return 0;
   }
-  std::cout << format_results((*r)["rows"], limit);
+  std::cout << format_results(r->rows, limit);
   return 0;
 }
 
@@ -80,12 +80,12 @@ int export_results(const ClientArgs& c, const std::string& campaign, const std::
     std::cerr << "autokernel export: " << r.status().message() << "\n";
     return 1;
   }
-  Status s = write_exports((*r)["rows"], tsv_path, json_path);
+  Status s = write_exports(r->rows, tsv_path, json_path);
   if (!s.ok()) {
     std::cerr << "autokernel export: " << s.message() << "\n";
     return 1;
   }
-  std::cout << "wrote " << (*r)["rows"].size() << " rows to " << tsv_path;
+  std::cout << "wrote " << r->rows.size() << " rows to " << tsv_path;
   if (!json_path.empty()) std::cout << " and " << json_path;
   std::cout << "\n";
   return 0;
@@ -109,8 +109,8 @@ int best(const ClientArgs& c, const BestArgs& a) {
       std::cerr << "autokernel best: import of " << a.import_path << " failed: " << r.status().message() << "\n";
       return 1;
     }
-    std::cout << "imported " << a.import_path << ": " << (*r)["entries"] << " entries, " << (*r)["stored"]
-              << " stored, " << (*r)["kept"] << " kept (this farm's entry was as fast or faster)\n";
+    std::cout << "imported " << a.import_path << ": " << r->entries << " entries, " << r->stored << " stored, "
+              << r->kept << " kept (this farm's entry was as fast or faster)\n";
   }
   auto r = client.best(a.query);
   if (!r.ok()) {
@@ -123,11 +123,11 @@ int best(const ClientArgs& c, const BestArgs& a) {
       std::cerr << "autokernel best: " << s.message() << "\n";
       return 1;
     }
-    std::cout << "wrote " << (*r)["entries"].size() << " entries to " << a.export_path << "\n";
+    std::cout << "wrote " << r->entries.size() << " entries to " << a.export_path << "\n";
     return 0;
   }
   if (a.json) {
-    std::cout << r->dump(2) << "\n";
+    std::cout << json(*r).dump(2) << "\n";
     return 0;
   }
   if (!a.import_path.empty()) return 0;

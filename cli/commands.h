@@ -7,13 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "common/stop_signal.h"
 #include "common/tuning.h"
 
 namespace ak::cli {
 
-// Set by SIGINT/SIGTERM; long-running commands stop cleanly when it becomes true.
-std::atomic<bool>& stop_flag();
-void install_signal_handlers();
+// Long-running commands stop cleanly when ak::stop_flag() (common/stop_signal.h) becomes true.
 
 struct CoordinatorArgs {
   std::string redis_url;   // empty: start a private redis-server in data_dir/redis

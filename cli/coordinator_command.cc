@@ -1,6 +1,6 @@
-// autokernel coordinator: Redis (given or private), the broker, /metrics.
-#include <signal.h>
+// autokernel coordinator: Redis (given or private), the coordinator, /metrics.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <iostream>
 
@@ -12,22 +12,6 @@
 #include "coordinator/metrics.h"
 
 namespace ak::cli {
-
-namespace {
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop.store(true); }
-}  // namespace
-
-std::atomic<bool>& stop_flag() { return g_stop; }
-
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-}
 
 int coordinator(const CoordinatorArgs& a) {
   std::unique_ptr<RedisServer> private_redis;
@@ -68,12 +52,12 @@ int coordinator(const CoordinatorArgs& a) {
     return 1;
   }
   // Readiness handshake for whoever started us (autokernel run, tests): one line on stdout.
-  nlohmann::json ready = {{"workers", coord.worker_endpoint()}, {"clients", coord.client_endpoint()},
-                          {"metrics_port", metrics.port()}, {"redis", url}, {"pid", getpid()}};
-  std::cout << "READY " << ready.dump() << std::endl;
+  const protocol::CoordinatorReadyLine ready{coord.worker_endpoint(), coord.client_endpoint(), metrics.port(), url,
+                                             getpid()};
+  std::cout << "READY " << nlohmann::json(ready).dump() << std::endl;
   spdlog::info("coordinator serving workers on {}, clients on {}, /metrics on port {}", coord.worker_endpoint(),
                coord.client_endpoint(), metrics.port());
-  Status s = coord.run(g_stop);
+  Status s = coord.run(stop_flag());
   if (!s.ok()) {
     std::cerr << "autokernel coordinator: " << s.message() << "\n";
     return 1;

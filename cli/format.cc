@@ -18,12 +18,16 @@ namespace ak::cli {
 
 using nlohmann::json;
 
+namespace pr = protocol;
+
 namespace {
-std::string fmt_double(const json& v, const char* f = "%.2f") {
-  if (!v.is_number()) return "-";
+std::string fmt_double(double v, const char* f = "%.2f") {
   char buf[64];
-  std::snprintf(buf, sizeof buf, f, v.get<double>());
+  std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+std::string fmt_double(const std::optional<double>& v, const char* f = "%.2f") {
+  return v ? fmt_double(*v, f) : "-";
 }
 std::string fmt_duration(double s) {
   char buf[64];
@@ -34,95 +38,85 @@ std::string fmt_duration(double s) {
   return buf;
 }
 // ": <reason>" of a cancelled campaign's status entry, or nothing when none was given.
-std::string reason_suffix(const json& campaign) {
-  const std::string r = campaign.value("cancel_reason", "");
-  return r.empty() ? "" : ": " + r;
+std::string reason_suffix(const pr::CampaignRow& campaign) {
+  return campaign.cancel_reason.empty() ? "" : ": " + campaign.cancel_reason;
 }
 }  // namespace
 
-std::string format_status(const json& st) {
+std::string format_status(const pr::StatusReply& st) {
   std::ostringstream os;
-  const auto& j = st["jobs"];
-  os << "jobs: " << j["queued"] << " queued, " << j["leased"] << " leased, " << j["done"] << " done, " << j["lost"]
-     << " lost";
-  os << "   results/hour: " << fmt_double(st["results_per_hour"], "%.0f") << "\n";
-  if (!st["results"].empty()) {
+  const auto& j = st.jobs;
+  os << "jobs: " << j.queued << " queued, " << j.leased << " leased, " << j.done << " done, " << j.lost << " lost";
+  os << "   results/hour: " << fmt_double(st.results_per_hour, "%.0f") << "\n";
+  if (!st.results.empty()) {
     os << "results:";
-    for (const auto& [k, v] : st["results"].items()) os << " " << k << "=" << v;
+    for (const auto& [k, v] : st.results) os << " " << k << "=" << v;
     os << "\n";
   }
-  os << "workers (" << st["workers"].size() << "):\n";
-  for (const auto& w : st["workers"]) {
+  os << "workers (" << st.workers.size() << "):\n";
+  for (const auto& w : st.workers) {
     char line[512];
-    std::snprintf(line, sizeof line, "  %-32s %-20s %-8s slots=%d leased=%zu seen %lldms ago\n",
-                  w["worker_id"].get<std::string>().c_str(), w["gpu"].get<std::string>().c_str(),
-                  w["arch"].get<std::string>().c_str(), w["slots"].get<int>(), w["leased"].size(),
-                  static_cast<long long>(w["last_seen_ms_ago"].get<int64_t>()));
+    std::snprintf(line, sizeof line, "  %-32s %-20s %-8s slots=%d leased=%zu seen %lldms ago\n", w.worker_id.c_str(),
+                  w.gpu.c_str(), w.arch.c_str(), w.slots, w.leased.size(), static_cast<long long>(w.last_seen_ms_ago));
     os << line;
     // The worker's calibration, as announced in READY.
-    const json c = w.value("ceilings", json::object());
-    if (c.value("copy_bandwidth_gbps", 0.0) > 0) {
+    const Ceilings& c = w.ceilings;
+    if (c.copy_bandwidth_gbps > 0) {
       std::string gemm;
-      const json rates = c.value("gemm_tflops", json::object());  // named: items() must not outlive it
-      for (const auto& [dtype, tf] : rates.items())
-        gemm += " " + dtype + " " + std::to_string(int(tf.get<double>() + 0.5));
-      std::snprintf(line, sizeof line, "    copy %.0f GB/s%s%s; datasheet %s\n", c["copy_bandwidth_gbps"].get<double>(),
+      for (const auto& [dtype, tf] : c.gemm_tflops) gemm += " " + dtype + " " + std::to_string(int(tf + 0.5));
+      std::snprintf(line, sizeof line, "    copy %.0f GB/s%s%s; datasheet %s\n", c.copy_bandwidth_gbps,
                     gemm.empty() ? "" : ", GEMM TFLOP/s", gemm.c_str(),
-                    c.value("datasheet_name", "").empty() ? "none" : c.value("datasheet_name", "").c_str());
+                    c.datasheet_name.empty() ? "none" : c.datasheet_name.c_str());
       os << line;
     }
   }
-  os << "campaigns (" << st["campaigns"].size() << "):\n";
-  for (const auto& c : st["campaigns"]) {
-    os << "  " << c["campaign_id"].get<std::string>() << " " << c["name"].get<std::string>() << ": "
-       << c["finished"] << "/" << c["total"] << " finished, " << c["pass"] << " pass, " << c["failed"] << " not pass";
-    if (!c["best"].is_null())
-      os << ", best " << fmt_double(c["best"]["speedup"]) << "x (" << c["best"]["shape"].get<std::string>() << " "
-         << c["best"]["dtype"].get<std::string>() << " " << c["best"]["config"].get<std::string>() << ")";
-    if (c.value("cancelled", false)) {
-      os << "; CANCELLED (" << c.value("cancelled_jobs", 0) << " jobs" << reason_suffix(c) << ")";
+  os << "campaigns (" << st.campaigns.size() << "):\n";
+  for (const auto& c : st.campaigns) {
+    os << "  " << c.campaign_id << " " << c.name << ": " << c.finished << "/" << c.total << " finished, " << c.pass
+       << " pass, " << c.failed << " not pass";
+    if (c.best)
+      os << ", best " << fmt_double(c.best->speedup) << "x (" << c.best->shape << " " << c.best->dtype << " "
+         << c.best->config << ")";
+    if (c.cancelled) {
+      os << "; CANCELLED (" << c.cancelled_jobs << " jobs" << reason_suffix(c) << ")";
     }
     os << "\n";
-    if (c.contains("studies")) os << format_studies(c);
+    if (c.is_study) os << format_studies(c);
   }
   return os.str();
 }
 
-std::string format_studies(const json& c) {
+std::string format_studies(const pr::CampaignRow& c) {
   std::ostringstream os;
   char line[512];
-  const json amdahl = c.value("amdahl", json::object());  // named: items() must not outlive it
-  for (const auto& [model, e] : amdahl.items()) {
+  for (const auto& [model, e] : c.amdahl) {
     std::snprintf(line, sizeof line, "    end-to-end estimate on %s: %.3fx (Amdahl, speedups over PyTorch)\n", model.c_str(),
-                  e.get<double>());
+                  e);
     os << line;
   }
   std::snprintf(line, sizeof line, "    %-3s %-44s %6s %6s %5s %11s %11s %8s %6s %-10s %8s\n", "id", "target", "share",
                 "trials", "fly", "torch_us", "best_us", "speedup", "stale", "stop", "ETA");
   os << line;
-  for (const auto& s : c["studies"]) {
-    const json& b = s["best"];
-    std::snprintf(line, sizeof line, "    %-3d %-44s %6.3f %6lld %5lld %11s %11s %8s %6lld %-10s %8s\n", s["study"].get<int>(),
-                  s["target"].get<std::string>().substr(0, 44).c_str(), s["share"].get<double>(),
-                  (long long)s["trials"].get<int64_t>(), (long long)s["in_flight"].get<int64_t>(),
-                  fmt_double(s["baseline_us"]).c_str(), b.is_null() ? "-" : fmt_double(b["latency_us"]).c_str(),
-                  b.is_null() ? "-" : fmt_double(b["speedup"], "%.3f").c_str(),
-                  (long long)s["since_improvement"].get<int64_t>(), s["stop"].get<std::string>().c_str(),
-                  s["done"].get<bool>() ? "-" : fmt_duration(s["eta_s"].get<double>()).c_str());
+  for (const auto& s : c.studies) {
+    const auto& b = s.best;
+    std::snprintf(line, sizeof line, "    %-3d %-44s %6.3f %6lld %5lld %11s %11s %8s %6lld %-10s %8s\n", s.study,
+                  s.target.substr(0, 44).c_str(), s.share, (long long)s.trials, (long long)s.in_flight,
+                  fmt_double(s.baseline_us).c_str(), !b ? "-" : fmt_double(b->latency_us).c_str(),
+                  !b ? "-" : fmt_double(b->speedup, "%.3f").c_str(), (long long)s.since_improvement, s.stop.c_str(),
+                  s.done ? "-" : fmt_duration(s.eta_s).c_str());
     os << line;
-    if (!b.is_null()) os << "        best " << b["config"].get<std::string>() << "\n";
+    if (b) os << "        best " << b->config << "\n";
   }
   return os.str();
 }
 
-std::string format_results(const json& rows_in, int limit) {
-  std::vector<json> rows(rows_in.begin(), rows_in.end());
-  std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
-    auto key = [](const json& r) { return r["campaign_id"].get<std::string>() + " " + r["shape"].get<std::string>() + " " + r["dtype"].get<std::string>(); };
-    if (key(a) != key(b)) return key(a) < key(b);
-    double sa = a["speedup_vs_pytorch"].is_number() ? a["speedup_vs_pytorch"].get<double>() : -1;
-    double sb = b["speedup_vs_pytorch"].is_number() ? b["speedup_vs_pytorch"].get<double>() : -1;
-    return sa > sb;
+std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit) {
+  std::vector<const pr::ResultRow*> rows;
+  for (const auto& r : rows_in) rows.push_back(&r);
+  std::stable_sort(rows.begin(), rows.end(), [](const pr::ResultRow* a, const pr::ResultRow* b) {
+    auto key = [](const pr::ResultRow& r) { return r.campaign_id + " " + r.shape + " " + r.dtype; };
+    if (key(*a) != key(*b)) return key(*a) < key(*b);
+    return a->speedup_vs_pytorch.value_or(-1) > b->speedup_vs_pytorch.value_or(-1);
   });
   std::ostringstream os;
   char line[1024];
@@ -130,53 +124,47 @@ std::string format_results(const json& rows_in, int limit) {
                 "att", "shape", "dtype", "config", "gpu", "latency_us", "torch_us", "speedup", "GB/s", "%peak", "job");
   os << line;
   int n = 0;
-  for (const auto& r : rows) {
+  for (const auto* rp : rows) {
+    const pr::ResultRow& r = *rp;
     if (limit > 0 && n++ >= limit) break;
     std::snprintf(line, sizeof line, "%-13s %-5d %-11s %-6s %-28s %-13s %11s %11s %8s %8s %7s  %s\n",
-                  r["correctness"].get<std::string>().c_str(), r["attempt"].get<int>(),
-                  r["shape"].get<std::string>().c_str(), r["dtype"].get<std::string>().c_str(),
-                  r["config"].get<std::string>().substr(0, 28).c_str(), r["gpu"].get<std::string>().substr(0, 13).c_str(),
-                  fmt_double(r["latency_us"]).c_str(), fmt_double(r["baseline_us"]).c_str(),
-                  fmt_double(r["speedup_vs_pytorch"], "%.3f").c_str(), fmt_double(r["bandwidth_gbps"], "%.1f").c_str(),
-                  fmt_double(r["pct_peak"], "%.1f").c_str(), r["job_id"].get<std::string>().c_str());
+                  r.correctness.c_str(), r.attempt, r.shape.c_str(), r.dtype.c_str(), r.config.substr(0, 28).c_str(),
+                  r.gpu.substr(0, 13).c_str(), fmt_double(r.latency_us).c_str(), fmt_double(r.baseline_us).c_str(),
+                  fmt_double(r.speedup_vs_pytorch, "%.3f").c_str(), fmt_double(r.bandwidth_gbps, "%.1f").c_str(),
+                  fmt_double(r.pct_peak, "%.1f").c_str(), r.job_id.c_str());
     os << line;
-    if (r["correctness"] != "PASS" && !r["reason"].get<std::string>().empty())
-      os << "    " << r["stage"].get<std::string>() << ": " << r["reason"].get<std::string>().substr(0, 200) << "\n";
+    if (r.correctness != "PASS" && !r.reason.empty()) os << "    " << r.stage << ": " << r.reason.substr(0, 200) << "\n";
   }
   return os.str();
 }
 
 Status write_file(const std::string& path, const std::string& text) { return write_file_atomically(path, text); }
 
-Status write_tuning_export(const json& doc, const std::string& path) {
-  return write_file(path, doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+Status write_tuning_export(const pr::BestReply& doc, const std::string& path) {
+  return write_file(path, json(doc).dump(1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
-std::string format_best(const json& doc) {
-  const auto& entries = doc.value("entries", json::array());
-  if (entries.empty()) return "the tuning database has no entry that matches\n";
+std::string format_best(const pr::BestReply& doc) {
+  if (doc.entries.empty()) return "the tuning database has no entry that matches\n";
   std::string out = fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11} {:>8}  {:<34} {}\n", "kernel", "backend",
                                 "gpu model", "dtype", "shape", "latency_us", "speedup", "config", "job / date");
-  for (const auto& e : entries) {
-    std::string shape;
-    for (const auto& d : e["shape"]) shape += (shape.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
-    std::string config;
-    for (const auto& [k, v] : e["config"].items()) config += (config.empty() ? "" : ",") + k + "=" + v.dump();
-    const json p = e.value("provenance", json::object());
-    out += fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11.2f} {:>7.2f}x  {:<34} {} {}\n",
-                       e.value("kernel_type", ""), e.value("backend", ""), e.value("gpu_model", ""),
-                       e.value("dtype", ""), shape, e.value("latency_us", 0.0), e.value("speedup", 0.0),
-                       config.empty() ? "-" : config, p.value("job_id", ""), p.value("date", ""));
+  for (const auto& e : doc.entries) {
+    const std::string config = config_string(e.config);
+    out += fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11.2f} {:>7.2f}x  {:<34} {} {}\n", e.kernel_type,
+                       backend_name(e.backend), e.gpu_model, dtype_name(e.dtype), shape_string(e.shape),
+                       e.m.latency_us, e.m.speedup, config.empty() ? "-" : config, e.job_id, e.date);
   }
   return out;
 }
 
-Status write_exports(const json& rows, const std::string& tsv_path, const std::string& json_path) {
+Status write_exports(const std::vector<pr::ResultRow>& rows, const std::string& tsv_path,
+                     const std::string& json_path) {
+  const json all = rows;
   std::string tsv = tsv_header() + "\n";
-  for (const auto& r : rows) tsv += tsv_line(r) + "\n";
+  for (const auto& r : all) tsv += tsv_line(r) + "\n";
   if (Status s = write_file(tsv_path, tsv); !s.ok()) return s;
   if (!json_path.empty()) {
-    if (Status s = write_file(json_path, rows.dump(1) + "\n"); !s.ok()) return s;
+    if (Status s = write_file(json_path, all.dump(1) + "\n"); !s.ok()) return s;
   }
   return {};
 }
@@ -199,17 +187,16 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
       continue;  // the client already waited out its timeout
     }
     failures = 0;
-    version = st->value("version", int64_t{-1});
-    for (const auto& c : (*st)["campaigns"]) {
-      if (c["campaign_id"] != campaign_id) continue;
-      const int64_t total = c["total"], fin = c["finished"], pass = c["pass"], failed = c["failed"];
+    version = st->version;
+    for (const auto& c : st->campaigns) {
+      if (c.campaign_id != campaign_id) continue;
+      const int64_t total = c.total, fin = c.finished, pass = c.pass, failed = c.failed;
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const double rate = fin / std::max(el, 1e-3);
       const double eta = rate > 0 ? (total - fin) / rate : -1;
-      std::string best = c["best"].is_null() ? "-" : fmt_double(c["best"]["speedup"], "%.3f") + "x " +
-                                                           c["best"]["shape"].get<std::string>() + " " +
-                                                           c["best"]["dtype"].get<std::string>() + " " +
-                                                           c["best"]["config"].get<std::string>();
+      std::string best = !c.best ? "-"
+                                 : fmt_double(c.best->speedup, "%.3f") + "x " + c.best->shape + " " + c.best->dtype +
+                                       " " + c.best->config;
       char line[512];
       std::snprintf(line, sizeof line, "[%lld/%lld] pass %lld  not-pass %lld  best %s  %.1f jobs/s  ETA %s",
                     (long long)fin, (long long)total, (long long)pass, (long long)failed, best.c_str(), rate,
@@ -221,9 +208,9 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
         std::cout << line << "\n" << std::flush;
       }
       last_printed = fin;
-      if (c.value("complete", fin >= total)) {
+      if (c.complete) {
         if (tty) std::cout << "\n";
-        if (c.value("cancelled", false)) {
+        if (c.cancelled) {
           std::cout << "campaign " << campaign_id << " was cancelled" << reason_suffix(c) << "\n";
           return false;
         }

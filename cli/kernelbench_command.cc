@@ -31,6 +31,7 @@ namespace ak::cli {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+namespace pr = protocol;
 
 namespace {
 
@@ -75,7 +76,7 @@ json problems_json(const std::vector<kernelbench::Problem>& ps) {
 // finished.
 struct CampaignRun {
   std::string id;
-  json rows;
+  std::vector<pr::ResultRow> rows;
   bool complete = false;
   int64_t jobs = 0;
   double wall_s = 0;
@@ -89,9 +90,9 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
   auto sub = client.submit(doc);
   if (!sub.ok()) return Status::invalid("campaign rejected: " + sub.status().message());
   CampaignRun run;
-  run.id = (*sub)["campaign_id"].get<std::string>();
-  run.jobs = (*sub)["jobs"].get<int64_t>();
-  std::cout << "campaign " << run.id << " (" << (*sub)["name"].get<std::string>() << "): " << run.jobs << " jobs\n";
+  run.id = sub->campaign_id;
+  run.jobs = sub->jobs;
+  std::cout << "campaign " << run.id << " (" << sub->name << "): " << run.jobs << " jobs\n";
   // (capped at a year, so the conversion to the clock's nanoseconds cannot overflow)
   const auto deadline = a.wait_s > 0 ? t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                 std::chrono::duration<double>(std::min(a.wait_s, 3.2e7)))
@@ -102,9 +103,8 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
   if (!rows.ok()) return Status::unavailable("coordinator lost: " + rows.status().message());
   // Jobs of a campaign cancelled (here or by someone else) measured nothing: they are neither
   // results nor failures in the files below.
-  run.rows = json::array();
-  for (auto& r : (*rows)["rows"])
-    if (r.value("correctness", "") != "CANCELLED") run.rows.push_back(std::move(r));
+  for (auto& r : rows->rows)
+    if (r.correctness != "CANCELLED") run.rows.push_back(std::move(r));
   if (!run.complete && a.cancel_at_stop) {
     auto c = client.cancel(run.id, "the client stopped following it");
     if (!c.ok()) {
@@ -115,7 +115,7 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
     }
     std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s)
               << " s and cancelled it: " << run.rows.size() << " of " << run.jobs << " jobs finished, "
-              << (*c)["cancelled"] << " queued ended, " << (*c)["stopping"] << " running stopped\n";
+              << c->cancelled << " queued ended, " << c->stopping << " running stopped\n";
   } else if (!run.complete) {
     std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s) << " s: "
               << run.rows.size() << " of " << run.jobs
@@ -147,24 +147,27 @@ fs::path timing_dir(const std::string& out, const std::string& gpu) {
   return timing / hardware_dir(gpu);
 }
 
-std::string mode_of(const json& task) {
-  if (task.value("mode", "") != "baseline") return "candidate";
-  if (!task.value("compile", false)) return "eager";
-  const std::string m = task.value("compile_mode", "default");
-  return m == "default" ? "compile" : "compile-" + m;
+std::string mode_of(const pr::KernelBenchTaskRow& task) {
+  if (task.mode != "baseline") return "candidate";
+  if (!task.compile) return "eager";
+  return task.compile_mode == "default" ? "compile" : "compile-" + task.compile_mode;
+}
+
+// The task of a KernelBench row (the coordinator adds it to every one), or an empty one.
+const pr::KernelBenchTaskRow& task_of(const pr::KernelBenchVerdict& kb) {
+  static const pr::KernelBenchTaskRow kNone;
+  return kb.task ? *kb.task : kNone;
 }
 
 // Baselines of every KernelBench baseline row the farm holds (optionally of some campaigns).
-std::vector<kernelbench::Baseline> farm_baselines(const json& rows) {
+std::vector<kernelbench::Baseline> farm_baselines(const std::vector<pr::ResultRow>& rows) {
   std::vector<kernelbench::Baseline> out;
   for (const auto& r : rows) {
-    if (!r.contains("kernelbench") || r["correctness"] != "PASS") continue;
-    const json& kb = r["kernelbench"];
-    const json task = kb.value("task", json::object());
-    if (task.value("mode", "") != "baseline") continue;
-    const json b = kb.value("baseline", json::object());
-    out.push_back({task.value("level", 0), task.value("problem_name", ""), r.value("gpu", ""), mode_of(task),
-                   b.value("mean_ms", 0.0)});
+    if (!r.kernelbench || r.correctness != "PASS") continue;
+    const pr::KernelBenchTaskRow& task = task_of(*r.kernelbench);
+    if (task.mode != "baseline") continue;
+    const auto& b = r.kernelbench->baseline;
+    out.push_back({task.level, task.problem_name, r.gpu, mode_of(task), b ? b->mean_ms.value_or(0.0) : 0.0});
   }
   return out;
 }
@@ -223,29 +226,29 @@ json print_scores(const std::vector<kernelbench::SampleEval>& evals, const std::
   return scores;
 }
 
-void print_phase_summary(const json& rows) {
+void print_phase_summary(const std::vector<pr::ResultRow>& rows) {
   static const char* kOrder[] = {"start", "load", "inputs", "shared_wait", "build", "compile", "exclusive_wait", "timed"};
   std::map<std::string, double> sum;
   std::vector<std::pair<double, std::string>> longest;  // (job's seconds, "level name (phases)")
   int jobs = 0;
   for (const auto& r : rows) {
-    if (!r.contains("kernelbench") || r["correctness"] != "PASS") continue;
-    const json& kb = r["kernelbench"];
-    const json phases = kb.value("baseline", json::object()).value("phases_s", json::object());
-    if (!phases.is_object() || phases.empty()) continue;
+    if (!r.kernelbench || r.correctness != "PASS") continue;
+    const pr::KernelBenchVerdict& kb = *r.kernelbench;
+    if (!kb.baseline || !kb.baseline->phases_s || kb.baseline->phases_s->empty()) continue;
+    const std::map<std::string, double>& phases = *kb.baseline->phases_s;
     ++jobs;
     double total = 0;
     std::string parts;
     for (const char* name : kOrder) {
-      if (!phases.contains(name)) continue;
-      const double v = phases.value(name, 0.0);
+      const auto it = phases.find(name);
+      if (it == phases.end()) continue;
+      const double v = it->second;
       sum[name] += v;
       total += v;
       if (v >= 0.05) parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : ", ", name, v);
     }
-    const json task = kb.value("task", json::object());
-    longest.emplace_back(total, fmt::format("level {} {} {:.1f} s ({})", task.value("level", 0),
-                                            task.value("problem_name", ""), total, parts));
+    const pr::KernelBenchTaskRow& task = task_of(kb);
+    longest.emplace_back(total, fmt::format("level {} {} {:.1f} s ({})", task.level, task.problem_name, total, parts));
   }
   if (jobs == 0) return;
   std::string line;
@@ -369,27 +372,26 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb baseline: " << run.status().message() << "\n";
     return 1;
   }
-  const json* rows = &run->rows;
+  const std::vector<pr::ResultRow>* rows = &run->rows;
   // KernelBench's layout: results/timing/<hardware>/<file>: {"level1": {"<name>.py": stats}}.
   std::map<std::pair<std::string, std::string>, json> files;  // (GPU model, mode) -> document
   int ok = 0, failed = 0;
   for (const auto& r : *rows) {
-    if (!r.contains("kernelbench")) continue;
-    const json& kb = r["kernelbench"];
-    const json task = kb.value("task", json::object());
-    const json b = kb.value("baseline", json::object());
-    if (r["correctness"] != "PASS") {
+    if (!r.kernelbench) continue;
+    const pr::KernelBenchVerdict& kb = *r.kernelbench;
+    const pr::KernelBenchTaskRow& task = task_of(kb);
+    if (r.correctness != "PASS") {
       ++failed;
-      std::cout << "  failed: level " << task.value("level", 0) << " " << task.value("problem_name", "") << " "
-                << mode_of(task) << ": " << r.value("correctness", "") << " " << r.value("reason", "") << "\n";
+      std::cout << "  failed: level " << task.level << " " << task.problem_name << " " << mode_of(task) << ": "
+                << r.correctness << " " << r.reason << "\n";
       continue;
     }
     ++ok;
-    json stats = b.value("stats", json::object());
-    stats["hardware"] = b.value("hardware", r.value("gpu", ""));
-    stats["device"] = b.value("device", "");
-    files[{r.value("gpu", "cpu"), mode_of(task)}]["level" + std::to_string(task.value("level", 0))]
-         [task.value("problem_name", "")] = stats;
+    const pr::KernelBenchBaseline b = kb.baseline.value_or(pr::KernelBenchBaseline{});
+    json stats = b.stats.value_or(json::object());
+    stats["hardware"] = b.hardware.value_or(r.gpu);
+    stats["device"] = b.device.value_or("");
+    files[{r.gpu, mode_of(task)}]["level" + std::to_string(task.level)][task.problem_name] = stats;
   }
   // Into the file already there, if any: the problems measured now replace their entries, the
   // others stay, so levels or id ranges measured one after the other build one file.
@@ -470,27 +472,30 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb sweep: " << run.status().message() << "\n";
     return 1;
   }
-  const json* rows = &run->rows;
+  const std::vector<pr::ResultRow>* rows = &run->rows;
   // KernelBench's eval_results.json per level: {"<problem_id>": [{sample_id, compiled,
   // correctness, metadata, runtime, runtime_stats}, ...]}, plus the strict columns beside.
   std::map<int, json> eval;
   std::vector<kernelbench::SampleEval> evals;
   std::map<std::string, int> verdicts;
   for (const auto& r : *rows) {
-    if (!r.contains("kernelbench")) continue;
-    const json& kb = r["kernelbench"];
-    const json task = kb.value("task", json::object());
-    const bool compiled = kb.value("compiled", false), correct = kb.value("correctness", false);
-    const double runtime = kb.value("runtime_ms", -1.0);
-    const json judge = kb.value("judge", json());
-    json e = {{"sample_id", task.value("sample_id", 0)}, {"compiled", compiled}, {"correctness", correct},
-              {"metadata", kb.value("metadata", json::object())}, {"runtime", runtime},
-              {"runtime_stats", kb.value("runtime_stats", json::object())}, {"status", r.value("correctness", "")},
-              {"strict", kb.value("strict", json::object())}, {"judge", judge}};
-    eval[task.value("level", 0)][std::to_string(task.value("problem_id", 0))].push_back(e);
-    ++verdicts[kb.value("verdict", r.value("correctness", "?"))];
-    evals.push_back({task.value("level", 0), task.value("problem_id", 0), task.value("problem_name", ""),
-                     task.value("sample_id", 0), r.value("gpu", ""), compiled, correct, runtime});
+    if (!r.kernelbench) continue;
+    const pr::KernelBenchVerdict& kb = *r.kernelbench;
+    const pr::KernelBenchTaskRow& task = task_of(kb);
+    const bool compiled = kb.compiled.value_or(false), correct = kb.correctness.value_or(false);
+    const double runtime = kb.runtime_ms.value_or(-1.0);
+    json e = {{"sample_id", task.sample_id},
+              {"compiled", compiled},
+              {"correctness", correct},
+              {"metadata", kb.metadata.value_or(json::object())},
+              {"runtime", runtime},
+              {"runtime_stats", kb.runtime_stats.value_or(json::object())},
+              {"status", r.correctness},
+              {"strict", kb.strict.value_or(json::object())},
+              {"judge", kb.judge.value_or(json())}};
+    eval[task.level][std::to_string(task.problem_id)].push_back(e);
+    ++verdicts[kb.verdict.value_or(r.correctness)];
+    evals.push_back({task.level, task.problem_id, task.problem_name, task.sample_id, r.gpu, compiled, correct, runtime});
   }
   for (const auto& [level, e] : eval) {
     const fs::path p = fs::path(a.out) / ("level" + std::to_string(level)) / "eval_results.json";
@@ -506,7 +511,7 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     std::cerr << "autokernel kb sweep: " << all.status().message() << "\n";
     return 1;
   }
-  auto baselines = farm_baselines((*all)["rows"]);
+  auto baselines = farm_baselines(all->rows);
   // Then the files' baselines, for what the farm has not measured itself.
   add_file_baselines(baselines, a.baseline_files, *file_baselines);
   // Scores cover the selected problems: a sweep of level 1 gives level 1's fast_p over all its

@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%P] %v");
-  install_signal_handlers();
+  ak::install_stop_signal_handlers();
 
   if (*run) return ak::cli::run(run_args);
   if (*coord) return ak::cli::coordinator(co);

@@ -76,10 +76,15 @@ int run(const RunArgs& a) {
     std::cerr << "autokernel run: coordinator did not come up: " << ready_line.status().message() << "\n";
     return 1;
   }
-  json ready = json::parse(*ready_line);
-  const std::string workers_ep = ready["workers"], clients_ep = ready["clients"];
+  auto ready = protocol::parse_reply<protocol::CoordinatorReadyLine>(
+      json::parse(*ready_line, nullptr, /*allow_exceptions=*/false));
+  if (!ready.ok()) {
+    std::cerr << "autokernel run: coordinator sent an unreadable READY line: " << ready.status().message() << "\n";
+    return 1;
+  }
+  const std::string workers_ep = ready->workers, clients_ep = ready->clients;
   std::cout << "coordinator up: workers " << workers_ep << ", clients " << clients_ep << ", /metrics on port "
-            << ready["metrics_port"] << ", redis " << ready["redis"].get<std::string>() << "\n";
+            << ready->metrics_port << ", redis " << ready->redis << "\n";
 
   // 4. Workers: one process per GPU, or cpu_workers CPU workers.
   std::vector<ChildProcess> workers;
@@ -108,7 +113,7 @@ int run(const RunArgs& a) {
   // 5. Submit, follow, export.
   CoordinatorClient client(clients_ep, std::chrono::seconds(30));
   int rc = 0;
-  json all_rows = json::array();
+  std::vector<protocol::ResultRow> all_rows;
   for (const json& campaign : campaigns) {
     auto sub = client.submit(campaign);
     if (!sub.ok()) {
@@ -116,17 +121,16 @@ int run(const RunArgs& a) {
       rc = 1;
       break;
     }
-    const std::string cid = (*sub)["campaign_id"];
-    std::cout << "campaign " << cid << " (" << (*sub)["name"].get<std::string>() << "): " << (*sub)["jobs"]
-              << " jobs\n";
+    const std::string cid = sub->campaign_id;
+    std::cout << "campaign " << cid << " (" << sub->name << "): " << sub->jobs << " jobs\n";
     if (!wait_for_campaign(client, cid, stop_flag())) rc = 1;
     // A study campaign's final table (per study: trials, best, speedup over PyTorch, why it
     // stopped; the end-to-end estimate), printed and kept as studies-<campaign>.json.
     if (auto st = client.status(); st.ok())
-      for (const auto& c : (*st)["campaigns"])
-        if (c["campaign_id"] == cid && c.contains("studies")) {
+      for (const auto& c : st->campaigns)
+        if (c.campaign_id == cid && c.is_study) {
           std::cout << format_studies(c);
-          std::ofstream(a.out_dir + "/studies-" + cid + ".json") << c.dump(1) << "\n";
+          std::ofstream(a.out_dir + "/studies-" + cid + ".json") << json(c).dump(1) << "\n";
         }
     auto rows = client.results(cid, "");
     if (!rows.ok()) {
@@ -134,7 +138,7 @@ int run(const RunArgs& a) {
       rc = 1;
       break;
     }
-    for (const json& r : (*rows)["rows"]) all_rows.push_back(r);
+    for (auto& r : rows->rows) all_rows.push_back(std::move(r));
     if (rc != 0) break;  // interrupted
   }
   const std::string tsv = a.out_dir + "/results.tsv", js = a.out_dir + "/results.json";
@@ -151,7 +155,7 @@ int run(const RunArgs& a) {
   if (auto best = client.best(TuningQuery{}); best.ok()) {
     const std::string path = a.out_dir + "/tuning.json";
     if (Status w = write_tuning_export(*best, path); w.ok())
-      std::cout << "wrote " << (*best)["entries"].size() << " tuning-database entries to " << path << "\n";
+      std::cout << "wrote " << best->entries.size() << " tuning-database entries to " << path << "\n";
     else
       std::cerr << "autokernel run: " << w.message() << "\n";
   } else {

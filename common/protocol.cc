@@ -1,5 +1,8 @@
 #include "common/protocol.h"
 
+#include <stdexcept>
+#include <type_traits>
+
 namespace ak::protocol {
 
 using nlohmann::json;
@@ -151,5 +154,463 @@ DecodeResult decode(std::string_view frame, size_t max_frame_bytes) {
     return fail(ErrorCode::kBadBody, "body of " + type + " does not match its schema: " + e.what());
   }
 }
+
+// ---- replies
+//
+// Every key of a reply is named in this section and nowhere else (PROTOCOL.md, "Replies").
+// Reading goes through Fields, which names the key at fault when one is missing or of another type.
+
+namespace {
+
+// A missing or mistyped field, with the path to it ("campaigns: best: speedup: ...").
+class FieldError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+const char* json_type(const json& v) { return v.type_name(); }
+
+template <typename T>
+T read_as(const json& v, const char* key) {
+  try {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (!v.is_number_integer())
+        throw FieldError(std::string(key) + ": expected an integer, got " + json_type(v) + " " + v.dump().substr(0, 40));
+    }
+    return v.get<T>();
+  } catch (const FieldError& e) {
+    if (std::string_view(e.what()).rfind(key, 0) == 0) throw;  // already names this key
+    throw FieldError(std::string(key) + ": " + e.what());
+  } catch (const std::exception& e) {
+    throw FieldError(std::string(key) + ": " + e.what());
+  }
+}
+
+class Fields {
+ public:
+  Fields(const json& j, const char* what) : j_(j) {
+    if (!j.is_object()) throw FieldError(std::string(what) + " must be an object, got " + json_type(j));
+  }
+  bool has(const char* k) const { return j_.contains(k); }
+  // A field that must be there.
+  template <typename T>
+  void req(const char* k, T& out) const {
+    if (!j_.contains(k)) throw FieldError(std::string(k) + ": missing");
+    out = read_as<T>(j_.at(k), k);
+  }
+  // A field that must be there and may be null (a figure of a job that did not pass, ...).
+  template <typename T>
+  void nullable(const char* k, std::optional<T>& out) const {
+    if (!j_.contains(k)) throw FieldError(std::string(k) + ": missing");
+    const json& v = j_.at(k);
+    if (v.is_null()) out.reset();
+    else out = read_as<T>(v, k);
+  }
+  // A field that may be absent; null counts as absent (the caller keeps it with the others).
+  template <typename T>
+  void maybe(const char* k, std::optional<T>& out) const {
+    out.reset();
+    if (!j_.contains(k) || j_.at(k).is_null()) return;
+    out = read_as<T>(j_.at(k), k);
+  }
+  // A field that may be absent; the default stays.
+  template <typename T>
+  void with_default(const char* k, T& out) const {
+    if (j_.contains(k)) out = read_as<T>(j_.at(k), k);
+  }
+
+ private:
+  const json& j_;
+};
+
+template <typename T>
+json nullable_json(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// Keys of `j` that are neither in `typed` nor in `passed`, with their values, and the nulls of
+// `typed` keys (a typed field holds no null, so it is written back from here as it came).
+json others(const json& j, std::initializer_list<const char*> typed, std::initializer_list<const char*> passed) {
+  json out = json::object();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool named = false;
+    for (const char* n : typed)
+      if (it.key() == n) named = !it.value().is_null();
+    for (const char* n : passed)
+      if (it.key() == n) named = true;
+    if (!named) out[it.key()] = it.value();
+  }
+  return out;
+}
+
+template <typename T>
+void put_if(json& j, const char* k, const std::optional<T>& v) {
+  if (v) j[k] = *v;
+}
+
+}  // namespace
+
+void to_json(json& j, const SubmitReply& v) {
+  j = {{"campaign_id", v.campaign_id}, {"jobs", v.jobs}, {"name", v.name}};
+  put_if(j, "studies", v.studies);
+}
+void from_json(const json& j, SubmitReply& v) {
+  Fields f(j, "SUBMIT reply");
+  f.req("campaign_id", v.campaign_id);
+  f.req("jobs", v.jobs);
+  f.req("name", v.name);
+  f.maybe("studies", v.studies);
+}
+
+void to_json(json& j, const CancelReply& v) {
+  j = {{"campaign_id", v.campaign_id}, {"cancelled", v.cancelled}, {"stopping", v.stopping}, {"finished", v.finished}};
+}
+void from_json(const json& j, CancelReply& v) {
+  Fields f(j, "CANCEL reply");
+  f.req("campaign_id", v.campaign_id);
+  f.req("cancelled", v.cancelled);
+  f.req("stopping", v.stopping);
+  f.req("finished", v.finished);
+}
+
+void to_json(json& j, const BestReply& v) {
+  j = {{"format", v.format}, {"exported_wall_ms", v.exported_wall_ms}, {"exported", v.exported},
+       {"entries", v.entries}};
+}
+void from_json(const json& j, BestReply& v) {
+  Fields f(j, "BEST reply");
+  f.req("format", v.format);
+  f.req("exported_wall_ms", v.exported_wall_ms);
+  f.req("exported", v.exported);
+  f.req("entries", v.entries);
+}
+
+void to_json(json& j, const ImportBestReply& v) {
+  j = {{"entries", v.entries}, {"stored", v.stored}, {"kept", v.kept}};
+}
+void from_json(const json& j, ImportBestReply& v) {
+  Fields f(j, "IMPORT_BEST reply");
+  f.req("entries", v.entries);
+  f.req("stored", v.stored);
+  f.req("kept", v.kept);
+}
+
+void to_json(json& j, const JobCounts& v) {
+  j = {{"queued", v.queued}, {"leased", v.leased}, {"done", v.done}, {"lost", v.lost}};
+}
+void from_json(const json& j, JobCounts& v) {
+  Fields f(j, "jobs");
+  f.req("queued", v.queued);
+  f.req("leased", v.leased);
+  f.req("done", v.done);
+  f.req("lost", v.lost);
+}
+
+void to_json(json& j, const WorkerRow& v) {
+  j = {{"worker_id", v.worker_id}, {"gpu", v.gpu},       {"arch", v.arch},
+       {"pci_id", v.pci_id},       {"backends", v.backends}, {"slots", v.slots},
+       {"leased", v.leased},       {"last_seen_ms_ago", v.last_seen_ms_ago}, {"ceilings", v.ceilings}};
+}
+void from_json(const json& j, WorkerRow& v) {
+  Fields f(j, "worker");
+  f.req("worker_id", v.worker_id);
+  f.req("gpu", v.gpu);
+  f.req("arch", v.arch);
+  f.req("pci_id", v.pci_id);
+  f.req("backends", v.backends);
+  f.req("slots", v.slots);
+  f.req("leased", v.leased);
+  f.req("last_seen_ms_ago", v.last_seen_ms_ago);
+  f.req("ceilings", v.ceilings);
+}
+
+void to_json(json& j, const CampaignBest& v) {
+  j = {{"job_id", v.job_id}, {"latency_us", v.latency_us}, {"speedup", v.speedup},
+       {"shape", v.shape},   {"dtype", v.dtype},           {"config", v.config}};
+}
+void from_json(const json& j, CampaignBest& v) {
+  Fields f(j, "best");
+  f.req("job_id", v.job_id);
+  f.req("latency_us", v.latency_us);
+  f.req("speedup", v.speedup);
+  f.req("shape", v.shape);
+  f.req("dtype", v.dtype);
+  f.req("config", v.config);
+}
+
+void to_json(json& j, const StudyBest& v) {
+  j = {{"latency_us", v.latency_us}, {"job_id", v.job_id}, {"config", v.config}, {"speedup", v.speedup}};
+}
+void from_json(const json& j, StudyBest& v) {
+  Fields f(j, "best");
+  f.req("latency_us", v.latency_us);
+  f.req("job_id", v.job_id);
+  f.req("config", v.config);
+  f.req("speedup", v.speedup);
+}
+
+void to_json(json& j, const StudyRow& v) {
+  j = {{"study", v.study},
+       {"target", v.target},
+       {"gpu_model", v.gpu_model},
+       {"share", v.share},
+       {"trials", v.trials},
+       {"in_flight", v.in_flight},
+       {"passed", v.passed},
+       {"baseline_us", v.baseline_us},
+       {"roofline_us", v.roofline_us},
+       {"best", nullable_json(v.best)},
+       {"since_improvement", v.since_improvement},
+       {"stop", v.stop},
+       {"done", v.done},
+       {"eta_s", v.eta_s}};
+}
+void from_json(const json& j, StudyRow& v) {
+  Fields f(j, "study");
+  f.req("study", v.study);
+  f.req("target", v.target);
+  f.req("gpu_model", v.gpu_model);
+  f.req("share", v.share);
+  f.req("trials", v.trials);
+  f.req("in_flight", v.in_flight);
+  f.req("passed", v.passed);
+  f.req("baseline_us", v.baseline_us);
+  f.req("roofline_us", v.roofline_us);
+  f.nullable("best", v.best);
+  f.req("since_improvement", v.since_improvement);
+  f.req("stop", v.stop);
+  f.req("done", v.done);
+  f.req("eta_s", v.eta_s);
+}
+
+void to_json(json& j, const CampaignRow& v) {
+  j = {{"campaign_id", v.campaign_id},
+       {"name", v.name},
+       {"total", v.total},
+       {"finished", v.finished},
+       {"pass", v.pass},
+       {"failed", v.failed},
+       {"best", nullable_json(v.best)},
+       {"submitted_wall_ms", v.submitted_wall_ms},
+       {"complete", v.complete}};
+  if (v.is_study) {
+    j["kind"] = "study";
+    j["amdahl"] = v.amdahl;
+    j["studies"] = v.studies;
+  }
+  if (v.cancelled) {
+    j["cancelled"] = true;
+    j["cancelled_jobs"] = v.cancelled_jobs;
+    j["cancel_reason"] = v.cancel_reason;
+  }
+}
+void from_json(const json& j, CampaignRow& v) {
+  Fields f(j, "campaign");
+  f.req("campaign_id", v.campaign_id);
+  f.req("name", v.name);
+  f.req("total", v.total);
+  f.req("finished", v.finished);
+  f.req("pass", v.pass);
+  f.req("failed", v.failed);
+  f.nullable("best", v.best);
+  f.req("submitted_wall_ms", v.submitted_wall_ms);
+  f.req("complete", v.complete);
+  std::string kind;
+  f.with_default("kind", kind);
+  v.is_study = kind == "study";
+  v.amdahl.clear();
+  v.studies.clear();
+  if (v.is_study) {
+    f.req("amdahl", v.amdahl);
+    f.req("studies", v.studies);
+  }
+  v.cancelled = false;
+  v.cancelled_jobs = 0;
+  v.cancel_reason.clear();
+  f.with_default("cancelled", v.cancelled);
+  if (v.cancelled) {
+    f.req("cancelled_jobs", v.cancelled_jobs);
+    f.req("cancel_reason", v.cancel_reason);
+  }
+}
+
+void to_json(json& j, const StatusReply& v) {
+  j = {{"jobs", v.jobs},         {"results", v.results},   {"workers", v.workers},
+       {"campaigns", v.campaigns}, {"uptime_s", v.uptime_s}, {"version", v.version},
+       {"results_per_hour", v.results_per_hour}};
+}
+void from_json(const json& j, StatusReply& v) {
+  Fields f(j, "STATUS reply");
+  f.req("jobs", v.jobs);
+  f.req("results", v.results);
+  f.req("workers", v.workers);
+  f.req("campaigns", v.campaigns);
+  f.req("uptime_s", v.uptime_s);
+  f.req("version", v.version);
+  f.req("results_per_hour", v.results_per_hour);
+}
+
+void to_json(json& j, const KernelBenchTaskRow& v) {
+  j = {{"mode", v.mode},       {"level", v.level},         {"problem_id", v.problem_id},
+       {"problem_name", v.problem_name}, {"sample_id", v.sample_id}, {"backend", v.backend},
+       {"precision", v.precision}, {"compile", v.compile}, {"compile_mode", v.compile_mode}};
+}
+void from_json(const json& j, KernelBenchTaskRow& v) {
+  Fields f(j, "task");
+  f.req("mode", v.mode);
+  f.req("level", v.level);
+  f.req("problem_id", v.problem_id);
+  f.req("problem_name", v.problem_name);
+  f.req("sample_id", v.sample_id);
+  f.req("backend", v.backend);
+  f.req("precision", v.precision);
+  f.req("compile", v.compile);
+  f.req("compile_mode", v.compile_mode);
+}
+
+namespace {
+// A passed-through value: as it came (a null included), or nullopt when absent.
+std::optional<json> passthrough(const json& j, const char* k) {
+  return j.contains(k) ? std::optional<json>(j.at(k)) : std::nullopt;
+}
+}  // namespace
+
+void to_json(json& j, const KernelBenchBaseline& v) {
+  j = v.other.is_object() ? v.other : json::object();
+  put_if(j, "ok", v.ok);
+  put_if(j, "error", v.error);
+  put_if(j, "mean_ms", v.mean_ms);
+  put_if(j, "stats", v.stats);
+  put_if(j, "hardware", v.hardware);
+  put_if(j, "device", v.device);
+  put_if(j, "phases_s", v.phases_s);
+}
+void from_json(const json& j, KernelBenchBaseline& v) {
+  Fields f(j, "baseline");
+  f.maybe("ok", v.ok);
+  f.maybe("error", v.error);
+  f.maybe("mean_ms", v.mean_ms);
+  v.stats = passthrough(j, "stats");
+  f.maybe("hardware", v.hardware);
+  f.maybe("device", v.device);
+  f.maybe("phases_s", v.phases_s);
+  v.other = others(j, {"ok", "error", "mean_ms", "hardware", "device", "phases_s"}, {"stats"});
+}
+
+void to_json(json& j, const KernelBenchVerdict& v) {
+  j = v.other.is_object() ? v.other : json::object();
+  put_if(j, "mode", v.mode);
+  put_if(j, "step", v.step);
+  put_if(j, "verdict", v.verdict);
+  put_if(j, "compiled", v.compiled);
+  put_if(j, "correctness", v.correctness);
+  put_if(j, "runtime_ms", v.runtime_ms);
+  put_if(j, "ref_runtime_ms", v.ref_runtime_ms);
+  put_if(j, "metadata", v.metadata);
+  put_if(j, "runtime_stats", v.runtime_stats);
+  put_if(j, "strict", v.strict);
+  put_if(j, "judge", v.judge);
+  put_if(j, "baseline", v.baseline);
+  put_if(j, "task", v.task);
+}
+void from_json(const json& j, KernelBenchVerdict& v) {
+  Fields f(j, "kernelbench");
+  f.maybe("mode", v.mode);
+  f.maybe("step", v.step);
+  f.maybe("verdict", v.verdict);
+  f.maybe("compiled", v.compiled);
+  f.maybe("correctness", v.correctness);
+  f.maybe("runtime_ms", v.runtime_ms);
+  f.maybe("ref_runtime_ms", v.ref_runtime_ms);
+  v.metadata = passthrough(j, "metadata");
+  v.runtime_stats = passthrough(j, "runtime_stats");
+  v.strict = passthrough(j, "strict");
+  v.judge = passthrough(j, "judge");
+  f.maybe("baseline", v.baseline);
+  f.maybe("task", v.task);
+  v.other = others(j,
+                   {"mode", "step", "verdict", "compiled", "correctness", "runtime_ms", "ref_runtime_ms", "baseline",
+                    "task"},
+                   {"metadata", "runtime_stats", "strict", "judge"});
+}
+
+Result<KernelBenchVerdict> parse_kernelbench_verdict(const json& doc) {
+  try {
+    return doc.get<KernelBenchVerdict>();
+  } catch (const std::exception& e) {
+    return Status::invalid(std::string("KernelBench result does not match KernelBenchVerdict: ") + e.what());
+  }
+}
+
+#define AK_ROW_FIELDS(X, N)                                                                                 \
+  X(experiment) X(tag) X(kernel_type) N(throughput_tflops) N(latency_us) N(pct_peak) N(speedup_vs_pytorch)  \
+  X(correctness) N(peak_vram_mb) X(description) X(job_id) X(attempt) X(gpu) X(worker) X(shape) X(dtype)     \
+  X(config) X(source_hash) X(backend) N(baseline_us) N(bandwidth_gbps) N(samples) N(cv) X(compile_ms)       \
+  N(cold_l2) N(rel_se) X(max_abs_error) X(verification) N(flops) N(bytes) N(bound) N(pct_peak_datasheet)    \
+  N(peak_tflops) N(input_sets) N(audit_us) N(stop_reason) N(sm_clock_mhz) N(power_w) N(temperature_c)       \
+  N(clock_reasons) N(throttled) X(stage) X(reason) X(campaign_id) X(completed_wall_ms)
+
+void to_json(json& j, const ResultRow& v) {
+  j = json::object();
+#define X(f) j[#f] = v.f;
+#define N(f) j[#f] = nullable_json(v.f);
+  AK_ROW_FIELDS(X, N)
+#undef X
+#undef N
+  put_if(j, "kernelbench", v.kernelbench);
+}
+void from_json(const json& j, ResultRow& v) {
+  Fields f(j, "row");
+#define X(k) f.req(#k, v.k);
+#define N(k) f.nullable(#k, v.k);
+  AK_ROW_FIELDS(X, N)
+#undef X
+#undef N
+  f.maybe("kernelbench", v.kernelbench);
+}
+#undef AK_ROW_FIELDS
+
+void to_json(json& j, const ResultsReply& v) { j = {{"rows", v.rows}}; }
+void from_json(const json& j, ResultsReply& v) {
+  Fields f(j, "RESULTS reply");
+  f.req("rows", v.rows);
+}
+
+void to_json(json& j, const CoordinatorReadyLine& v) {
+  j = {{"workers", v.workers}, {"clients", v.clients}, {"metrics_port", v.metrics_port}, {"redis", v.redis},
+       {"pid", v.pid}};
+}
+void from_json(const json& j, CoordinatorReadyLine& v) {
+  Fields f(j, "READY line");
+  f.req("workers", v.workers);
+  f.req("clients", v.clients);
+  f.req("metrics_port", v.metrics_port);
+  f.req("redis", v.redis);
+  f.req("pid", v.pid);
+}
+
+namespace {
+template <typename T>
+const char* reply_type_name();
+#define AK_PROTOCOL_NAME(T) \
+  template <>               \
+  const char* reply_type_name<T>() { return #T; }
+AK_PROTOCOL_REPLY_TYPES(AK_PROTOCOL_NAME)
+#undef AK_PROTOCOL_NAME
+}  // namespace
+
+template <typename T>
+Result<T> parse_reply(const json& body) {
+  try {
+    return body.get<T>();
+  } catch (const std::exception& e) {
+    return Status::internal(std::string("coordinator reply does not match ") + reply_type_name<T>() + ": " + e.what() +
+                            "; are the CLI and the coordinator of the same version?");
+  }
+}
+
+#define AK_PROTOCOL_INSTANTIATE(T) template Result<T> parse_reply<T>(const json& body);
+AK_PROTOCOL_REPLY_TYPES(AK_PROTOCOL_INSTANTIATE)
+#undef AK_PROTOCOL_INSTANTIATE
 
 }  // namespace ak::protocol

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/job.h"
+#include "common/status.h"
 #include "common/tuning.h"
 
 namespace ak::protocol {
@@ -119,8 +121,11 @@ struct Cancel {
 struct ImportBest {
   nlohmann::json document;  // an export document (tuning_export)
 };
+// The answer to a client request. On the wire its body is the request's reply struct below
+// (SubmitReply for SUBMIT, ...), written by to_json; the client reads it back with
+// parse_reply<T>(). Reply itself stays untyped so one envelope type serves every request.
 struct Reply {
-  nlohmann::json body;  // request-specific; see PROTOCOL.md
+  nlohmann::json body;  // request-specific; see PROTOCOL.md, "Replies"
 };
 
 using Message = std::variant<Ready, Heartbeat, ResultMsg, Disconnect, Job, Ack, CancelJob, Error, Submit,
@@ -138,5 +143,250 @@ DecodeResult decode(std::string_view frame);
 DecodeResult decode(std::string_view frame, size_t max_frame_bytes);
 // The wire name of a message ("READY", ...).
 const char* type_name(const Message& m);
+
+// ---- replies to client requests (the body of a REPLY), and the records they carry.
+// to_json and from_json of each are in common/protocol.cc, the one place that names their keys.
+// from_json throws nlohmann::json::exception on a missing or mistyped required field; callers go
+// through parse_reply(), which turns that into a Status naming the struct and the field.
+
+// SUBMIT
+struct SubmitReply {
+  std::string campaign_id;
+  int64_t jobs = 0;                // jobs submitted now (a study campaign: its first proposals)
+  std::string name;
+  std::optional<int64_t> studies;  // study campaigns only: how many studies
+};
+
+// CANCEL (Scheduler::CancelCounts)
+struct CancelReply {
+  std::string campaign_id;
+  int64_t cancelled = 0;  // queued jobs ended CANCELLED now
+  int64_t stopping = 0;   // running jobs whose workers were told to stop
+  int64_t finished = 0;   // jobs that had ended before
+};
+
+// BEST: the tuning database's matching entries as an export document (common/tuning.h), the same
+// document `autokernel best --export` writes.
+struct BestReply {
+  int format = 1;
+  int64_t exported_wall_ms = 0;
+  std::string exported;            // exported_wall_ms as "2026-12-04T02:10:00Z"
+  std::vector<TunedEntry> entries;  // sorted by tuning_key
+};
+
+// IMPORT_BEST
+struct ImportBestReply {
+  int64_t entries = 0;  // entries in the document
+  int64_t stored = 0;   // entries that went in (no entry for the key, or a faster one)
+  int64_t kept = 0;     // entries ignored because the farm's entry is as fast or faster
+};
+
+// STATUS
+struct JobCounts {
+  int64_t queued = 0, leased = 0, done = 0, lost = 0;
+};
+struct WorkerRow {
+  std::string worker_id;
+  std::string gpu;                  // Capabilities::gpu_name
+  std::string arch;
+  std::string pci_id;
+  std::vector<std::string> backends;  // backend names
+  int slots = 0;
+  std::vector<std::string> leased;  // job ids leased to it now
+  int64_t last_seen_ms_ago = 0;
+  Ceilings ceilings;
+};
+// The fastest speedup over PyTorch among a campaign's passing results.
+struct CampaignBest {
+  std::string job_id;
+  double latency_us = 0;
+  double speedup = 0;
+  std::string shape;   // "4096x4096"
+  std::string dtype;   // dtype name
+  std::string config;  // config_string
+};
+// A study's best trial so far.
+struct StudyBest {
+  double latency_us = 0;
+  std::string job_id;
+  std::string config;  // config_string
+  double speedup = 0;  // baseline_us / latency_us; 0 when the baseline is unknown
+};
+// One study of a study campaign (coordinator/study.h, StudyStatus).
+struct StudyRow {
+  int study = 0;
+  std::string target;
+  std::string gpu_model;
+  double share = 0;              // the target's share of model time
+  int64_t trials = 0;            // finished, failed ones included
+  int64_t in_flight = 0;
+  int64_t passed = 0;
+  double baseline_us = 0;
+  double roofline_us = 0;        // 0: unknown
+  std::optional<StudyBest> best;
+  int64_t since_improvement = 0;
+  std::string stop;              // why it stopped ("" while running, "EXHAUSTED", a StopReason name)
+  bool done = false;
+  double eta_s = -1;             // -1: unknown
+};
+struct CampaignRow {
+  std::string campaign_id;
+  std::string name;
+  int64_t total = 0;
+  int64_t finished = 0;          // DONE or LOST
+  int64_t pass = 0;
+  int64_t failed = 0;            // finished without passing, cancelled jobs not counted
+  std::optional<CampaignBest> best;
+  int64_t submitted_wall_ms = 0;
+  bool complete = false;
+  // Study campaigns only (JSON "kind": "study", "amdahl", "studies").
+  bool is_study = false;
+  std::map<std::string, double> amdahl;  // GPU model -> end-to-end estimate
+  std::vector<StudyRow> studies;
+  // Cancelled campaigns only (JSON "cancelled": true, "cancelled_jobs", "cancel_reason").
+  bool cancelled = false;
+  int64_t cancelled_jobs = 0;
+  std::string cancel_reason;
+};
+struct StatusReply {
+  JobCounts jobs;
+  std::map<std::string, int64_t> results;  // stored results by status name
+  std::vector<WorkerRow> workers;
+  std::vector<CampaignRow> campaigns;
+  double uptime_s = 0;
+  // Bumped on every event that changes what STATUS shows; a STATUS long poll waits on it.
+  int64_t version = 0;
+  double results_per_hour = 0;
+};
+
+// RESULTS: one row per stored result (common/result_fields.h names and orders the columns).
+//
+// The KernelBench part of a row: the job's task and what the harness said (kernelbench/HARNESS.md),
+// decoded here and nowhere else. A typed field is nullopt when the harness did not write it or
+// wrote null (a non-finite float); such a null, and every key this struct does not name, is kept in
+// `other`, so a row written back out (autokernel results --json, export) is what the coordinator
+// sent.
+struct KernelBenchTaskRow {
+  std::string mode;              // "candidate" | "baseline"
+  int level = 0;
+  int problem_id = 0;
+  std::string problem_name;
+  int sample_id = 0;
+  std::string backend;
+  std::string precision;
+  bool compile = false;
+  std::string compile_mode;
+};
+// A baseline step's result: KernelBench's measure_ref_program_time and where the time went.
+struct KernelBenchBaseline {
+  std::optional<bool> ok;
+  std::optional<std::string> error;
+  std::optional<double> mean_ms;
+  std::optional<nlohmann::json> stats;  // {mean, std, min, max, num_trials, hardware, device}
+  std::optional<std::string> hardware;
+  std::optional<std::string> device;
+  std::optional<std::map<std::string, double>> phases_s;  // phase name -> seconds
+  nlohmann::json other = nlohmann::json::object();
+};
+struct KernelBenchVerdict {
+  std::optional<std::string> mode;     // "candidate" | "baseline"
+  std::optional<std::string> step;     // a step that ended without a verdict
+  std::optional<std::string> verdict;  // "correct" | "incorrect" | "compile_failure" | "runtime_error"
+  std::optional<bool> compiled;
+  std::optional<bool> correctness;
+  std::optional<double> runtime_ms;      // -1: not timed
+  std::optional<double> ref_runtime_ms;  // -1: not reached
+  // KernelBench's own objects, passed through to eval_results.json as they are (a null included);
+  // nullopt when absent.
+  std::optional<nlohmann::json> metadata;
+  std::optional<nlohmann::json> runtime_stats;
+  std::optional<nlohmann::json> strict;  // the strict checks; null when not run
+  std::optional<nlohmann::json> judge;   // the judge's verdict
+  std::optional<KernelBenchBaseline> baseline;
+  std::optional<KernelBenchTaskRow> task;  // added by the coordinator (result_row)
+  nlohmann::json other = nlohmann::json::object();
+};
+// Decodes a ResultRecord's `kernelbench` document (the worker's, from the harness). Never throws:
+// a field of the wrong type is an kInvalidArgument naming it.
+Result<KernelBenchVerdict> parse_kernelbench_verdict(const nlohmann::json& doc);
+
+// Figures of a job that did not pass are nullopt (null in JSON; empty in TSV).
+struct ResultRow {
+  int64_t experiment = 0;
+  std::string tag;
+  std::string kernel_type;
+  std::optional<double> throughput_tflops;
+  std::optional<double> latency_us;
+  std::optional<double> pct_peak;
+  std::optional<double> speedup_vs_pytorch;
+  std::string correctness;  // result status name
+  std::optional<double> peak_vram_mb;
+  std::string description;
+  std::string job_id;
+  int attempt = 0;
+  std::string gpu;
+  std::string worker;
+  std::string shape;
+  std::string dtype;
+  std::string config;
+  std::string source_hash;
+  std::string backend;
+  std::optional<double> baseline_us;
+  std::optional<double> bandwidth_gbps;
+  std::optional<double> samples;
+  std::optional<double> cv;
+  double compile_ms = 0;
+  std::optional<bool> cold_l2;
+  std::optional<double> rel_se;
+  double max_abs_error = 0;
+  std::string verification;
+  std::optional<double> flops;
+  std::optional<double> bytes;
+  std::optional<std::string> bound;
+  std::optional<double> pct_peak_datasheet;
+  std::optional<double> peak_tflops;
+  std::optional<double> input_sets;
+  std::optional<double> audit_us;
+  std::optional<std::string> stop_reason;
+  std::optional<double> sm_clock_mhz;
+  std::optional<double> power_w;
+  std::optional<double> temperature_c;
+  std::optional<std::string> clock_reasons;
+  std::optional<bool> throttled;
+  std::string stage;
+  std::string reason;
+  std::string campaign_id;
+  int64_t completed_wall_ms = 0;
+  std::optional<KernelBenchVerdict> kernelbench;  // KernelBench jobs only
+};
+struct ResultsReply {
+  std::vector<ResultRow> rows;  // in the order results were stored
+};
+
+// The line `autokernel coordinator` prints on stdout once it serves: "READY " and this as JSON.
+// Whoever started it (autokernel run, the integration tests) reads its endpoints from it.
+struct CoordinatorReadyLine {
+  std::string workers;   // the worker endpoint bound
+  std::string clients;   // the client endpoint bound
+  int metrics_port = 0;  // 0: /metrics not served
+  std::string redis;     // the store's URL
+  int64_t pid = 0;
+};
+
+#define AK_PROTOCOL_REPLY_TYPES(X)                                                                          \
+  X(SubmitReply) X(CancelReply) X(BestReply) X(ImportBestReply) X(JobCounts) X(WorkerRow) X(CampaignBest) \
+  X(StudyBest) X(StudyRow) X(CampaignRow) X(StatusReply) X(KernelBenchTaskRow) X(KernelBenchBaseline)     \
+  X(KernelBenchVerdict) X(ResultRow) X(ResultsReply) X(CoordinatorReadyLine)
+#define AK_PROTOCOL_DECLARE_JSON(T)                  \
+  void to_json(nlohmann::json& j, const T& v);       \
+  void from_json(const nlohmann::json& j, T& v);
+AK_PROTOCOL_REPLY_TYPES(AK_PROTOCOL_DECLARE_JSON)
+#undef AK_PROTOCOL_DECLARE_JSON
+
+// Decodes a reply body (or the READY line) as T. Never throws: a missing or mistyped field comes
+// back as kInternal, "coordinator reply does not match StatusReply: <which field, what arrived>".
+// Defined for every type of AK_PROTOCOL_REPLY_TYPES.
+template <typename T>
+Result<T> parse_reply(const nlohmann::json& body);
 
 }  // namespace ak::protocol

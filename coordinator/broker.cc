@@ -286,7 +286,7 @@ json Coordinator::import_best(const json& document, pr::Error* error) {
   }
   ++version_;
   spdlog::info("tuning database: imported {} entries, {} stored", entries->size(), stored_n);
-  return {{"entries", entries->size()}, {"stored", stored_n}, {"kept", int64_t(entries->size()) - stored_n}};
+  return pr::ImportBestReply{int64_t(entries->size()), stored_n, int64_t(entries->size()) - stored_n};
 }
 
 void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {
@@ -447,7 +447,7 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
     studies_[id] = std::move(*sc);
     drive_studies();
     spdlog::info("study campaign {} '{}' submitted: {} studies", id, rec.name, n);
-    return {{"campaign_id", id}, {"studies", n}, {"jobs", campaigns_[id].job_count}, {"name", rec.name}};
+    return pr::SubmitReply{id, campaigns_[id].job_count, rec.name, int64_t(n)};
   }
   if (auto* s = std::get_if<pr::Submit>(&m)) {
     const std::string id = new_campaign_id();
@@ -472,7 +472,7 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
     campaigns_[id] = plan->record;
     execute(std::move(*actions));
     spdlog::info("campaign {} '{}' submitted: {} jobs", id, plan->record.name, n);
-    return {{"campaign_id", id}, {"jobs", n}, {"name", plan->record.name}};
+    return pr::SubmitReply{id, n, plan->record.name, std::nullopt};
   }
   if (std::get_if<pr::StatusQuery>(&m)) return status_body();
   if (auto* q = std::get_if<pr::ResultsQuery>(&m)) return results_body(*q);
@@ -480,7 +480,10 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
     std::vector<TunedEntry> match;
     for (const auto& [key, e] : best_)
       if (q->query.matches(e)) match.push_back(e);
-    return tuning_export(std::move(match), clock_.wall_ms());
+    std::sort(match.begin(), match.end(),
+              [](const TunedEntry& a, const TunedEntry& b) { return tuning_key(a) < tuning_key(b); });
+    const int64_t now = clock_.wall_ms();
+    return pr::BestReply{1, now, iso_utc(now), std::move(match)};
   }
   if (auto* q = std::get_if<pr::ImportBest>(&m)) return import_best(q->document, error);
   if (auto* q = std::get_if<pr::Cancel>(&m)) return cancel_campaign(*q, error);
@@ -511,22 +514,20 @@ json Coordinator::cancel_campaign(const pr::Cancel& q, pr::Error* error) {
   ++version_;
   spdlog::info("campaign {} cancelled: {} jobs ended, {} running told to stop, {} finished before", q.campaign_id,
                c.cancelled, c.stopping, c.finished);
-  return {{"campaign_id", q.campaign_id}, {"cancelled", c.cancelled}, {"stopping", c.stopping},
-          {"finished", c.finished}};
+  return pr::CancelReply{q.campaign_id, c.cancelled, c.stopping, c.finished};
 }
 
-json Coordinator::status_body() const {
+pr::StatusReply Coordinator::status_body() const {
   const int64_t now = clock_.now_ms();
   auto c = scheduler_.counts();
-  json by_status = json::object();
-  for (const auto& [s, n] : c.by_status) by_status[result_status_name(s)] = n;
-  json workers = json::array();
+  pr::StatusReply st;
+  st.jobs = {c.queued, c.leased, c.done, c.lost};
+  for (const auto& [s, n] : c.by_status) st.results[result_status_name(s)] = n;
   for (const auto& [id, w] : scheduler_.workers()) {
-    std::vector<std::string> b;
-    for (auto x : w.caps.backends) b.push_back(backend_name(x));
-    workers.push_back({{"worker_id", id}, {"gpu", w.caps.gpu_name}, {"arch", w.caps.arch}, {"pci_id", w.caps.pci_id},
-                       {"backends", b}, {"slots", w.slots}, {"leased", w.leased},
-                       {"last_seen_ms_ago", now - w.last_seen_ms}, {"ceilings", w.caps.ceilings}});
+    pr::WorkerRow row{id, w.caps.gpu_name, w.caps.arch, w.caps.pci_id, {}, w.slots,
+                      std::vector<std::string>(w.leased.begin(), w.leased.end()), now - w.last_seen_ms, w.caps.ceilings};
+    for (auto x : w.caps.backends) row.backends.push_back(backend_name(x));
+    st.workers.push_back(std::move(row));
   }
   struct Agg {
     int64_t total = 0, finished = 0, pass = 0, failed = 0, cancelled = 0;
@@ -552,46 +553,45 @@ json Coordinator::status_body() const {
       ++a.failed;
     }
   }
-  json campaigns = json::array();
   for (const auto& [id, rec] : campaigns_) {
     const Agg& a = agg[id];
-    json best = nullptr;
+    pr::CampaignRow row;
+    row.campaign_id = id;
+    row.name = rec.name;
+    row.total = a.total;
+    row.finished = a.finished;
+    row.pass = a.pass;
+    row.failed = a.failed;
     if (a.best)
-      best = {{"job_id", a.best->job_id}, {"latency_us", a.best->m.latency_us}, {"speedup", a.best->m.speedup},
-              {"shape", shape_string(a.best_job->spec.shape)}, {"dtype", dtype_name(a.best_job->spec.dtype)},
-              {"config", config_string(a.best_job->spec.config)}};
-    json entry = {{"campaign_id", id}, {"name", rec.name}, {"total", a.total}, {"finished", a.finished},
-                  {"pass", a.pass}, {"failed", a.failed}, {"best", best},
-                  {"submitted_wall_ms", rec.submitted_wall_ms}, {"complete", a.finished >= a.total}};
+      row.best = pr::CampaignBest{a.best->job_id, a.best->m.latency_us, a.best->m.speedup,
+                                  shape_string(a.best_job->spec.shape), dtype_name(a.best_job->spec.dtype),
+                                  config_string(a.best_job->spec.config)};
+    row.submitted_wall_ms = rec.submitted_wall_ms;
+    row.complete = a.finished >= a.total;
     if (studies_.count(id)) {
       StudyProgress p = progress_of(id);
-      entry["kind"] = "study";
-      entry["complete"] = p.complete;
-      entry["amdahl"] = p.amdahl;
-      json st = json::array();
-      for (const auto& sd : p.studies) st.push_back(study_status_json(sd));
-      entry["studies"] = st;
+      row.is_study = true;
+      row.complete = p.complete;
+      row.amdahl = p.amdahl;
+      for (const auto& sd : p.studies) row.studies.push_back(study_status_row(sd));
     }
     if (rec.cancelled) {  // complete once its running jobs have ended too
-      entry["cancelled"] = true;
-      entry["cancelled_jobs"] = a.cancelled;
-      entry["cancel_reason"] = rec.cancel_reason;
-      entry["complete"] = a.finished >= a.total;
+      row.cancelled = true;
+      row.cancelled_jobs = a.cancelled;
+      row.cancel_reason = rec.cancel_reason;
+      row.complete = a.finished >= a.total;
     }
-    campaigns.push_back(std::move(entry));
+    st.campaigns.push_back(std::move(row));
   }
   const double up_s = std::max<double>(1e-3, (now - started_ms_) / 1000.0);
-  return {{"jobs", {{"queued", c.queued}, {"leased", c.leased}, {"done", c.done}, {"lost", c.lost}}},
-          {"results", by_status},
-          {"workers", workers},
-          {"campaigns", campaigns},
-          {"uptime_s", up_s},
-          {"version", version_},
-          {"results_per_hour", results_since_start_ / up_s * 3600.0}};
+  st.uptime_s = up_s;
+  st.version = version_;
+  st.results_per_hour = results_since_start_ / up_s * 3600.0;
+  return st;
 }
 
-json Coordinator::results_body(const pr::ResultsQuery& q) const {
-  json rows = json::array();
+pr::ResultsReply Coordinator::results_body(const pr::ResultsQuery& q) const {
+  pr::ResultsReply reply;
   int64_t experiment = 0;
   const auto& jobs = scheduler_.jobs();
   for (const auto& id : result_order_) {
@@ -604,9 +604,9 @@ json Coordinator::results_body(const pr::ResultsQuery& q) const {
     if (!q.kernel_type.empty() && jt->second.spec.kernel_type != q.kernel_type) continue;
     if (!q.shape.empty() && shape_string(jt->second.spec.shape) != q.shape) continue;
     if (!q.gpu_model.empty() && gpu_model_key(r.gpu) != gpu_model_key(q.gpu_model)) continue;
-    rows.push_back(result_row(jt->second, r, experiment));
+    reply.rows.push_back(result_row(jt->second, r, experiment).get<pr::ResultRow>());
   }
-  return {{"rows", rows}};
+  return reply;
 }
 
 }  // namespace ak

@@ -50,8 +50,8 @@ class Coordinator {
   void on_worker_message(const std::string& identity, std::vector<zmq::message_t>& frames);
   void on_client_message(std::vector<zmq::message_t>& frames);
   nlohmann::json handle_client(const protocol::Message& m, protocol::Error* error);
-  nlohmann::json status_body() const;
-  nlohmann::json results_body(const protocol::ResultsQuery& q) const;
+  protocol::StatusReply status_body() const;
+  protocol::ResultsReply results_body(const protocol::ResultsQuery& q) const;
   void execute(std::vector<Action> actions);
   void send_worker(const std::string& worker_id, const protocol::Message& m);
   void protocol_error(const std::string& identity, protocol::ErrorCode code, const std::string& message);

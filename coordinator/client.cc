@@ -38,24 +38,34 @@ Result<nlohmann::json> CoordinatorClient::request(const protocol::Message& m, st
   }
 }
 
-Result<nlohmann::json> CoordinatorClient::submit(const nlohmann::json& campaign) {
-  return request(protocol::Submit{campaign});
-}
-Result<nlohmann::json> CoordinatorClient::status() { return request(protocol::StatusQuery{}); }
-Result<nlohmann::json> CoordinatorClient::status_after(int64_t after_version, std::chrono::milliseconds wait) {
-  return request(protocol::StatusQuery{after_version, wait.count()}, wait);
-}
-Result<nlohmann::json> CoordinatorClient::results(const std::string& campaign_id, const std::string& status) {
-  return request(protocol::ResultsQuery{campaign_id, status, "", "", ""});
-}
-Result<nlohmann::json> CoordinatorClient::results(const protocol::ResultsQuery& q) { return request(q); }
-Result<nlohmann::json> CoordinatorClient::best(const TuningQuery& q) { return request(protocol::BestQuery{q}); }
-Result<nlohmann::json> CoordinatorClient::import_best(const nlohmann::json& document) {
-  return request(protocol::ImportBest{document});
+template <typename T>
+Result<T> CoordinatorClient::typed(const protocol::Message& m, std::chrono::milliseconds extra_wait) {
+  auto body = request(m, extra_wait);
+  if (!body.ok()) return body.status();
+  return protocol::parse_reply<T>(*body);
 }
 
-Result<nlohmann::json> CoordinatorClient::cancel(const std::string& campaign_id, const std::string& reason) {
-  return request(protocol::Cancel{campaign_id, reason});
+Result<protocol::SubmitReply> CoordinatorClient::submit(const nlohmann::json& campaign) {
+  return typed<protocol::SubmitReply>(protocol::Submit{campaign});
+}
+Result<protocol::StatusReply> CoordinatorClient::status() { return typed<protocol::StatusReply>(protocol::StatusQuery{}); }
+Result<protocol::StatusReply> CoordinatorClient::status_after(int64_t after_version, std::chrono::milliseconds wait) {
+  return typed<protocol::StatusReply>(protocol::StatusQuery{after_version, wait.count()}, wait);
+}
+Result<protocol::ResultsReply> CoordinatorClient::results(const std::string& campaign_id, const std::string& status) {
+  return typed<protocol::ResultsReply>(protocol::ResultsQuery{campaign_id, status, "", "", ""});
+}
+Result<protocol::ResultsReply> CoordinatorClient::results(const protocol::ResultsQuery& q) {
+  return typed<protocol::ResultsReply>(q);
+}
+Result<protocol::BestReply> CoordinatorClient::best(const TuningQuery& q) {
+  return typed<protocol::BestReply>(protocol::BestQuery{q});
+}
+Result<protocol::ImportBestReply> CoordinatorClient::import_best(const nlohmann::json& document) {
+  return typed<protocol::ImportBestReply>(protocol::ImportBest{document});
+}
+Result<protocol::CancelReply> CoordinatorClient::cancel(const std::string& campaign_id, const std::string& reason) {
+  return typed<protocol::CancelReply>(protocol::Cancel{campaign_id, reason});
 }
 
 }  // namespace ak

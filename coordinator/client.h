@@ -1,7 +1,10 @@
-// CoordinatorClient: the CLI's side of the client API (SUBMIT, STATUS, RESULTS, BEST, IMPORT_BEST, CANCEL) over a ZeroMQ
-// REQ socket. Each call waits at most `timeout`; on a timeout the socket is recreated (a REQ
-// socket that missed a reply is stuck otherwise) and kTimedOut returned — the request may or may
-// not have been processed. Not thread-safe; one per thread.
+// CoordinatorClient: the CLI's side of the client API (SUBMIT, STATUS, RESULTS, BEST, IMPORT_BEST,
+// CANCEL) over a ZeroMQ REQ socket. Each call returns the request's typed reply
+// (common/protocol.h, "replies"), decoded in common/protocol.cc; an ERROR reply, a reply that does
+// not decode and a transport failure come back as a Status. Each call waits at most `timeout`; on
+// a timeout the socket is recreated (a REQ socket that missed a reply is stuck otherwise) and
+// kTimedOut returned — the request may or may not have been processed. Not thread-safe; one per
+// thread.
 #pragma once
 
 #include <chrono>
@@ -19,24 +22,26 @@ namespace ak {
 class CoordinatorClient {
  public:
   explicit CoordinatorClient(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  // Returns the campaign id and job count: {"campaign_id": ..., "jobs": N}.
-  Result<nlohmann::json> submit(const nlohmann::json& campaign);
-  Result<nlohmann::json> status();
+  // Submits a campaign document (coordinator/campaign.h); the reply names the campaign.
+  Result<protocol::SubmitReply> submit(const nlohmann::json& campaign);
+  Result<protocol::StatusReply> status();
   // Waits (at most wait, on the coordinator) until the state version exceeds after_version.
-  Result<nlohmann::json> status_after(int64_t after_version, std::chrono::milliseconds wait);
-  // {"rows": [...]} in the column order of common/result_fields.h.
-  Result<nlohmann::json> results(const std::string& campaign_id = "", const std::string& status = "");
-  Result<nlohmann::json> results(const protocol::ResultsQuery& q);
+  Result<protocol::StatusReply> status_after(int64_t after_version, std::chrono::milliseconds wait);
+  // Rows in the column order of common/result_fields.h.
+  Result<protocol::ResultsReply> results(const std::string& campaign_id = "", const std::string& status = "");
+  Result<protocol::ResultsReply> results(const protocol::ResultsQuery& q);
   // The tuning database's entries that `q` matches, as an export document (common/tuning.h).
-  Result<nlohmann::json> best(const TuningQuery& q);
-  // Merges an export document into the farm's tuning database: {"entries", "stored", "kept"}.
-  Result<nlohmann::json> import_best(const nlohmann::json& document);
-  // Cancels a campaign: {"campaign_id", "cancelled", "stopping", "finished"} (PROTOCOL.md, CANCEL).
-  Result<nlohmann::json> cancel(const std::string& campaign_id, const std::string& reason = "");
-  // Sends any message and returns the reply body (tests use it for bad requests).
+  Result<protocol::BestReply> best(const TuningQuery& q);
+  // Merges an export document into the farm's tuning database.
+  Result<protocol::ImportBestReply> import_best(const nlohmann::json& document);
+  // Cancels a campaign (PROTOCOL.md, CANCEL).
+  Result<protocol::CancelReply> cancel(const std::string& campaign_id, const std::string& reason = "");
+  // Sends any message and returns the reply body undecoded (tests use it for bad requests).
   Result<nlohmann::json> request(const protocol::Message& m, std::chrono::milliseconds extra_wait = {});
 
  private:
+  template <typename T>
+  Result<T> typed(const protocol::Message& m, std::chrono::milliseconds extra_wait = {});
   void reconnect();
   std::string endpoint_;
   std::chrono::milliseconds timeout_;

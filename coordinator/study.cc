@@ -438,26 +438,25 @@ std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::strin
   return out;
 }
 
-json study_status_json(const StudyStatus& s) {
-  json best = nullptr;
+protocol::StudyRow study_status_row(const StudyStatus& s) {
+  protocol::StudyRow r;
   if (s.best_us)
-    best = {{"latency_us", *s.best_us}, {"job_id", s.best_job_id}, {"config", config_string(s.best_config)},
-            {"speedup", s.baseline_us > 0 ? s.baseline_us / *s.best_us : 0.0}};
-  return {{"study", s.index},
-          {"target", s.label},
-          {"gpu_model", s.gpu_model},
-          {"share", s.target.share},
-          {"trials", s.trials},
-          {"in_flight", s.in_flight},
-          {"passed", s.passed},
-          {"baseline_us", s.baseline_us},
-          {"roofline_us", s.roofline_us},
-          {"best", best},
-          {"since_improvement", s.since_improvement},
-          {"stop", s.done ? (s.stop == search::StopReason::kNone ? "EXHAUSTED" : search::stop_reason_name(s.stop))
-                          : ""},
-          {"done", s.done},
-          {"eta_s", s.eta_s}};
+    r.best = protocol::StudyBest{*s.best_us, s.best_job_id, config_string(s.best_config),
+                                 s.baseline_us > 0 ? s.baseline_us / *s.best_us : 0.0};
+  r.study = s.index;
+  r.target = s.label;
+  r.gpu_model = s.gpu_model;
+  r.share = s.target.share;
+  r.trials = int64_t(s.trials);
+  r.in_flight = int64_t(s.in_flight);
+  r.passed = int64_t(s.passed);
+  r.baseline_us = s.baseline_us;
+  r.roofline_us = s.roofline_us;
+  r.since_improvement = int64_t(s.since_improvement);
+  r.stop = s.done ? (s.stop == search::StopReason::kNone ? "EXHAUSTED" : search::stop_reason_name(s.stop)) : "";
+  r.done = s.done;
+  r.eta_s = s.eta_s;
+  return r;
 }
 
 }  // namespace ak

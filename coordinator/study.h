@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/job.h"
+#include "common/protocol.h"
 #include "common/status.h"
 #include "coordinator/search/allocation.h"
 #include "coordinator/search/strategy.h"
@@ -121,8 +122,8 @@ std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::strin
                                         const StudyProgress& progress, std::map<std::string, int64_t>* free_slots,
                                         const SharedMemoryLimits& shared_memory = {});
 
-// The study's JSON for STATUS.
-nlohmann::json study_status_json(const StudyStatus& s);
+// The study's row of a STATUS reply.
+protocol::StudyRow study_status_row(const StudyStatus& s);
 
 // The key of a GPU model in free_slots: the name in lower case (workers' names and campaigns'
 // gpu_models compare case-insensitively, as Scheduler matches them).

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/result_fields.h"
 #include "tests/common/records.h"
 
 namespace ak::protocol {
@@ -269,6 +270,250 @@ TEST(ProtocolEncode, InvalidUtf8InAFieldIsReplacedRatherThanThrown) {
   std::string frame;
   ASSERT_NO_THROW(frame = encode(ResultMsg{"w-1", r}));
   EXPECT_TRUE(decode(frame).ok());
+}
+
+// ---- replies: each struct writes the JSON the client API has always carried and reads it back.
+
+// to_json, then parse_reply<T> of the dumped text: the JSON of what came back must be the same.
+template <typename T>
+T reply_round_trip(const T& v) {
+  const json sent = v;
+  auto back = parse_reply<T>(json::parse(sent.dump()));
+  EXPECT_TRUE(back.ok()) << back.status().message();
+  if (!back.ok()) return T{};
+  EXPECT_EQ(json(*back).dump(), sent.dump());
+  return *back;
+}
+
+StatusReply sample_status() {
+  StatusReply st;
+  st.jobs = {1, 2, 3, 4};
+  st.results = {{"PASS", 3}, {"FAIL", 1}};
+  st.workers.push_back({"w-1", "NVIDIA H200", "sm_90a", "0000:19:00.0", {"cuda", "triton"}, 2, {"job-7"}, 120,
+                        ak::testing::sample_caps().ceilings});
+  CampaignRow plain;
+  plain.campaign_id = "c-1";
+  plain.name = "softmax sweep";
+  plain.total = 24;
+  plain.finished = 20;
+  plain.pass = 18;
+  plain.failed = 2;
+  plain.best = CampaignBest{"c-1-000003", 12.5, 1.75, "4096x4096", "bf16", "BLOCK=256"};
+  plain.submitted_wall_ms = 1'700'000'000'000;
+  st.campaigns.push_back(plain);
+  CampaignRow study = plain;
+  study.campaign_id = "c-2";
+  study.best.reset();
+  study.is_study = true;
+  study.amdahl = {{"nvidia h200", 1.25}};
+  StudyRow row;
+  row.study = 0;
+  row.target = "softmax 4096x4096 bf16";
+  row.gpu_model = "NVIDIA H200";
+  row.share = 0.4;
+  row.trials = 12;
+  row.best = StudyBest{10.0, "c-2-s000-000004", "BLOCK=128", 1.5};
+  row.stop = "PLATEAU";
+  row.done = true;
+  study.studies = {row, StudyRow{}};
+  study.cancelled = true;
+  study.cancelled_jobs = 3;
+  study.cancel_reason = "enough";
+  st.campaigns.push_back(study);
+  st.uptime_s = 12.5;
+  st.version = 42;
+  st.results_per_hour = 864.0;
+  return st;
+}
+
+TEST(ProtocolReplies, SubmitReplyRoundTripsWithAndWithoutStudies) {
+  EXPECT_EQ(json(SubmitReply{"c-1", 24, "sweep", std::nullopt}),
+            (json{{"campaign_id", "c-1"}, {"jobs", 24}, {"name", "sweep"}}));
+  EXPECT_FALSE(reply_round_trip(SubmitReply{"c-1", 24, "sweep", std::nullopt}).studies.has_value());
+  EXPECT_EQ(reply_round_trip(SubmitReply{"c-2", 4, "study", 2}).studies, 2);
+}
+
+TEST(ProtocolReplies, CancelReplyRoundTripsItsCounts) {
+  const CancelReply back = reply_round_trip(CancelReply{"c-1", 5, 2, 17});
+  EXPECT_EQ(back.campaign_id, "c-1");
+  EXPECT_EQ(back.cancelled, 5);
+  EXPECT_EQ(back.stopping, 2);
+  EXPECT_EQ(back.finished, 17);
+}
+
+TEST(ProtocolReplies, ImportBestReplyRoundTripsItsCounts) {
+  EXPECT_EQ(json(ImportBestReply{3, 1, 2}), (json{{"entries", 3}, {"stored", 1}, {"kept", 2}}));
+  EXPECT_EQ(reply_round_trip(ImportBestReply{3, 1, 2}).kept, 2);
+}
+
+TEST(ProtocolReplies, BestReplyIsTheTuningExportDocument) {
+  const std::vector<TunedEntry> entries = {ak::testing::sample_tuned(10.5, "job-1")};
+  EXPECT_EQ(json(BestReply{1, 1'700'000'000'000, iso_utc(1'700'000'000'000), entries}),
+            tuning_export(entries, 1'700'000'000'000));
+  const BestReply back = reply_round_trip(BestReply{1, 5, iso_utc(5), entries});
+  ASSERT_EQ(back.entries.size(), 1u);
+  EXPECT_EQ(back.entries[0].job_id, "job-1");
+  EXPECT_DOUBLE_EQ(back.entries[0].m.latency_us, 10.5);
+}
+
+TEST(ProtocolReplies, StatusReplyRoundTripsWorkersCampaignsAndStudies) {
+  const StatusReply back = reply_round_trip(sample_status());
+  ASSERT_EQ(back.campaigns.size(), 2u);
+  EXPECT_FALSE(back.campaigns[0].is_study);
+  EXPECT_FALSE(back.campaigns[0].cancelled);
+  ASSERT_TRUE(back.campaigns[0].best.has_value());
+  EXPECT_EQ(back.campaigns[0].best->config, "BLOCK=256");
+  EXPECT_TRUE(back.campaigns[1].is_study);
+  ASSERT_EQ(back.campaigns[1].studies.size(), 2u);
+  EXPECT_EQ(back.campaigns[1].studies[0].best->job_id, "c-2-s000-000004");
+  EXPECT_FALSE(back.campaigns[1].studies[1].best.has_value());
+  EXPECT_EQ(back.campaigns[1].cancel_reason, "enough");
+  EXPECT_EQ(back.workers.at(0).leased, std::vector<std::string>{"job-7"});
+  EXPECT_EQ(back.version, 42);
+}
+
+TEST(ProtocolReplies, StatusReplyWritesStudyAndCancelKeysOnlyWhereTheyApply) {
+  const json j = sample_status();
+  EXPECT_FALSE(j["campaigns"][0].contains("kind"));
+  EXPECT_FALSE(j["campaigns"][0].contains("cancelled"));
+  EXPECT_TRUE(j["campaigns"][0]["best"].is_object());
+  EXPECT_EQ(j["campaigns"][1]["kind"], "study");
+  EXPECT_TRUE(j["campaigns"][1]["best"].is_null());
+  EXPECT_EQ(j["campaigns"][1]["cancelled"], true);
+}
+
+TEST(ProtocolReplies, ResultRowReadsBackTheCoordinatorsRowByteForByte) {
+  ResultRecord passed = ak::testing::sample_result();
+  passed.status = ResultStatus::kPass;
+  const json pass = result_row(ak::testing::sample_job(), passed, 7);
+  ResultRecord failed = ak::testing::sample_result();
+  failed.status = ResultStatus::kFail;
+  const json fail = result_row(ak::testing::sample_job(), failed, 8);
+  const ResultsReply back = reply_round_trip(parse_reply<ResultsReply>(json{{"rows", {pass, fail}}}).value());
+  ASSERT_EQ(back.rows.size(), 2u);
+  EXPECT_EQ(json(back.rows[0]).dump(), pass.dump());
+  EXPECT_EQ(json(back.rows[1]).dump(), fail.dump());
+  EXPECT_TRUE(back.rows[0].latency_us.has_value());
+  EXPECT_FALSE(back.rows[1].latency_us.has_value()) << "a failed job is never timed";
+  EXPECT_EQ(back.rows[1].correctness, "FAIL");
+  EXPECT_EQ(back.rows[0].experiment, 7);
+  EXPECT_FALSE(back.rows[0].kernelbench.has_value());
+}
+
+// A KernelBench job's row as the coordinator sends it: the harness's verdict and the task.
+json kernelbench_row(const json& verdict) {
+  JobRecord job = ak::testing::sample_job();
+  KernelBenchTask t;
+  t.mode = "candidate";
+  t.level = 1;
+  t.problem_id = 19;
+  t.problem_name = "19_ReLU.py";
+  t.problem_code = "...";
+  t.sample_id = 3;
+  job.spec.kernel_type = "kernelbench";
+  job.spec.kernelbench = t;
+  ResultRecord r = ak::testing::sample_result();
+  r.kernelbench = verdict;
+  return result_row(job, r, 1);
+}
+
+TEST(ProtocolReplies, KernelBenchVerdictIsDecodedIntoFields) {
+  const json verdict = {{"mode", "candidate"},  {"verdict", "correct"}, {"compiled", true},
+                        {"correctness", true},  {"runtime_ms", 0.25},   {"ref_runtime_ms", 0.5},
+                        {"metadata", {{"hardware", "NVIDIA H200"}}}, {"runtime_stats", {{"num_trials", 100}}},
+                        {"strict", nullptr},    {"judge", {{"ok", true}}}};
+  auto row = parse_reply<ResultRow>(kernelbench_row(verdict));
+  ASSERT_TRUE(row.ok()) << row.status().message();
+  ASSERT_TRUE(row->kernelbench.has_value());
+  const KernelBenchVerdict& kb = *row->kernelbench;
+  EXPECT_EQ(kb.verdict, "correct");
+  EXPECT_EQ(kb.compiled, true);
+  EXPECT_EQ(kb.runtime_ms, 0.25);
+  EXPECT_EQ(kb.metadata->at("hardware"), "NVIDIA H200");
+  ASSERT_TRUE(kb.strict.has_value()) << "a null the harness wrote is kept as null";
+  EXPECT_TRUE(kb.strict->is_null());
+  ASSERT_TRUE(kb.task.has_value());
+  EXPECT_EQ(kb.task->problem_id, 19);
+  EXPECT_EQ(kb.task->sample_id, 3);
+  EXPECT_FALSE(kb.baseline.has_value());
+}
+
+TEST(ProtocolReplies, KernelBenchVerdictKeepsKeysItDoesNotNameAndNullFigures) {
+  const json verdict = {{"mode", "baseline"},
+                        {"harness_version", 1},
+                        {"runtime_ms", nullptr},
+                        {"baseline",
+                         {{"ok", true},
+                          {"mean_ms", 1.5},
+                          {"stats", {{"num_trials", 100}}},
+                          {"phases_s", {{"start", 2.5}, {"timed", 0.5}}},
+                          {"gpu_lock", {{"waits", 2}}}}}};
+  const json row = kernelbench_row(verdict);
+  auto back = parse_reply<ResultRow>(row);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(json(*back).dump(), row.dump());
+  const KernelBenchVerdict& kb = *back->kernelbench;
+  EXPECT_FALSE(kb.runtime_ms.has_value()) << "null is not a figure";
+  EXPECT_EQ(kb.other.at("harness_version"), 1);
+  ASSERT_TRUE(kb.baseline.has_value());
+  EXPECT_EQ(kb.baseline->mean_ms, 1.5);
+  EXPECT_EQ(kb.baseline->phases_s->at("start"), 2.5);
+  EXPECT_EQ(kb.baseline->other.at("gpu_lock").at("waits"), 2);
+}
+
+TEST(ProtocolReplies, AMistypedKernelBenchFieldIsAnErrorNamingIt) {
+  auto r = parse_kernelbench_verdict(json{{"verdict", "correct"}, {"runtime_ms", "fast"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("runtime_ms"), std::string::npos) << r.status().message();
+  auto nested = parse_kernelbench_verdict(json{{"baseline", {{"phases_s", {{"start", "soon"}}}}}});
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("baseline: phases_s"), std::string::npos) << nested.status().message();
+}
+
+TEST(ProtocolReplies, AMissingFieldIsAnErrorNamingItNotAnException) {
+  json body = sample_status();
+  body["campaigns"][0].erase("finished");
+  Result<StatusReply> r = Status::internal("not run");
+  ASSERT_NO_THROW(r = parse_reply<StatusReply>(body));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("StatusReply"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("campaigns: finished: missing"), std::string::npos) << r.status().message();
+}
+
+TEST(ProtocolReplies, AMistypedFieldIsAnErrorNamingItNotAnException) {
+  Result<SubmitReply> r = Status::internal("not run");
+  ASSERT_NO_THROW(r = parse_reply<SubmitReply>(json{{"campaign_id", "c-1"}, {"jobs", "24"}, {"name", "x"}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("jobs: expected an integer, got string"), std::string::npos)
+      << r.status().message();
+  Result<CancelReply> fractional = parse_reply<CancelReply>(
+      json{{"campaign_id", "c-1"}, {"cancelled", 1.5}, {"stopping", 0}, {"finished", 0}});
+  EXPECT_FALSE(fractional.ok()) << "a count is an integer";
+}
+
+TEST(ProtocolReplies, ABodyThatIsNoObjectIsAnError) {
+  for (const json& body : {json(nullptr), json::array(), json("rows")}) {
+    Result<ResultsReply> r = Status::internal("not run");
+    ASSERT_NO_THROW(r = parse_reply<ResultsReply>(body)) << body.dump();
+    EXPECT_FALSE(r.ok()) << body.dump();
+  }
+}
+
+TEST(ProtocolReplies, AResultRowWithAMistypedFigureIsAnError) {
+  ResultRecord passed = ak::testing::sample_result();
+  passed.status = ResultStatus::kPass;
+  json row = result_row(ak::testing::sample_job(), passed, 1);
+  row["latency_us"] = "12";
+  auto r = parse_reply<ResultsReply>(json{{"rows", {row}}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("latency_us"), std::string::npos) << r.status().message();
+}
+
+TEST(ProtocolReplies, TheReadyLineRoundTrips) {
+  const CoordinatorReadyLine back =
+      reply_round_trip(CoordinatorReadyLine{"tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556", 9464, "redis://x", 42});
+  EXPECT_EQ(back.clients, "tcp://127.0.0.1:5556");
+  EXPECT_EQ(back.metrics_port, 9464);
 }
 
 }  // namespace

@@ -403,7 +403,7 @@ TEST(StudyTest, CudaProposalsRespectTheModelsLaunchLimits) {
   }
   EXPECT_EQ(n, feasible) << "every feasible configuration once, nothing else";
   EXPECT_TRUE(f.progress(c).studies[0].done) << "the feasible space should run out";
-  EXPECT_EQ(study_status_json(f.progress(c).studies[0])["stop"], "EXHAUSTED");
+  EXPECT_EQ(study_status_row(f.progress(c).studies[0]).stop, "EXHAUSTED");
 }
 
 TEST(StudyTest, TheSharedMemoryLimitIsWhatWorkersAnnouncedAndTheNameOnlyWhereNoneDid) {

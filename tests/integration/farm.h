@@ -76,10 +76,11 @@ class Farm {
     if (!c.ok()) throw std::runtime_error(c.status().message());
     auto line = c->wait_for_line("READY ", std::chrono::seconds(30));
     if (!line.ok()) throw std::runtime_error("coordinator: " + line.status().message());
-    auto j = nlohmann::json::parse(*line);
-    workers_ep_ = j["workers"];
-    clients_ep_ = j["clients"];
-    metrics_port_ = j["metrics_port"];
+    auto ready = protocol::parse_reply<protocol::CoordinatorReadyLine>(nlohmann::json::parse(*line));
+    if (!ready.ok()) throw std::runtime_error("coordinator: " + ready.status().message());
+    workers_ep_ = ready->workers;
+    clients_ep_ = ready->clients;
+    metrics_port_ = ready->metrics_port;
     coordinator_ = std::make_unique<ChildProcess>(std::move(*c));
     client_ = std::make_unique<CoordinatorClient>(clients_ep_, std::chrono::seconds(10));
   }
@@ -118,7 +119,7 @@ class Farm {
     while (std::chrono::steady_clock::now() < deadline) {
       auto st = version < 0 ? client_->status() : client_->status_after(version, std::chrono::seconds(2));
       if (!st.ok()) continue;  // the client already waited out its timeout (coordinator restarting)
-      last = *st;
+      last = *st;  // the reply as JSON (to_json), which the predicates read
       version = last.value("version", int64_t{-1});
       if (pred(last)) return last;
     }
@@ -155,7 +156,7 @@ class Farm {
   std::string submit(const nlohmann::json& campaign) {
     auto r = client_->submit(campaign);
     if (!r.ok()) throw std::runtime_error("submit: " + r.status().message());
-    return (*r)["campaign_id"];
+    return r->campaign_id;
   }
 
   StoreSnapshot snapshot() {

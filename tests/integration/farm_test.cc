@@ -195,8 +195,8 @@ TEST(FarmTest, ACancelledCampaignStaysCancelledAcrossARestartAndNoneOfItsJobsRun
   const std::string kept = farm.submit(quick_campaign(24, "kept"));
   auto r = farm.client().cancel(gone, "superseded");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ((*r)["cancelled"], 24);
-  EXPECT_EQ((*r)["stopping"], 0);
+  EXPECT_EQ(r->cancelled, 24);
+  EXPECT_EQ(r->stopping, 0);
   farm.kill_coordinator();
   farm.start_coordinator();
   farm.start_worker("w0");
@@ -224,8 +224,8 @@ TEST(FarmTest, ACancelledCampaignStaysCancelledAcrossARestartAndNoneOfItsJobsRun
   // Cancelling again changes nothing.
   auto again = farm.client().cancel(gone);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ((*again)["finished"], 24);
-  EXPECT_EQ((*again)["cancelled"], 0);
+  EXPECT_EQ(again->finished, 24);
+  EXPECT_EQ(again->cancelled, 0);
 }
 
 // A raw DEALER acting as a hostile or broken worker.

@@ -70,7 +70,7 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   auto rows = farm.client().results(protocol::ResultsQuery{"", "", "kernelbench", "", ""});
   ASSERT_TRUE(rows.ok());
   std::map<std::pair<int, int>, json> by_sample;  // (problem, sample) -> row
-  for (const auto& r : (*rows)["rows"]) {
+  for (const json r : rows->rows) {
     const json task = r["kernelbench"]["task"];
     if (task["mode"] == "candidate") by_sample[{task["problem_id"].get<int>(), task["sample_id"].get<int>()}] = r;
   }
@@ -209,9 +209,9 @@ TEST(KernelBenchFarmTest, BaselinesAddUpInOneFileAndAShortWaitStillWritesTheScor
   EXPECT_TRUE(seen) << st.dump();
   auto rows = farm.client().results(cid, "CANCELLED");
   ASSERT_TRUE(rows.ok()) << rows.status().message();
-  ASSERT_EQ((*rows)["rows"].size(), 1u) << rows->dump();
-  EXPECT_NE((*rows)["rows"][0].dump().find("its campaign was cancelled; stopped in its"), std::string::npos)
-      << rows->dump();
+  ASSERT_EQ(rows->rows.size(), 1u) << json(rows->rows).dump();
+  EXPECT_NE(rows->rows[0].reason.find("its campaign was cancelled; stopped in its"), std::string::npos)
+      << json(rows->rows).dump();
   // An unknown campaign is refused with the reason.
   ASSERT_EQ(run_autokernel_to({"cancel", "nope", "--client", farm.client_endpoint()}, cancel_log), 1);
   EXPECT_NE(read_text(cancel_log).find("no campaign 'nope'"), std::string::npos) << read_text(cancel_log);

@@ -193,8 +193,7 @@ TEST(StudyFarmTest, ACancelledStudyProposesNothingMoreEvenAfterARestart) {
   farm.wait_finished(cid, 4, std::chrono::seconds(600));
   auto r = farm.client().cancel(cid, "enough");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  const int64_t proposed = (*r)["cancelled"].get<int64_t>() + (*r)["stopping"].get<int64_t>() +
-                           (*r)["finished"].get<int64_t>();
+  const int64_t proposed = r->cancelled + r->stopping + r->finished;
   farm.wait_campaign(cid, std::chrono::seconds(300));
   farm.kill_coordinator();
   farm.start_coordinator();
