@@ -274,7 +274,7 @@ Result<std::vector<kernelbench::Generation>> builtin_generations(const KbArgs& a
     tuned = std::move(*t);
   }
   const kernelbench::BuiltinOptions o{a.precision, tuned ? &*tuned : nullptr, a.tuning,
-                                      a.gpu_models.empty() ? "" : a.gpu_models.front()};
+                                      a.gpu_models.empty() ? "" : a.gpu_models.front(), a.python};
   const fs::path dir = fs::path(a.out) / "builtin";
   std::vector<kernelbench::Generation> out;
   int skipped = 0;

@@ -66,7 +66,7 @@ struct MeasureOptions {
 };
 
 // A KernelBench job (kernelbench/): one problem's baseline timing or one candidate sample, run by
-// the worker's KernelBench harness (kernelbench/harness.py, HARNESS.md) instead of the kernel
+// the worker's KernelBench harness (kernelbench/harness/, HARNESS.md) instead of the kernel
 // sandbox. The candidate's code is JobSpec::source; JobSpec::kernel_type is "kernelbench".
 struct KernelBenchTask {
   std::string mode = "candidate";  // "candidate" | "baseline"

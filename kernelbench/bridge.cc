@@ -202,13 +202,4 @@ Result<std::vector<Generation>> load_generations(const std::string& dir, const S
   return out;
 }
 
-json manifest(const Problem& p, const json& inspected) {
-  json j = {{"level", p.level}, {"problem_id", p.problem_id}, {"name", p.name}, {"code_hash", p.code_hash},
-            {"path", p.path}};
-  if (inspected.is_object())
-    for (const char* k : {"inputs", "init_inputs", "parameters", "outputs"})
-      if (inspected.contains(k)) j[k] = inspected[k];
-  return j;
-}
-
 }  // namespace ak::kernelbench

@@ -1,7 +1,7 @@
 // The KernelBench bridge: problems from a local KernelBench checkout or from the Hugging Face
-// dataset's files on this machine, candidate generations from a folder in KernelBench's naming, and
-// the manifest of each. No network. The problems' own Python runs only inside the harness
-// (kernelbench/harness.py) on a worker; the dataset's Parquet files are read by pyarrow in a Python
+// dataset's files on this machine, and candidate generations from a folder in KernelBench's naming,
+// each with the hash of its code. No network. The problems' own Python runs only inside the harness
+// (kernelbench/harness/) on a worker; the dataset's Parquet files are read by pyarrow in a Python
 // subprocess (kernelbench/hf_dataset.py, embedded), which runs none of the problems' code.
 //
 // A checkout is any of: the repository root (holding KernelBench/level1 ...), its KernelBench/
@@ -84,10 +84,6 @@ std::optional<Generation> parse_generation_name(const std::string& file_name);
 // Every generation file under `dir` (recursively), sorted by (level, problem, sample); the same
 // (level, problem, sample) twice is an error naming both paths.
 Result<std::vector<Generation>> load_generations(const std::string& dir, const Selection& sel);
-
-// {"level", "problem_id", "name", "code_hash", "path"} plus, when given, the harness's inspect
-// result ("inputs", "init_inputs", "parameters", "outputs").
-nlohmann::json manifest(const Problem& p, const nlohmann::json& inspected = nullptr);
 
 std::string xxh64_hex(const std::string& text);
 

@@ -4,19 +4,22 @@
 // configuration, so `autokernel kb sweep --builtin` runs without generations.
 //
 // Which problems: a fixed list of KernelBench level-1 problem names (builtin_problems()), and for
-// each a check of the problem's source: Model's __init__ and forward, get_inputs and
-// get_init_inputs must be exactly the single op and input ranks the template assumes (docstrings,
-// comments and whitespace aside). The generated forward computes its launch from the runtime
-// tensor shapes and raises for a rank the template does not handle; the declared shape (the
-// problem's module-level constants, evaluated when they are integer arithmetic) only picks the
-// tuned configuration. kernelbench/README.md lists what is covered and what is not, and why.
+// each a check of the problem's source by kernelbench/match.py (Python's ast, run as
+// `python -c` with BuiltinOptions::python; the source is parsed, never run): Model's __init__ and
+// forward, get_inputs and get_init_inputs must be exactly the single op and input ranks the
+// template assumes (docstrings, comments and whitespace aside), and the template must be able to
+// serve the declared shape ("template softmax cannot serve shape [...]: reason" otherwise). The
+// generated forward computes its launch from the runtime tensor shapes and raises for a rank the
+// template does not handle; the declared shape (the problem's module-level constants, evaluated
+// when they are integer arithmetic) picks the tuned configuration. kernelbench/README.md lists
+// what is covered and what is not, and why.
 //
 // Configuration: with a tuning database (kernels/tuned.h), the entry for (kernel type, backend
 // "triton", GPU model, precision) at the declared shape or the nearest tuned shape, over the
 // spec's default Triton configuration; without one, or when nothing matches, the default. The
 // file's header comment says which.
 //
-// Pure functions of their arguments; thread-safe.
+// Functions of their arguments (builtin_candidate runs one Python process per call); thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,7 @@ struct BuiltinOptions {
   const kernels::TunedConfigs* tuned = nullptr;
   std::string tuning_path;  // named in the header comment when `tuned` is set
   std::string gpu_model;    // the tuned entries' GPU model; required with `tuned`
+  std::string python = "python3";  // runs kernelbench/match.py (standard library only)
 };
 
 struct BuiltinCandidate {
@@ -49,8 +53,9 @@ struct BuiltinCandidate {
 };
 
 // The built-in candidate of `p`. Errors: kNotFound when the problem is not covered, with the
-// reason ("40_LayerNorm.py: __init__ is ..., the layernorm template expects ..."); kInvalidArgument
-// for bad options (unknown precision, `tuned` without a GPU model).
+// reason ("40_LayerNorm.py: __init__ is ..., the layernorm template expects ...", or "template
+// softmax cannot serve shape ..."); kInvalidArgument for bad options (unknown precision, `tuned`
+// without a GPU model); kUnavailable, kTimedOut or kInternal when `python` cannot run match.py.
 Result<BuiltinCandidate> builtin_candidate(const Problem& p, const BuiltinOptions& o);
 
 // The level-1 problem names (file name without ".py") that have a template, with their kernel

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/process.h"
+#include "kernelbench/bridge.h"
 #include "kernelbench/harness_source.h"
 
 namespace ak {
@@ -61,14 +62,15 @@ std::string KernelBenchRunner::harness_path() {
   remove_leftovers_of_dead_processes_once(options_.work_dir, "harness-");
   remove_leftovers_of_dead_processes_once(options_.work_dir, "fork-server-");
   remove_leftovers_of_dead_processes_once((fs::path(options_.work_dir) / "jobs").string(), "");
-  // Named by the embedded text's size, so a worker built from another version never runs a
-  // stale copy left in the folder.
+  // The zipapp, named by the hash of its bytes (harness-<pid>-<xxh64>.pyz), so a copy of another
+  // version, of whatever length, is never taken for this one.
+  const std::string zipapp(kernelbench::kHarnessZipapp);
   const fs::path p = fs::path(options_.work_dir) /
-                     ("harness-" + std::to_string(getpid()) + "-" + std::to_string(kernelbench::kHarnessScript.size()) + ".py");
+                     ("harness-" + std::to_string(getpid()) + "-" + kernelbench::xxh64_hex(zipapp) + ".pyz");
   // Agents of one process (one per GPU) share the folder: each writes its own temporary copy and
   // renames it, so no harness run ever reads a half-written file.
   const fs::path tmp = p.string() + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
-  if (write_text(tmp, kernelbench::kHarnessScript).ok()) {
+  if (write_text(tmp, zipapp).ok()) {
     fs::rename(tmp, p, ec);
     if (!ec) harness_path_ = p.string();
   }

@@ -1,5 +1,5 @@
 // KernelBenchRunner: runs a KernelBench job (JobSpec::kernelbench) through the harness
-// (kernelbench/harness.py, protocol in kernelbench/HARNESS.md), each step a Python subprocess in
+// (kernelbench/harness/, protocol in kernelbench/HARNESS.md), each step a Python subprocess in
 // its own process group, with its own job folder, bounded by what is left of the job's timeout:
 //   candidate mode: reference (the problem alone, in one process) -> candidate (the faithful
 //     KernelBench evaluation plus the strict probes, in another) -> judge (compares the two

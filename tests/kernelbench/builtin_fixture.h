@@ -1,6 +1,6 @@
 // Shared by builtin_test.cc (CPU) and builtin_gpu_test.cc (label gpu): small problems in
 // KernelBench's format and names, written to a temporary checkout, and a runner for the harness
-// (kernelbench/harness.py) in candidate mode on a generated candidate.
+// (kernelbench/harness/) in candidate mode on a generated candidate.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -203,7 +203,7 @@ class BuiltinFixture : public ::testing::Test {
                         {"result_path", res.string()}, {"num_correct_trials", 2}, {"num_perf_trials", 3},
                         {"strict", strict}};
     std::ofstream(req) << r.dump();
-    auto [rc, out] = run({AK_PYTHON, std::string(AK_SOURCE_DIR) + "/kernelbench/harness.py", req.string()}, env,
+    auto [rc, out] = run({AK_PYTHON, std::string(AK_SOURCE_DIR) + "/kernelbench/harness", req.string()}, env,
                          std::chrono::seconds(600));
     EXPECT_EQ(rc, 0) << out;
     std::ifstream in(res);

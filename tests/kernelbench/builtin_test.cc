@@ -87,6 +87,34 @@ TEST_F(BuiltinTest, ProblemsTheTemplatesDoNotMatchExactlyAreNotCoveredAndSayWhy)
   }
 }
 
+TEST_F(BuiltinTest, ATemplateSaysWhichShapeItCannotServeInsteadOfBeingTried) {
+  // One program per row in a 1-D grid: 2^31 rows are one more than CUDA's grid holds in x.
+  write("other/level1/23_Softmax.py", replaced(kSoftmax, "batch_size = 4 * 4", "batch_size = 2 * 1024 * 1024 * 1024"));
+  auto ps = load_problems((dir_ / "other").string(), Selection{{1}, {23}});
+  ASSERT_TRUE(ps.ok() && ps->size() == 1);
+  auto c = builtin_candidate(ps->front(), BuiltinOptions{});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("template softmax cannot serve shape [2147483648, 300]"), std::string::npos)
+      << c.status().message();
+  // A row of any width is served: each program walks it in BLOCK-wide steps (KernelBench's 23 is
+  // 4096 x 393216).
+  write("other/level1/23_Softmax.py", replaced(kSoftmax, "dim = 300", "dim = 393216"));
+  ps = load_problems((dir_ / "other").string(), Selection{{1}, {23}});
+  ASSERT_TRUE(ps.ok() && ps->size() == 1);
+  auto wide = builtin_candidate(ps->front(), BuiltinOptions{});
+  ASSERT_TRUE(wide.ok()) << wide.status().to_string();
+  EXPECT_EQ(wide->declared_shape, (std::vector<int64_t>{16, 393216}));
+}
+
+TEST_F(BuiltinTest, APythonThatCannotRunTheMatcherIsAnErrorNotANotCovered) {
+  BuiltinOptions o;
+  o.python = (dir_ / "no-such-python").string();
+  auto c = builtin_candidate(problem(23), o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().code(), StatusCode::kNotFound) << c.status().to_string();
+}
+
 TEST_F(BuiltinTest, ShapesThatAreNotIntegerArithmeticStillGenerateWithTheDefaultConfiguration) {
   write("other/level1/23_Softmax.py", replaced(kSoftmax, "dim = 300", "dim = int(300.0)"));
   auto ps = load_problems((dir_ / "other").string(), Selection{{1}, {23}});

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""Tests of kernelbench/harness.py, run the way the worker runs it: one subprocess per request.
+"""Tests of kernelbench/harness/, run the way the worker runs it: one subprocess per request.
 
 Everything runs on the CPU (device "cpu", precision fp32, backend "torch", 2 correctness trials,
-5 perf trials); the GPU-only parts (side-stream check, CUDA-event timing) have their own tests
-that skip without CUDA. The harness runs are independent processes, so they are started two at a
-time up front (setUpModule) and each test waits for the ones it reads; a test run alone starts
-its own. Registered in ctest as kernelbench_harness (tests/kernelbench/CMakeLists.txt).
+5 perf trials); the GPU-only parts (side-stream check, CUDA-event timing, Triton, load_inline)
+run with --gpu alone, and exit 77 (a skip) without CUDA. The harness runs are independent
+processes, so they are started two at a time up front (setUpModule) and each test waits for the
+ones it reads; a test run alone starts its own. Registered in ctest as kernelbench_harness (label
+unit) and kernelbench_harness_gpu (--gpu, label gpu) in tests/kernelbench/CMakeLists.txt.
 
 Timing assertions only use ratios that are orders of magnitude away from their thresholds, so a
 loaded machine cannot flip them (see each test).
 """
 
 import concurrent.futures
-import importlib.util
 import json
 import os
 import shutil
@@ -26,7 +26,10 @@ import unittest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HARNESS = os.path.join(ROOT, "kernelbench", "harness.py")
+HARNESS = os.path.join(ROOT, "kernelbench", "harness")  # run as a folder, as its zipapp runs
+sys.path.insert(0, os.path.dirname(HARNESS))  # the package's modules, for the tests that call them
+from harness import candidate as _candidate_module  # noqa: E402,F401 - every module imports
+from harness import compare, gpu_lock, problem as problem_module, strict  # noqa: E402
 PROBLEMS = os.path.join(ROOT, "tests", "kernelbench", "problems")
 CANDIDATES = os.path.join(ROOT, "tests", "kernelbench", "candidates")
 PYTHON = sys.executable
@@ -181,12 +184,6 @@ CASES = {
                             {"backend": "cuda", "build_dir": os.path.join(WORKDIR, "build")}),
     "hangs": (run_harness, (dict(BASE_REQUEST, mode="candidate", problem_path=problem(L1 + "1_Matmul.py"),
                                  candidate_path=candidate("hangs.py")),), {"timeout": HANG_TIMEOUT_S}),
-    "inspect_topk": (run_harness, (dict(BASE_REQUEST, mode="inspect", problem_path=problem(L1 + "4_TopK.py")),), {}),
-    "inspect_scale_shift": (run_harness, (dict(BASE_REQUEST, mode="inspect",
-                                               problem_path=problem(L1 + "7_ScaleShift.py")),), {}),
-    "inspect_cross_entropy": (run_harness, (dict(BASE_REQUEST, mode="inspect",
-                                                 problem_path=problem(L1 + "5_CrossEntropyLoss.py")),), {}),
-    "inspect_linear": (run_harness, (dict(BASE_REQUEST, mode="inspect", problem_path=problem(L1 + "2_Linear.py")),), {}),
     "baseline_eager": (run_harness, (dict(BASE_REQUEST, mode="baseline", problem_path=problem(L1 + "2_Linear.py")),), {}),
     "baseline_locked_pair": (locked_pair, (L1 + "2_Linear.py",), {}),
     "candidate_locked_pair": (locked_pair, (L1 + "9_Softmax.py", "softmax_correct.py"), {}),
@@ -196,7 +193,13 @@ CASES = {
                                             gpu_lock=os.path.join(WORKDIR, "gpu0_compile.lock")),), {}),
 }
 CUDA = torch.cuda.is_available()
-if CUDA:  # the GPU halves; skipped (and never started) without a device
+# The GPU halves run as their own ctest, kernelbench_harness_gpu (label gpu): `harness_test.py
+# --gpu` runs CudaTest alone and exits 77 (ctest's skip) without a device; the CPU run
+# (kernelbench_harness, label unit) leaves them out.
+GPU_RUN = "--gpu" in sys.argv[1:]
+if GPU_RUN:
+    CASES = {}
+if GPU_RUN and CUDA:
     CASES.update({
         "cuda_matmul_correct": (evaluate, (L1 + "1_Matmul.py", "matmul_correct.py"), {"device": "cuda:0", "judge": True}),
         "cuda_side_stream": (evaluate, (L1 + "1_Matmul.py", "side_stream.py"), {"device": "cuda:0", "judge": True}),
@@ -236,7 +239,7 @@ _T0 = time.monotonic()
 
 def setUpModule():
     # The slowest first, so two workers stay busy to the end.
-    for name in ["baseline_compile", "hangs"] + [n for n in CASES if n not in ("baseline_compile", "hangs")]:
+    for name in sorted(CASES, key=lambda n: n not in ("baseline_compile", "hangs")):
         start(name)
 
 
@@ -349,7 +352,8 @@ class FaithfulVerdictTest(unittest.TestCase):
 # --- the GPU halves ---------------------------------------------------------------------------
 
 
-@unittest.skipUnless(CUDA, "no CUDA device: the CUDA halves (events, L2 flush, side streams, Triton, load_inline) skip")
+@unittest.skipUnless(GPU_RUN and CUDA, "the CUDA halves (events, L2 flush, side streams, Triton, load_inline) run "
+                                      "with --gpu on a CUDA device (ctest kernelbench_harness_gpu, label gpu)")
 class CudaTest(unittest.TestCase):
     def test_cuda_device_times_with_cuda_events_and_passes_every_check(self):
         r = verdict("cuda_matmul_correct")
@@ -535,43 +539,7 @@ class StrictCheckTest(unittest.TestCase):
         self.assertEqual(values.device.type, "cpu")
 
 
-# --- inspect and baseline ---------------------------------------------------------------------
-
-
-class InspectTest(unittest.TestCase):
-    def test_inspect_describes_init_inputs_and_tuple_outputs(self):
-        r = checked(case("inspect_topk"), "inspect")
-        self.assertTrue(r["ok"])
-        self.assertEqual(r["inputs"], [{"kind": "tensor", "dtype": "torch.float32", "shape": [8, 32]}])
-        self.assertEqual(r["init_inputs"], [{"kind": "scalar", "type": "int", "value": 4}])
-        self.assertEqual(r["parameters"], 0)
-        self.assertEqual(r["output_structure"], "tuple")
-        self.assertEqual(r["outputs"], [{"kind": "tensor", "dtype": "torch.float32", "shape": [8, 4]},
-                                        {"kind": "tensor", "dtype": "torch.int64", "shape": [8, 4]}])
-
-    def test_inspect_describes_scalar_inputs(self):
-        r = checked(case("inspect_scale_shift"), "inspect")
-        self.assertEqual(r["inputs"][1:], [{"kind": "scalar", "type": "float", "value": 0.5},
-                                           {"kind": "scalar", "type": "int", "value": 3}])
-
-    def test_inspect_reports_integer_inputs_as_given(self):
-        r = checked(case("inspect_cross_entropy"), "inspect")
-        self.assertEqual(r["inputs"][1], {"kind": "tensor", "dtype": "torch.int64", "shape": [16]})
-        self.assertEqual(r["outputs"], [{"kind": "tensor", "dtype": "torch.float32", "shape": []}])
-
-    def test_inspect_counts_parameters(self):
-        r = checked(case("inspect_linear"), "inspect")
-        self.assertEqual(r["parameters"], 64 * 32 + 32)
-        self.assertEqual(r["init_inputs"], [{"kind": "scalar", "type": "int", "value": 64},
-                                            {"kind": "scalar", "type": "int", "value": 32}])
-
-    def test_inspect_of_a_broken_problem_is_not_ok(self):
-        path = os.path.join(WORKDIR, "broken_problem.py")
-        with open(path, "w") as f:
-            f.write("import torch\nraise ImportError('no such kernel library')\n")
-        r = checked(run_harness(dict(BASE_REQUEST, mode="inspect", problem_path=path)), "inspect")
-        self.assertFalse(r["ok"])
-        self.assertIn("no such kernel library", r["error"])
+# --- baseline ------------------------------------------------------------------------------
 
 
 class BaselineTest(unittest.TestCase):
@@ -587,19 +555,19 @@ class BaselineTest(unittest.TestCase):
         self.assertEqual(set(r["phases_s"]), {"start", "load", "inputs", "shared_wait", "build", "exclusive_wait", "timed"})
         self.assertTrue(all(v >= 0 for v in r["phases_s"].values()), r["phases_s"])
 
-    def test_compile_baseline_is_timed_or_reports_its_error(self):
+    def test_compile_baseline_is_timed(self):
+        # CI and every developer's machine have a C++ compiler for inductor: a failed compile is a
+        # failure, not an error reported well.
         r = checked(case("baseline_compile"), "baseline")
         self.assertTrue(r["compile"])
         self.assertEqual(r["compile_mode"], "default")
-        if r["ok"]:
-            self.assertGreater(r["mean_ms"], 0)
-            self.assertEqual(r["stats"]["num_trials"], 5)
-            self.assertIn("compile", r["phases_s"])
-            # Dynamo and inductor ran with no turn held; one exclusive turn, the timing.
-            self.assertGreater(r["gpu_lock"]["compile_off_turn_ms"], 0, r["gpu_lock"])
-            self.assertEqual(len(r["gpu_lock"]["exclusive_spans"]), 1)
-        else:  # inductor without a working C++ toolchain: a clean error, not a crash
-            self.assertTrue(r["error"])
+        self.assertTrue(r["ok"], f"{r.get('error')}\n{r.get('traceback', '')[-2000:]}")
+        self.assertGreater(r["mean_ms"], 0)
+        self.assertEqual(r["stats"]["num_trials"], 5)
+        self.assertIn("compile", r["phases_s"])
+        # Dynamo and inductor ran with no turn held; one exclusive turn, the timing.
+        self.assertGreater(r["gpu_lock"]["compile_off_turn_ms"], 0, r["gpu_lock"])
+        self.assertEqual(len(r["gpu_lock"]["exclusive_spans"]), 1)
 
 
 class JudgeSampleTest(unittest.TestCase):
@@ -607,16 +575,18 @@ class JudgeSampleTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        spec = importlib.util.spec_from_file_location("ak_harness_module", HARNESS)
-        cls.h = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(cls.h)
-        cls.h.JUDGE_SAMPLE_ELEMENTS = 64
+        cls.saved_limit = compare.JUDGE_SAMPLE_ELEMENTS
+        compare.JUDGE_SAMPLE_ELEMENTS = 64
+
+    @classmethod
+    def tearDownClass(cls):
+        compare.JUDGE_SAMPLE_ELEMENTS = cls.saved_limit
 
     def saved(self, x):
         # Through the judge's file format: torch.save, then torch.load(weights_only=True).
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "o.pt")
-            torch.save(self.h._to_saveable(x, sample=True), path)
+            torch.save(compare.to_saveable(x, sample=True), path)
             return torch.load(path, map_location="cpu", weights_only=True)
 
     def test_small_outputs_are_saved_whole_and_large_ones_sampled(self):
@@ -627,37 +597,36 @@ class JudgeSampleTest(unittest.TestCase):
 
     def test_both_sides_sample_the_same_positions(self):
         x = torch.randn(50, 40)
-        ok, reason, diff = self.h.compare_judge(self.saved(x), self.saved(x.clone()), 1e-4, True)
+        ok, reason, diff = compare.compare_judge(self.saved(x), self.saved(x.clone()), 1e-4, True)
         self.assertTrue(ok, reason)
         self.assertEqual(diff, 0.0)
 
     def test_a_wrong_large_output_fails_and_says_it_was_sampled(self):
         x = torch.randn(50, 40)
-        ok, reason, _ = self.h.compare_judge(self.saved(x), self.saved(x + 1), 1e-4, True)
+        ok, reason, _ = compare.compare_judge(self.saved(x), self.saved(x + 1), 1e-4, True)
         self.assertFalse(ok)
         self.assertIn("at 64 sampled positions of 2000", reason)
 
     def test_the_rotated_timing_checks_a_large_output_against_its_sample(self):
-        h = self.h
         model = torch.nn.Identity()
         req = {"device_obj": torch.device("cpu"), "dtype": torch.float32, "tolerance": 1e-4, "seed": 42,
                "switches": {"compare_tuple_outputs": True, "keep_integer_inputs": True}, "num_warmup": 1,
-               "rotation_perf_trials": 2, "lock": h.GpuLock(None)}
+               "rotation_perf_trials": 2, "lock": gpu_lock.GpuLock(None)}
         get_inputs = lambda: [torch.randn(50, 40)]  # noqa: E731
         seeds = [43, 44]
-        expected = [h._to_saveable(model(*h._inputs_for(s, get_inputs, req)), sample=True) for s in seeds]
-        self.assertTrue(h._has_sample(expected[0]))
-        r = h._rotated_timing(model, get_inputs, seeds, expected, req, 1.0)
+        expected = [compare.to_saveable(model(*problem_module.inputs_for(s, get_inputs, req)), sample=True) for s in seeds]
+        self.assertTrue(compare.has_sample(expected[0]))
+        r = strict.rotated_timing(model, get_inputs, seeds, expected, req, 1.0)
         self.assertTrue(r["outputs_consistent"])
-        r = h._rotated_timing(lambda x: x + 1, get_inputs, seeds, expected, req, 1.0)
+        r = strict.rotated_timing(lambda x: x + 1, get_inputs, seeds, expected, req, 1.0)
         self.assertFalse(r["outputs_consistent"])
 
     def test_shape_and_kind_mismatches_fail(self):
         x = torch.randn(50, 40)
         for cand in (self.saved(x.reshape(40, 50)), self.saved(x[:1, :40]), 3.0):
-            ok, reason, _ = self.h.compare_judge(self.saved(x), cand, 1e-4, True)
+            ok, reason, _ = compare.compare_judge(self.saved(x), cand, 1e-4, True)
             self.assertFalse(ok)
-        ok, _, _ = self.h.compare_judge(self.saved((x, x[:1])), self.saved((x, x[:1])), 1e-4, True)
+        ok, _, _ = compare.compare_judge(self.saved((x, x[:1])), self.saved((x, x[:1])), 1e-4, True)
         self.assertTrue(ok)
 
 
@@ -665,18 +634,11 @@ class GpuLockTest(unittest.TestCase):
     """The lock by which harness processes share a GPU. Each GpuLock opens its own file
     descriptions, so two of them in one process exclude each other as two processes would."""
 
-    @classmethod
-    def setUpClass(cls):
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("kb_harness_under_test", HARNESS)
-        cls.harness = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(cls.harness)
-
     def setUp(self):
         self.path = tempfile.mktemp(prefix="gpu_lock_", dir=WORKDIR)
 
     def lock(self):
-        return self.harness.GpuLock(self.path)
+        return gpu_lock.GpuLock(self.path)
 
     def held(self, path, mode):
         """Whether some GpuLock holds `path` so that a `mode` flock cannot be had (non-blocking probe)."""
@@ -703,7 +665,7 @@ class GpuLockTest(unittest.TestCase):
                 taken.set()
 
         spy = types.SimpleNamespace(flock=flock, LOCK_EX=fcntl.LOCK_EX, LOCK_SH=fcntl.LOCK_SH, LOCK_UN=fcntl.LOCK_UN)
-        patch = mock.patch.object(self.harness, "fcntl", spy)
+        patch = mock.patch.object(gpu_lock, "fcntl", spy)
         patch.start()
         self.addCleanup(patch.stop)
         return taken
@@ -749,7 +711,7 @@ class GpuLockTest(unittest.TestCase):
         late.enter(None)
 
     def test_without_a_path_the_lock_is_a_no_op(self):
-        lock = self.harness.GpuLock(None)
+        lock = gpu_lock.GpuLock(None)
         lock.enter("exclusive")
         self.assertFalse(lock.active)
         self.assertIsNone(lock.mode)
@@ -794,7 +756,7 @@ class GpuLockTest(unittest.TestCase):
         torch._dynamo.reset()
         with mock.patch.object(type(bench), "benchmark_gpu", benchmark_gpu), \
                 mock.patch.object(pad_mm, "_should_pad", pads):
-            with self.harness.compile_off_turn(lock, cpu, "default"):
+            with gpu_lock.compile_off_turn(lock, cpu, "default"):
                 out = torch.compile(lambda x: x * 2 + 1, backend=backend)(torch.ones(4))
             self.assertNotIn("benchmark_gpu", vars(bench))  # unwrapped again
             self.assertIs(pad_mm._should_pad, pads)
@@ -816,7 +778,7 @@ class GpuLockTest(unittest.TestCase):
         torch._dynamo.reset()
         with mock.patch.object(type(bench), "benchmark_gpu", benchmark_gpu), \
                 mock.patch.object(pad_mm, "_should_pad", pads):
-            with self.harness.compile_off_turn(lock, cpu, "max-autotune"):
+            with gpu_lock.compile_off_turn(lock, cpu, "max-autotune"):
                 torch.compile(lambda x: x + 2, backend=backend)(torch.ones(4))
         self.assertEqual(seen["compile"], ("shared", True))
 
@@ -825,7 +787,7 @@ class GpuLockTest(unittest.TestCase):
 
         torch._dynamo.reset()
         with self.assertRaises(Exception):
-            with self.harness.compile_off_turn(lock, cpu, "default"):
+            with gpu_lock.compile_off_turn(lock, cpu, "default"):
                 torch.compile(lambda x: x - 1, backend=broken)(torch.ones(4))
         self.assertEqual(lock.mode, "shared")  # a failed compile gives the turn back
         lock.enter(None)
@@ -875,15 +837,15 @@ class GpuLockTest(unittest.TestCase):
 
         lock.enter("shared")
         sums = []
-        inputs = self.harness._inputs_for(5, get_inputs, req, sums)
+        inputs = problem_module.inputs_for(5, get_inputs, req, sums)
         self.assertEqual(seen, [(None, False)])
         self.assertEqual(lock.mode, "shared")
         self.assertTrue(self.held(self.path, fcntl.LOCK_EX))
         self.assertEqual(inputs[0].dtype, torch.float32)
-        self.assertEqual(sums, [self.harness._checksum([torch.ones(3, dtype=torch.float64), 7])])
+        self.assertEqual(sums, [compare.input_checksum([torch.ones(3, dtype=torch.float64), 7])])
         lock.enter(None)
         lock.enter("exclusive")  # a caller inside a timed section keeps it
-        self.harness._inputs_for(5, get_inputs, req)
+        problem_module.inputs_for(5, get_inputs, req)
         self.assertEqual(seen[-1], ("exclusive", True))
         self.assertEqual(len(lock.stats["exclusive_spans"]), 1)
         lock.enter(None)
@@ -892,7 +854,7 @@ class GpuLockTest(unittest.TestCase):
         import fcntl
         lock, other = self.lock(), self.lock()
         lock.enter("shared")
-        with self.harness.exclusive_turn(lock):
+        with gpu_lock.exclusive_turn(lock):
             self.assertEqual(lock.mode, "exclusive")
             self.assertTrue(self.held(self.path, fcntl.LOCK_SH))
         self.assertEqual(lock.mode, "shared")
@@ -915,7 +877,7 @@ class BadRequestTest(unittest.TestCase):
     def test_unknown_mode_unknown_key_and_missing_candidate_exit_2(self):
         matmul = problem(L1 + "1_Matmul.py")
         self.assert_bad(dict(BASE_REQUEST, mode="evaluate", problem_path=matmul), '"mode" must be one of')
-        self.assert_bad(dict(BASE_REQUEST, mode="inspect", problem_path=matmul, num_perf_trial=3),
+        self.assert_bad(dict(BASE_REQUEST, mode="baseline", problem_path=matmul, num_perf_trial=3),
                         "unknown request key(s) ['num_perf_trial']")
         self.assert_bad(dict(BASE_REQUEST, mode="candidate", problem_path=matmul,
                              candidate_path=candidate("does_not_exist.py")), "is not a file")
@@ -929,7 +891,7 @@ class BadRequestTest(unittest.TestCase):
 
     @unittest.skipIf(torch.cuda.is_available(), "CUDA present")
     def test_cuda_device_without_cuda_exits_2(self):
-        self.assert_bad(dict(BASE_REQUEST, mode="inspect", device="cuda:0", problem_path=problem(L1 + "1_Matmul.py")),
+        self.assert_bad(dict(BASE_REQUEST, mode="baseline", device="cuda:0", problem_path=problem(L1 + "1_Matmul.py")),
                         "torch.cuda.is_available() is false")
 
 
@@ -973,7 +935,14 @@ def verdict_table():
 
 
 if __name__ == "__main__":
-    program = unittest.main(exit=False, verbosity=2)
+    if GPU_RUN:
+        sys.argv.remove("--gpu")
+        if not CUDA:
+            print("kernelbench harness GPU tests: skipped, torch sees no CUDA device")
+            sys.exit(77)
+        program = unittest.main(exit=False, verbosity=2, defaultTest="CudaTest")
+    else:
+        program = unittest.main(exit=False, verbosity=2)
     print("\n" + verdict_table())
     print(f"\nkernelbench harness tests: {time.monotonic() - _T0:.1f} s")
     sys.exit(0 if program.result.wasSuccessful() else 1)

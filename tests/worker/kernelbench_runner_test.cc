@@ -16,6 +16,10 @@
 
 #include <gtest/gtest.h>
 
+#include "common/process.h"
+#include "kernelbench/bridge.h"
+#include "kernelbench/harness_source.h"
+
 namespace ak {
 namespace {
 
@@ -146,6 +150,45 @@ TEST_F(KernelBenchRunnerTest, AServerThatRefusesLeavesTheRunnerOnFreshProcessesA
   const auto s = served.run(job("noisy", "baseline"), 120s);
   ASSERT_EQ(s.status, ResultStatus::kPass) << s.reason;
   EXPECT_LT(start_phase(s), 0.3) << s.kernelbench.dump();
+}
+
+TEST_F(KernelBenchRunnerTest, AHangingCandidateInAFreshProcessEndsAtTheJobsTimeoutAsTimeoutNamingItsStep) {
+  KernelBenchRunner runner(options(false));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = runner.run(job("hangs-fresh", "candidate", "hangs.py"), 20s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(out.status, ResultStatus::kTimeout) << out.reason;
+  EXPECT_EQ(out.stage, "candidate");
+  EXPECT_NE(out.reason.find("the candidate step did not finish within the job's 20000 ms"), std::string::npos)
+      << out.reason;
+  // The timeout covers the step: the job ends at it, not whenever the candidate would.
+  EXPECT_LT(took, 20s + 15s);
+}
+
+TEST_F(KernelBenchRunnerTest, TheHarnessCopyIsNamedByTheHashOfItsBytesAndDeadProcessesCopiesAreSwept) {
+  // A copy left by a process that is gone (a reaped child's pid) and one of this live process.
+  auto gone = ChildProcess::spawn({"true"}, {});
+  ASSERT_TRUE(gone.ok());
+  const pid_t dead = gone->pid();
+  gone->wait();
+  // A folder of its own: the sweep runs once per folder in a process's life.
+  KernelBenchRunnerOptions o = options(false);
+  o.work_dir = (dir_ / "work-swept").string();
+  fs::create_directories(o.work_dir);
+  const fs::path stale = fs::path(o.work_dir) / ("harness-" + std::to_string(dead) + "-0123456789abcdef.pyz");
+  const fs::path other = fs::path(o.work_dir) / ("harness-" + std::to_string(::getpid()) + "-0123456789abcdef.pyz");
+  std::ofstream(stale) << "old";
+  std::ofstream(other) << "another version of the same length as no other";
+
+  KernelBenchRunner runner(o);
+  ASSERT_EQ(runner.run(job("named", "baseline"), 120s).status, ResultStatus::kPass);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(other));  // a live process's copy stays
+  const fs::path mine = fs::path(o.work_dir) /
+                        ("harness-" + std::to_string(::getpid()) + "-" +
+                         kernelbench::xxh64_hex(std::string(kernelbench::kHarnessZipapp)) + ".pyz");
+  ASSERT_TRUE(fs::exists(mine));
+  EXPECT_EQ(read_file(mine), std::string(kernelbench::kHarnessZipapp));
 }
 
 }  // namespace
