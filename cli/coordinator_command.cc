@@ -8,7 +8,7 @@
 #include "common/clock.h"
 #include "common/redis_server.h"
 #include "common/redis_store.h"
-#include "coordinator/broker.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/metrics.h"
 
 namespace ak::cli {
