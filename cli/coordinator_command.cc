@@ -6,9 +6,9 @@
 
 #include "cli/commands.h"
 #include "common/clock.h"
+#include "coordinator/coordinator.h"
 #include "coordinator/store/redis_server.h"
 #include "coordinator/store/redis_store.h"
-#include "coordinator/broker.h"
 #include "coordinator/metrics.h"
 
 namespace ak::cli {

@@ -3,8 +3,8 @@
 // Events go in (a worker said READY, a heartbeat arrived, a result arrived, time passed, jobs were
 // submitted) together with the current monotonic time; the scheduler updates its state and returns
 // the actions the caller must perform, in order. It does no I/O and reads no clock, so tests drive
-// it with a fake clock and inspect the actions. The broker (coordinator/broker.h) executes the
-// actions: Persist* against the store, Send* on the ROUTER socket.
+// it with a fake clock and inspect the actions. FarmCore (coordinator/farm_core.h) executes the
+// actions: Persist* against the store, Send* handed to the Coordinator's ROUTER socket.
 //
 // Ordering contract for results: on_result returns PersistResult followed by SendAck. The caller
 // must perform them in order and must not send the ACK if the store write failed (a result is

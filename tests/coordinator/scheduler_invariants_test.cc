@@ -32,7 +32,7 @@ struct SimWorker {
   std::vector<ResultRecord> outbox;   // results not yet acknowledged
 };
 
-// Executes scheduler actions the way the broker does: Persist* against the store, commit after
+// Executes scheduler actions the way FarmCore does: Persist* against the store, commit after
 // a successful result write, no ACK after a failed one; Send* delivered to simulated workers.
 class Farm {
  public:
@@ -85,7 +85,13 @@ class Farm {
     check();
   }
 
+  // Every event's actions go through here, so the invariants are checked after every event.
   void apply(const std::vector<Action>& actions) {
+    apply_actions(actions);
+    check();
+  }
+
+  void apply_actions(const std::vector<Action>& actions) {
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
       if (const auto* p = std::get_if<PersistJob>(&a)) {

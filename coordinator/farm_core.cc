@@ -1,8 +1,9 @@
-#include "coordinator/broker.h"
+#include "coordinator/farm_core.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/ids.h"
 #include "common/result_fields.h"
@@ -14,19 +15,21 @@ namespace ak {
 using nlohmann::json;
 namespace pr = protocol;
 
-Coordinator::Coordinator(CoordinatorOptions options, Store& store, const Clock& clock, CoordinatorMetrics& metrics)
-    : options_(std::move(options)),
-      store_(store),
-      clock_(clock),
-      metrics_(metrics),
-      scheduler_(options_.scheduler),
-      ctx_(1),
-      workers_(ctx_, zmq::socket_type::router),
-      clients_(ctx_, zmq::socket_type::router) {}
+FarmCore::FarmCore(FarmCoreOptions options, Store& store, const Clock& clock)
+    : options_(std::move(options)), store_(store), clock_(clock), scheduler_(options_.scheduler) {}
 
-Coordinator::~Coordinator() = default;
+void FarmCore::check_invariants() {
+  if (!options_.check_invariants) return;
+  Status s = scheduler_.check_invariants(clock_.now_ms());
+  if (s.ok()) return;
+  spdlog::critical("{}", s.to_string());
+  if (broken_invariant_.ok()) broken_invariant_ = s;
+#ifndef NDEBUG
+  std::abort();
+#endif
+}
 
-Status Coordinator::start() {
+Status FarmCore::start(FarmEffects* out) {
   auto snap = store_.load();
   if (!snap.ok()) return Status::unavailable("cannot rebuild state from the store: " + snap.status().message());
   const int64_t now = clock_.now_ms();
@@ -51,142 +54,77 @@ Status Coordinator::start() {
   for (auto& e : *best) best_[tuning_key(e)] = std::move(e);
   // Results whose best entry was not written (a crash between the two writes) count now.
   for (const auto& r : snap->results)
-    if (auto it = scheduler_.jobs().find(r.job_id); it != scheduler_.jobs().end()) offer_best(it->second, r);
+    if (auto it = scheduler_.jobs().find(r.job_id); it != scheduler_.jobs().end()) offer_best(it->second, r, out);
   if (!snap->jobs.empty())
     spdlog::info("rebuilt from store: {} campaigns, {} jobs, {} results", snap->campaigns.size(), snap->jobs.size(),
                  snap->results.size());
-  try {
-    workers_.set(zmq::sockopt::router_mandatory, 1);
-    workers_.set(zmq::sockopt::linger, 0);
-    // Hard cap far above the protocol limit: frames between the two get an OVERSIZED reply,
-    // frames above it make ZeroMQ drop the peer's connection.
-    workers_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
-    clients_.set(zmq::sockopt::linger, 0);
-    clients_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
-    workers_.bind(options_.worker_endpoint);
-    clients_.bind(options_.client_endpoint);
-    worker_endpoint_ = workers_.get(zmq::sockopt::last_endpoint);
-    client_endpoint_ = clients_.get(zmq::sockopt::last_endpoint);
-  } catch (const zmq::error_t& e) {
-    return Status::unavailable("cannot bind " + options_.worker_endpoint + " / " + options_.client_endpoint + ": " +
-                               e.what() + "; is another coordinator running there?");
-  }
   started_ms_ = now;
   // A campaign cancelled before the restart stays cancelled: jobs it left queued end now.
   for (const auto& [id, c] : campaigns_)
-    if (c.cancelled) execute(scheduler_.cancel(id, c.cancel_reason, now));
-  drive_studies();
-  refresh_gauges();
+    if (c.cancelled) execute(scheduler_.cancel(id, c.cancel_reason, now), out);
+  drive_studies(out);
+  check_invariants();
   return {};
 }
 
-Status Coordinator::run(const std::atomic<bool>& stop) {
-  int64_t next_tick = clock_.now_ms();
-  std::vector<zmq::pollitem_t> items = {{workers_.handle(), 0, ZMQ_POLLIN, 0}, {clients_.handle(), 0, ZMQ_POLLIN, 0}};
-  while (!stop.load()) {
-    const int64_t wait = std::max<int64_t>(0, next_tick - clock_.now_ms());
-    try {
-      zmq::poll(items, std::chrono::milliseconds(wait));
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      return Status::internal(std::string("poll: ") + e.what());
-    }
-    // Drain a bounded batch from each socket so neither starves the other or the ticks.
-    for (int i = 0; i < 256; ++i) {
-      std::vector<zmq::message_t> frames;
-      try {
-        auto r = zmq::recv_multipart(workers_, std::back_inserter(frames), zmq::recv_flags::dontwait);
-        if (!r) break;
-      } catch (const zmq::error_t& e) {
-        break;
-      }
-      if (frames.empty()) continue;
-      std::string identity = frames.front().to_string();
-      try {
-        on_worker_message(identity, frames);
-      } catch (const std::exception& e) {
-        spdlog::error("handler for worker {} failed: {}", identity, e.what());
-        protocol_error(identity, pr::ErrorCode::kInternal, std::string("coordinator failed on this frame: ") + e.what());
-      }
-    }
-    for (int i = 0; i < 64; ++i) {
-      std::vector<zmq::message_t> frames;
-      try {
-        auto r = zmq::recv_multipart(clients_, std::back_inserter(frames), zmq::recv_flags::dontwait);
-        if (!r) break;
-      } catch (const zmq::error_t&) {
-        break;
-      }
-      try {
-        on_client_message(frames);
-      } catch (const std::exception& e) {
-        spdlog::error("client handler failed: {}", e.what());
-      }
-    }
-    const int64_t now = clock_.now_ms();
-    answer_waiters(now);
-    if (now >= next_tick) {
-      execute(scheduler_.on_tick(now));
-      drive_studies();
-      next_tick = now + options_.tick_ms;
-      refresh_gauges();
-    }
-  }
-  return {};
+void FarmCore::worker_error(const std::string& worker_id, pr::ErrorCode code, const std::string& message,
+                            FarmEffects* out) {
+  spdlog::warn("protocol error from '{}': {} {}", worker_id.substr(0, 64), pr::error_code_name(code), message);
+  out->errors.push_back(code);
+  out->to_workers.push_back({worker_id, pr::Error{code, message}});
 }
 
-void Coordinator::protocol_error(const std::string& identity, pr::ErrorCode code, const std::string& message) {
-  metrics_.protocol_error(code);
-  spdlog::warn("protocol error from '{}': {} {}", identity.substr(0, 64), pr::error_code_name(code), message);
-  send_worker(identity, pr::Error{code, message});
+void FarmCore::on_worker(const std::string& identity, const pr::Message& m, FarmEffects* out) {
+  try {
+    handle_worker(identity, m, out);
+  } catch (const std::exception& e) {
+    spdlog::error("handler for worker {} failed: {}", identity, e.what());
+    worker_error(identity, pr::ErrorCode::kInternal, std::string("coordinator failed on this frame: ") + e.what(), out);
+  }
+  check_invariants();
 }
 
-void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq::message_t>& frames) {
-  if (frames.size() != 2) {
-    protocol_error(identity, pr::ErrorCode::kMalformed,
-                   "expected exactly one body frame, got " + std::to_string(frames.size() - 1));
-    return;
-  }
-  auto d = pr::decode(frames[1].to_string_view());
-  if (!d.ok()) {
-    protocol_error(identity, d.error.code, d.error.message);
-    return;
-  }
+void FarmCore::handle_worker(const std::string& identity, const pr::Message& m, FarmEffects* out) {
   const int64_t now = clock_.now_ms();
   auto check_identity = [&](const std::string& worker_id) {
     if (worker_id == identity) return true;
-    protocol_error(identity, pr::ErrorCode::kIdentityMismatch,
-                   "body names worker '" + worker_id.substr(0, 64) + "' but the connection is '" + identity.substr(0, 64) +
-                       "'; set the DEALER routing id to the worker id");
+    worker_error(identity, pr::ErrorCode::kIdentityMismatch,
+                 "body names worker '" + worker_id.substr(0, 64) + "' but the connection is '" + identity.substr(0, 64) +
+                     "'; set the DEALER routing id to the worker id",
+                 out);
     return false;
   };
-  auto& m = *d.message;
-  if (!std::holds_alternative<pr::Heartbeat>(m)) ++version_;
+  const bool heartbeat = std::holds_alternative<pr::Heartbeat>(m);
+  if (!heartbeat) ++version_;
   if (auto* r = std::get_if<pr::Ready>(&m)) {
     if (!check_identity(r->worker_id)) return;
     spdlog::info("worker {} ready: {} {} slots={}", r->worker_id, r->caps.gpu_name, r->caps.arch, r->slots);
     worker_caps_[r->worker_id] = r->caps;
-    execute(scheduler_.on_ready(*r, now));
+    execute(scheduler_.on_ready(*r, now), out);
   } else if (auto* h = std::get_if<pr::Heartbeat>(&m)) {
     if (!check_identity(h->worker_id)) return;
-    auto actions = scheduler_.on_heartbeat(*h, now);
-    execute(std::move(actions));
+    execute(scheduler_.on_heartbeat(*h, now), out);
   } else if (auto* res = std::get_if<pr::ResultMsg>(&m)) {
     if (!check_identity(res->worker_id)) return;
-    execute(scheduler_.on_result(*res, now));
+    execute(scheduler_.on_result(*res, now), out);
   } else if (auto* dc = std::get_if<pr::Disconnect>(&m)) {
     if (!check_identity(dc->worker_id)) return;
     spdlog::info("worker {} disconnected: {}", dc->worker_id, dc->reason);
-    execute(scheduler_.on_disconnect(*dc, now));
+    execute(scheduler_.on_disconnect(*dc, now), out);
   } else {
-    protocol_error(identity, pr::ErrorCode::kUnknownType,
-                   std::string("message type ") + pr::type_name(m) + " is not accepted from workers");
+    worker_error(identity, pr::ErrorCode::kUnknownType,
+                 std::string("message type ") + pr::type_name(m) + " is not accepted from workers", out);
   }
-  if (!std::holds_alternative<pr::Heartbeat>(m)) drive_studies();
-  refresh_gauges();
+  if (!heartbeat) drive_studies(out);
 }
 
-StudyProgress Coordinator::progress_of(const std::string& campaign_id) const {
+void FarmCore::on_tick(FarmEffects* out) {
+  execute(scheduler_.on_tick(clock_.now_ms()), out);
+  drive_studies(out);
+  check_invariants();
+}
+
+StudyProgress FarmCore::progress_of(const std::string& campaign_id) const {
   std::vector<const JobRecord*> jobs;
   const std::string prefix = campaign_id + "-s";
   for (auto it = scheduler_.jobs().lower_bound(prefix); it != scheduler_.jobs().end(); ++it) {
@@ -201,7 +139,7 @@ StudyProgress Coordinator::progress_of(const std::string& campaign_id) const {
                         clock_.wall_ms(), smem);
 }
 
-void Coordinator::drive_studies() {
+void FarmCore::drive_studies(FarmEffects* out) {
   if (studies_.empty()) return;
   // Slots per GPU model, less what study jobs already hold or wait for.
   std::map<std::string, int64_t> free;
@@ -238,21 +176,21 @@ void Coordinator::drive_studies() {
       continue;
     }
     campaigns_[*cid].job_count += int64_t(n);
-    execute(std::move(*actions));
+    execute(std::move(*actions), out);
   }
 }
 
-Status Coordinator::store_best(const TunedEntry& entry, bool* stored) {
+Status FarmCore::store_best(const TunedEntry& entry, bool* stored, FarmEffects* out) {
   Status s = store_.put_best(entry, stored);
   if (!s.ok()) {
-    metrics_.store_error();
+    ++out->store_errors;
     return s;
   }
   if (*stored) best_[tuning_key(entry)] = entry;
   return {};
 }
 
-void Coordinator::offer_best(const JobRecord& job, const ResultRecord& result) {
+void FarmCore::offer_best(const JobRecord& job, const ResultRecord& result, FarmEffects* out) {
   // Called for every stored row at start: most are no better than their key's entry, and are
   // turned away before an entry (with its source) is made.
   if (result.status != ResultStatus::kPass) return;
@@ -263,12 +201,12 @@ void Coordinator::offer_best(const JobRecord& job, const ResultRecord& result) {
   auto entry = tuned_entry_from(job, result, caps == worker_caps_.end() ? nullptr : &caps->second);
   if (!entry) return;
   bool stored = false;
-  if (Status s = store_best(*entry, &stored); !s.ok())
+  if (Status s = store_best(*entry, &stored, out); !s.ok())
     spdlog::error("tuning database: best entry of {} not stored (it is offered again at the next start): {}",
                   result.job_id, s.to_string());
 }
 
-json Coordinator::import_best(const json& document, pr::Error* error) {
+json FarmCore::import_best(const json& document, pr::Error* error, FarmEffects* out) {
   auto entries = parse_tuning_export(document);
   if (!entries.ok()) {
     *error = {pr::ErrorCode::kBadRequest, entries.status().message()};
@@ -277,7 +215,7 @@ json Coordinator::import_best(const json& document, pr::Error* error) {
   int64_t stored_n = 0;
   for (const auto& e : *entries) {
     bool stored = false;
-    if (Status s = store_best(e, &stored); !s.ok()) {
+    if (Status s = store_best(e, &stored, out); !s.ok()) {
       *error = {pr::ErrorCode::kStoreUnavailable, "tuning database: stopped after " + std::to_string(stored_n) +
                                                       " stored entries: " + s.message() + "; import the file again"};
       return {};
@@ -289,25 +227,14 @@ json Coordinator::import_best(const json& document, pr::Error* error) {
   return pr::ImportBestReply{int64_t(entries->size()), stored_n, int64_t(entries->size()) - stored_n};
 }
 
-void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {
-  try {
-    const std::string body = pr::encode(m);
-    std::array<zmq::const_buffer, 2> parts = {zmq::buffer(worker_id), zmq::buffer(body)};
-    zmq::send_multipart(workers_, parts, zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    // EHOSTUNREACH: the peer is gone. Leases and the outbox make that harmless.
-    spdlog::debug("send to {} failed: {}", worker_id, e.what());
-  }
-}
-
-void Coordinator::execute(std::vector<Action> actions) {
+void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
   if (!actions.empty()) ++version_;
   std::vector<JobRecord> batch;
   auto flush = [&]() {
     if (batch.empty()) return;
     Status s = store_.put_jobs(batch);
     if (!s.ok()) {
-      metrics_.store_error();
+      ++out->store_errors;
       spdlog::error("store: {}", s.to_string());
     }
     batch.clear();
@@ -316,20 +243,20 @@ void Coordinator::execute(std::vector<Action> actions) {
   for (size_t i = 0; i < actions.size(); ++i) {
     Action& a = actions[i];
     if (auto* pj = std::get_if<PersistJob>(&a)) {
-      if (pj->job.state == JobState::kQueued && pj->job.attempt > 0) metrics_.requeued();
+      if (pj->job.state == JobState::kQueued && pj->job.attempt > 0) ++out->requeued;
       batch.push_back(std::move(pj->job));
       continue;
     }
     flush();
     if (auto* sj = std::get_if<SendJob>(&a)) {
-      metrics_.dispatched();
+      ++out->dispatched;
       first_dispatch_ms_.emplace(sj->job.spec.job_id, clock_.now_ms());
-      send_worker(sj->worker_id, sj->job);
+      out->to_workers.push_back({sj->worker_id, std::move(sj->job)});
     } else if (auto* pr_ = std::get_if<PersistResult>(&a)) {
       bool inserted = false;
       Status s = store_.put_result(pr_->result, pr_->job, &inserted);
       if (!s.ok()) {
-        metrics_.store_error();
+        ++out->store_errors;
         spdlog::error("result of {} not stored, not acknowledging: {}", pr_->result.job_id, s.to_string());
         unstored.insert(pr_->result.job_id);
         continue;
@@ -345,89 +272,65 @@ void Coordinator::execute(std::vector<Action> actions) {
           dur = (clock_.now_ms() - it->second) / 1000.0;
           first_dispatch_ms_.erase(it);
         }
-        metrics_.completed(pr_->result.status, cancelled ? -1 : dur);  // its duration is no job's
-        offer_best(pr_->job, pr_->result);
+        out->completed.push_back({pr_->result.status, cancelled ? -1 : dur});  // its duration is no job's
+        offer_best(pr_->job, pr_->result, out);
       } else {
-        metrics_.duplicate_result();
+        ++out->duplicate_results;
       }
       auto more = scheduler_.commit_result(job_id, clock_.now_ms());
       actions.insert(actions.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
     } else if (auto* sa = std::get_if<SendAck>(&a)) {
       if (unstored.count(sa->ack.job_id)) continue;
-      send_worker(sa->worker_id, sa->ack);
+      out->to_workers.push_back({sa->worker_id, sa->ack});
     } else if (auto* sc = std::get_if<SendCancel>(&a)) {
-      send_worker(sc->worker_id, sc->cancel);
+      out->to_workers.push_back({sc->worker_id, sc->cancel});
     } else if (auto* se = std::get_if<SendError>(&a)) {
-      metrics_.protocol_error(se->error.code);
-      send_worker(se->worker_id, se->error);
+      out->errors.push_back(se->error.code);
+      out->to_workers.push_back({se->worker_id, se->error});
     }
   }
   flush();
 }
 
-void Coordinator::refresh_gauges() {
-  auto c = scheduler_.counts();
-  metrics_.set_jobs(c.queued, c.leased, c.done, c.lost);
-  metrics_.set_workers(static_cast<int64_t>(scheduler_.workers().size()));
-  metrics_.heartbeats_missed(scheduler_.heartbeats_missed());
-}
-
-void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
-  // REQ envelope: [identity][empty][body]
-  if (frames.size() < 3) return;
-  const std::string identity = frames.front().to_string();
+void FarmCore::on_client(const std::string& identity, const pr::Message& m, FarmEffects* out) {
   pr::Error error;
   json body;
-  auto d = pr::decode(frames.back().to_string_view());
-  if (!d.ok()) {
-    error = d.error;
-  } else {
-    try {
-      body = handle_client(*d.message, &error);
-    } catch (const std::exception& e) {
-      error = {pr::ErrorCode::kInternal, e.what()};
-    }
+  // A long poll waits for a version after the one it has seen.
+  if (auto* q = std::get_if<pr::StatusQuery>(&m); q && q->after_version >= version_) {
+    waiters_.push_back({identity, q->after_version, clock_.now_ms() + std::clamp<int64_t>(q->wait_ms, 0, 60'000)});
+    return;
   }
-  if (d.ok() && error.message.empty()) {
-    if (auto* q = std::get_if<pr::StatusQuery>(&*d.message); q && q->after_version >= version_) {
-      waiters_.push_back({identity, q->after_version, clock_.now_ms() + std::clamp<int64_t>(q->wait_ms, 0, 60'000)});
-      return;
-    }
+  try {
+    body = handle_client(m, &error, out);
+  } catch (const std::exception& e) {
+    error = {pr::ErrorCode::kInternal, e.what()};
   }
   if (error.code != pr::ErrorCode::kUnknown || !error.message.empty()) {
-    metrics_.protocol_error(error.code);
-    reply_client(identity, pr::encode(error));
+    out->errors.push_back(error.code);
+    out->to_clients.push_back({identity, error});
   } else {
-    reply_client(identity, pr::encode(pr::Reply{body}));
+    out->to_clients.push_back({identity, pr::Reply{std::move(body)}});
   }
-  refresh_gauges();
+  check_invariants();
 }
 
-void Coordinator::reply_client(const std::string& identity, const std::string& frame) {
-  std::array<zmq::const_buffer, 3> parts = {zmq::buffer(identity), zmq::const_buffer(nullptr, 0), zmq::buffer(frame)};
-  try {
-    zmq::send_multipart(clients_, parts, zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {
-    spdlog::warn("reply to client failed: {}", e.what());
-  }
-}
-
-void Coordinator::answer_waiters(int64_t now_ms) {
+void FarmCore::answer_waiters(FarmEffects* out) {
   if (waiters_.empty()) return;
-  std::string frame;  // one status document serves every waiter answered now
+  const int64_t now_ms = clock_.now_ms();
+  std::optional<pr::Message> reply;  // one status document serves every waiter answered now
   std::vector<Waiter> still;
   for (auto& w : waiters_) {
     if (version_ <= w.after_version && now_ms < w.deadline_ms) {
       still.push_back(std::move(w));
       continue;
     }
-    if (frame.empty()) frame = pr::encode(pr::Reply{status_body()});
-    reply_client(w.identity, frame);
+    if (!reply) reply = pr::Reply{status()};
+    out->to_clients.push_back({w.identity, *reply});
   }
   waiters_ = std::move(still);
 }
 
-json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
+json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects* out) {
   if (auto* s = std::get_if<pr::Submit>(&m); s && is_study_document(s->campaign)) {
     const std::string id = new_campaign_id();
     auto sc = parse_study_campaign(s->campaign);
@@ -438,14 +341,14 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
     CampaignRecord rec = study_record(*sc, s->campaign, id, clock_.wall_ms());
     Status st = store_.put_campaign(rec);
     if (!st.ok()) {
-      metrics_.store_error();
+      ++out->store_errors;
       *error = {pr::ErrorCode::kStoreUnavailable, "campaign not stored: " + st.message()};
       return {};
     }
     campaigns_[id] = rec;
     const size_t n = sc->studies.size();
     studies_[id] = std::move(*sc);
-    drive_studies();
+    drive_studies(out);
     spdlog::info("study campaign {} '{}' submitted: {} studies", id, rec.name, n);
     return pr::SubmitReply{id, campaigns_[id].job_count, rec.name, int64_t(n)};
   }
@@ -459,7 +362,7 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
     }
     Status st = store_.put_campaign(plan->record);
     if (!st.ok()) {
-      metrics_.store_error();
+      ++out->store_errors;
       *error = {pr::ErrorCode::kStoreUnavailable, "campaign not stored: " + st.message()};
       return {};
     }
@@ -470,28 +373,20 @@ json Coordinator::handle_client(const pr::Message& m, pr::Error* error) {
       return {};
     }
     campaigns_[id] = plan->record;
-    execute(std::move(*actions));
+    execute(std::move(*actions), out);
     spdlog::info("campaign {} '{}' submitted: {} jobs", id, plan->record.name, n);
     return pr::SubmitReply{id, n, plan->record.name, std::nullopt};
   }
-  if (std::get_if<pr::StatusQuery>(&m)) return status_body();
-  if (auto* q = std::get_if<pr::ResultsQuery>(&m)) return results_body(*q);
-  if (auto* q = std::get_if<pr::BestQuery>(&m)) {
-    std::vector<TunedEntry> match;
-    for (const auto& [key, e] : best_)
-      if (q->query.matches(e)) match.push_back(e);
-    std::sort(match.begin(), match.end(),
-              [](const TunedEntry& a, const TunedEntry& b) { return tuning_key(a) < tuning_key(b); });
-    const int64_t now = clock_.wall_ms();
-    return pr::BestReply{1, now, iso_utc(now), std::move(match)};
-  }
-  if (auto* q = std::get_if<pr::ImportBest>(&m)) return import_best(q->document, error);
-  if (auto* q = std::get_if<pr::Cancel>(&m)) return cancel_campaign(*q, error);
+  if (std::get_if<pr::StatusQuery>(&m)) return status();
+  if (auto* q = std::get_if<pr::ResultsQuery>(&m)) return results(*q);
+  if (auto* q = std::get_if<pr::BestQuery>(&m)) return best(q->query);
+  if (auto* q = std::get_if<pr::ImportBest>(&m)) return import_best(q->document, error, out);
+  if (auto* q = std::get_if<pr::Cancel>(&m)) return cancel_campaign(*q, error, out);
   *error = {pr::ErrorCode::kUnknownType, std::string("message type ") + pr::type_name(m) + " is not a client request"};
   return {};
 }
 
-json Coordinator::cancel_campaign(const pr::Cancel& q, pr::Error* error) {
+json FarmCore::cancel_campaign(const pr::Cancel& q, pr::Error* error, FarmEffects* out) {
   auto it = campaigns_.find(q.campaign_id);
   if (it == campaigns_.end()) {
     *error = {pr::ErrorCode::kBadRequest, "no campaign '" + q.campaign_id + "' in this farm (autokernel status lists them)"};
@@ -503,21 +398,29 @@ json Coordinator::cancel_campaign(const pr::Cancel& q, pr::Error* error) {
     rec.cancel_reason = q.reason;
     // Stored first: a restart must not bring back what the reply says is cancelled.
     if (Status st = store_.put_campaign(rec); !st.ok()) {
-      metrics_.store_error();
+      ++out->store_errors;
       *error = {pr::ErrorCode::kStoreUnavailable, "cancellation not stored: " + st.message()};
       return {};
     }
     it->second = rec;
   }
   Scheduler::CancelCounts c;
-  execute(scheduler_.cancel(q.campaign_id, it->second.cancel_reason, clock_.now_ms(), &c));
+  execute(scheduler_.cancel(q.campaign_id, it->second.cancel_reason, clock_.now_ms(), &c), out);
   ++version_;
   spdlog::info("campaign {} cancelled: {} jobs ended, {} running told to stop, {} finished before", q.campaign_id,
                c.cancelled, c.stopping, c.finished);
   return pr::CancelReply{q.campaign_id, c.cancelled, c.stopping, c.finished};
 }
 
-pr::StatusReply Coordinator::status_body() const {
+pr::BestReply FarmCore::best(const TuningQuery& q) const {
+  std::vector<TunedEntry> match;
+  for (const auto& [key, e] : best_)  // best_ is ordered by tuning_key, as the export document is
+    if (q.matches(e)) match.push_back(e);
+  const int64_t now = clock_.wall_ms();
+  return pr::BestReply{1, now, iso_utc(now), std::move(match)};
+}
+
+pr::StatusReply FarmCore::status() const {
   const int64_t now = clock_.now_ms();
   auto c = scheduler_.counts();
   pr::StatusReply st;
@@ -590,7 +493,7 @@ pr::StatusReply Coordinator::status_body() const {
   return st;
 }
 
-pr::ResultsReply Coordinator::results_body(const pr::ResultsQuery& q) const {
+pr::ResultsReply FarmCore::results(const pr::ResultsQuery& q) const {
   pr::ResultsReply reply;
   int64_t experiment = 0;
   const auto& jobs = scheduler_.jobs();

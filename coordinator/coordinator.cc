@@ -1,0 +1,185 @@
+#include "coordinator/coordinator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace ak {
+
+namespace pr = protocol;
+
+namespace {
+FarmCoreOptions core_options(const CoordinatorOptions& o) {
+  FarmCoreOptions c;
+  c.scheduler = o.scheduler;
+  return c;
+}
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options, Store& store, const Clock& clock, CoordinatorMetrics& metrics)
+    : options_(std::move(options)),
+      clock_(clock),
+      metrics_(metrics),
+      core_(core_options(options_), store, clock),
+      ctx_(1),
+      workers_(ctx_, zmq::socket_type::router),
+      clients_(ctx_, zmq::socket_type::router) {}
+
+Coordinator::~Coordinator() = default;
+
+Status Coordinator::start() {
+  FarmEffects effects;
+  if (Status s = core_.start(&effects); !s.ok()) return s;
+  try {
+    workers_.set(zmq::sockopt::router_mandatory, 1);
+    workers_.set(zmq::sockopt::linger, 0);
+    // Hard cap far above the protocol limit: frames between the two get an OVERSIZED reply,
+    // frames above it make ZeroMQ drop the peer's connection.
+    workers_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    clients_.set(zmq::sockopt::linger, 0);
+    clients_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    workers_.bind(options_.worker_endpoint);
+    clients_.bind(options_.client_endpoint);
+    worker_endpoint_ = workers_.get(zmq::sockopt::last_endpoint);
+    client_endpoint_ = clients_.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::unavailable("cannot bind " + options_.worker_endpoint + " / " + options_.client_endpoint + ": " +
+                               e.what() + "; is another coordinator running there?");
+  }
+  carry_out(effects);
+  refresh_gauges();
+  return {};
+}
+
+Status Coordinator::run(const std::atomic<bool>& stop) {
+  int64_t next_tick = clock_.now_ms();
+  std::vector<zmq::pollitem_t> items = {{workers_.handle(), 0, ZMQ_POLLIN, 0}, {clients_.handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop.load()) {
+    const int64_t wait = std::max<int64_t>(0, next_tick - clock_.now_ms());
+    try {
+      zmq::poll(items, std::chrono::milliseconds(wait));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      return Status::internal(std::string("poll: ") + e.what());
+    }
+    // Drain a bounded batch from each socket so neither starves the other or the ticks.
+    for (int i = 0; i < 256; ++i) {
+      std::vector<zmq::message_t> frames;
+      try {
+        auto r = zmq::recv_multipart(workers_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+        if (!r) break;
+      } catch (const zmq::error_t& e) {
+        break;
+      }
+      if (frames.empty()) continue;
+      std::string identity = frames.front().to_string();
+      try {
+        on_worker_message(identity, frames);
+      } catch (const std::exception& e) {
+        spdlog::error("handler for worker {} failed: {}", identity, e.what());
+        protocol_error(identity, pr::ErrorCode::kInternal, std::string("coordinator failed on this frame: ") + e.what());
+      }
+    }
+    for (int i = 0; i < 64; ++i) {
+      std::vector<zmq::message_t> frames;
+      try {
+        auto r = zmq::recv_multipart(clients_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+        if (!r) break;
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      try {
+        on_client_message(frames);
+      } catch (const std::exception& e) {
+        spdlog::error("client handler failed: {}", e.what());
+      }
+    }
+    FarmEffects effects;
+    core_.answer_waiters(&effects);
+    if (clock_.now_ms() >= next_tick) {
+      core_.on_tick(&effects);
+      next_tick = clock_.now_ms() + options_.tick_ms;
+    }
+    carry_out(effects);
+    refresh_gauges();
+  }
+  return {};
+}
+
+void Coordinator::protocol_error(const std::string& identity, pr::ErrorCode code, const std::string& message) {
+  metrics_.protocol_error(code);
+  spdlog::warn("protocol error from '{}': {} {}", identity.substr(0, 64), pr::error_code_name(code), message);
+  send_worker(identity, pr::Error{code, message});
+}
+
+void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq::message_t>& frames) {
+  if (frames.size() != 2) {
+    protocol_error(identity, pr::ErrorCode::kMalformed,
+                   "expected exactly one body frame, got " + std::to_string(frames.size() - 1));
+    return;
+  }
+  auto d = pr::decode(frames[1].to_string_view());
+  if (!d.ok()) {
+    protocol_error(identity, d.error.code, d.error.message);
+    return;
+  }
+  FarmEffects effects;
+  core_.on_worker(identity, *d.message, &effects);
+  carry_out(effects);
+}
+
+void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
+  // REQ envelope: [identity][empty][body]
+  if (frames.size() < 3) return;
+  const std::string identity = frames.front().to_string();
+  auto d = pr::decode(frames.back().to_string_view());
+  if (!d.ok()) {
+    metrics_.protocol_error(d.error.code);
+    reply_client(identity, pr::encode(d.error));
+    return;
+  }
+  FarmEffects effects;
+  core_.on_client(identity, *d.message, &effects);
+  carry_out(effects);
+}
+
+void Coordinator::carry_out(FarmEffects& fx) {
+  for (const auto& w : fx.to_workers) send_worker(w.worker_id, w.message);
+  for (const auto& c : fx.to_clients) reply_client(c.identity, pr::encode(c.message));
+  for (int64_t i = 0; i < fx.dispatched; ++i) metrics_.dispatched();
+  for (int64_t i = 0; i < fx.requeued; ++i) metrics_.requeued();
+  for (int64_t i = 0; i < fx.store_errors; ++i) metrics_.store_error();
+  for (int64_t i = 0; i < fx.duplicate_results; ++i) metrics_.duplicate_result();
+  for (const auto& c : fx.completed) metrics_.completed(c.status, c.duration_s);
+  for (auto code : fx.errors) metrics_.protocol_error(code);
+}
+
+void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {
+  try {
+    const std::string body = pr::encode(m);
+    std::array<zmq::const_buffer, 2> parts = {zmq::buffer(worker_id), zmq::buffer(body)};
+    zmq::send_multipart(workers_, parts, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH: the peer is gone. Leases and the outbox make that harmless.
+    spdlog::debug("send to {} failed: {}", worker_id, e.what());
+  }
+}
+
+void Coordinator::reply_client(const std::string& identity, const std::string& frame) {
+  std::array<zmq::const_buffer, 3> parts = {zmq::buffer(identity), zmq::const_buffer(nullptr, 0), zmq::buffer(frame)};
+  try {
+    zmq::send_multipart(clients_, parts, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    spdlog::warn("reply to client failed: {}", e.what());
+  }
+}
+
+void Coordinator::refresh_gauges() {
+  const Scheduler& s = core_.scheduler();
+  auto c = s.counts();
+  metrics_.set_jobs(c.queued, c.leased, c.done, c.lost);
+  metrics_.set_workers(static_cast<int64_t>(s.workers().size()));
+  metrics_.heartbeats_missed(s.heartbeats_missed());
+}
+
+}  // namespace ak

@@ -1,0 +1,69 @@
+// Coordinator: the farm's one coordinator process, assembled around a FarmCore.
+//
+// Owns two ZeroMQ ROUTER sockets: one for workers (worker protocol, common/protocol.h) and one
+// for clients (REQ sockets of the CLI: SUBMIT, STATUS, RESULTS, BEST, IMPORT_BEST, CANCEL). It
+// decodes frames, hands the messages to its FarmCore (coordinator/farm_core.h: the bookkeeping,
+// which writes through to the store) and carries out what the core answers: messages to workers
+// and clients, and the metrics. It never lets an exception or a bad frame stop it: every bad input
+// gets an ERROR reply and a protocol-error count.
+//
+// start() rebuilds state from the store (so a restarted coordinator continues where the old one
+// stopped) and binds; run() serves until `stop` becomes true. One thread calls start() and run().
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "common/clock.h"
+#include "coordinator/store/store.h"
+#include "coordinator/farm_core.h"
+#include "coordinator/metrics.h"
+#include "coordinator/scheduler.h"
+
+namespace ak {
+
+struct CoordinatorOptions {
+  std::string worker_endpoint = "tcp://127.0.0.1:5555";  // "tcp://127.0.0.1:*" picks a free port
+  std::string client_endpoint = "tcp://127.0.0.1:5556";
+  SchedulerOptions scheduler;
+  int64_t tick_ms = 100;  // how often leases are checked [ms]
+};
+
+class Coordinator {
+ public:
+  Coordinator(CoordinatorOptions options, Store& store, const Clock& clock, CoordinatorMetrics& metrics);
+  ~Coordinator();
+
+  Status start();
+  // Endpoints actually bound (after start()).
+  const std::string& worker_endpoint() const { return worker_endpoint_; }
+  const std::string& client_endpoint() const { return client_endpoint_; }
+  Status run(const std::atomic<bool>& stop);
+
+ private:
+  void on_worker_message(const std::string& identity, std::vector<zmq::message_t>& frames);
+  void on_client_message(std::vector<zmq::message_t>& frames);
+  // Sends what the core asked for and counts it in the metrics.
+  void carry_out(FarmEffects& effects);
+  void send_worker(const std::string& worker_id, const protocol::Message& m);
+  void reply_client(const std::string& identity, const std::string& frame);
+  // A frame that did not decode: an ERROR to its sender and a count.
+  void protocol_error(const std::string& identity, protocol::ErrorCode code, const std::string& message);
+  void refresh_gauges();
+
+  CoordinatorOptions options_;
+  const Clock& clock_;
+  CoordinatorMetrics& metrics_;
+  FarmCore core_;
+  zmq::context_t ctx_;
+  zmq::socket_t workers_;
+  zmq::socket_t clients_;
+  std::string worker_endpoint_;
+  std::string client_endpoint_;
+};
+
+}  // namespace ak

@@ -1,0 +1,148 @@
+// FarmCore: the coordinator's bookkeeping without sockets. It owns the Scheduler and everything
+// the farm knows beside it (campaigns, study campaigns, the tuning database, result rows, STATUS
+// long-poll waiters), executes the scheduler's store actions against the Store (write-through: a
+// result is stored before it is acknowledged) and answers each event with FarmEffects: the
+// messages to send to workers and clients, and what the metrics must count. Coordinator
+// (coordinator/coordinator.h) owns the sockets: it decodes frames, hands the messages to FarmCore
+// and carries out the effects.
+//
+// Pure apart from the Store and the Clock it is given (tests use MemoryStore and FakeClock): no
+// sockets, no threads. No exception leaves a handler: a request that fails is an ERROR reply, a
+// worker message that fails an ERROR to the worker. With FarmCoreOptions::check_invariants,
+// Scheduler::check_invariants runs after every event; the first broken invariant is logged and
+// kept (broken_invariant()), and a debug build aborts on it.
+//
+// Not thread-safe: one thread owns a FarmCore, its Store and the Scheduler inside.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "coordinator/store/store.h"
+#include "coordinator/scheduler.h"
+#include "coordinator/study.h"
+
+namespace ak {
+
+struct FarmCoreOptions {
+  SchedulerOptions scheduler;
+  // Run Scheduler::check_invariants after every event. On in debug builds; tests turn it on.
+#ifdef NDEBUG
+  bool check_invariants = false;
+#else
+  bool check_invariants = true;
+#endif
+};
+
+// What one event asks of the socket side, in the order it happened.
+struct FarmEffects {
+  struct ToWorker {
+    std::string worker_id;  // the ROUTER routing id
+    protocol::Message message;
+  };
+  struct ToClient {
+    std::string identity;  // the REQ peer's routing id
+    protocol::Message message;  // a protocol::Reply or a protocol::Error
+  };
+  struct Completed {
+    ResultStatus status = ResultStatus::kPass;
+    double duration_s = -1;  // first dispatch to stored result [s]; -1: none (cancelled, or unknown)
+  };
+  std::vector<ToWorker> to_workers;
+  std::vector<ToClient> to_clients;
+  // For CoordinatorMetrics.
+  int64_t dispatched = 0;
+  int64_t requeued = 0;
+  int64_t store_errors = 0;
+  int64_t duplicate_results = 0;
+  std::vector<Completed> completed;
+  std::vector<protocol::ErrorCode> errors;  // every ERROR sent, to workers and clients
+};
+
+class FarmCore {
+ public:
+  FarmCore(FarmCoreOptions options, Store& store, const Clock& clock);
+
+  // Rebuilds campaigns, jobs, results and the tuning database from the store (a restarted
+  // coordinator continues where the old one stopped); campaigns cancelled before the restart stay
+  // cancelled. kUnavailable when the store cannot be read. Call once, before anything else.
+  Status start(FarmEffects* out);
+
+  // A decoded worker message from the peer with routing id `identity` (READY, HEARTBEAT, RESULT,
+  // DISCONNECT; anything else is answered UNKNOWN_TYPE).
+  void on_worker(const std::string& identity, const protocol::Message& m, FarmEffects* out);
+  // A decoded client request. Its reply (REPLY with the request's reply struct, or ERROR) goes to
+  // out->to_clients, except a STATUS long poll whose version has not passed: it waits until
+  // answer_waiters() answers it.
+  void on_client(const std::string& identity, const protocol::Message& m, FarmEffects* out);
+  // Time passed: expires leases, forgets silent workers, drives studies (wall-time budgets).
+  void on_tick(FarmEffects* out);
+  // Answers the STATUS long polls whose version has passed or whose deadline has come.
+  void answer_waiters(FarmEffects* out);
+
+  // The replies, for the socket side and tests.
+  protocol::StatusReply status() const;
+  protocol::ResultsReply results(const protocol::ResultsQuery& q) const;
+  protocol::BestReply best(const TuningQuery& q) const;
+
+  const Scheduler& scheduler() const { return scheduler_; }
+  // Bumped on every event that changes what STATUS shows.
+  int64_t version() const { return version_; }
+  size_t waiting() const { return waiters_.size(); }
+  // The first invariant found broken (ok while none was, or while checks are off).
+  const Status& broken_invariant() const { return broken_invariant_; }
+
+ private:
+  // The reply to a request, or an error (error->message not empty).
+  nlohmann::json handle_client(const protocol::Message& m, protocol::Error* error, FarmEffects* out);
+  void handle_worker(const std::string& identity, const protocol::Message& m, FarmEffects* out);
+  void execute(std::vector<Action> actions, FarmEffects* out);
+  void worker_error(const std::string& worker_id, protocol::ErrorCode code, const std::string& message,
+                    FarmEffects* out);
+  // Study campaigns: new proposals for the worker slots of each GPU model that no job holds or
+  // waits for (coordinator/study.h). Called after every event that may free a slot or stop a
+  // study, and on ticks (wall-time budgets).
+  void drive_studies(FarmEffects* out);
+  StudyProgress progress_of(const std::string& campaign_id) const;
+  // The tuning database: offers a stored result to the store's best entries and keeps best_ in
+  // step. A failed write is logged and counted; start() offers every stored result again, so an
+  // entry lost to a crash or an unavailable store comes back on the next start.
+  void offer_best(const JobRecord& job, const ResultRecord& result, FarmEffects* out);
+  Status store_best(const TunedEntry& entry, bool* stored, FarmEffects* out);
+  nlohmann::json import_best(const nlohmann::json& document, protocol::Error* error, FarmEffects* out);
+  nlohmann::json cancel_campaign(const protocol::Cancel& q, protocol::Error* error, FarmEffects* out);
+  void check_invariants();
+
+  FarmCoreOptions options_;
+  Store& store_;
+  const Clock& clock_;
+  Scheduler scheduler_;
+  std::map<std::string, CampaignRecord> campaigns_;
+  std::map<std::string, StudyCampaign> studies_;  // study campaigns by campaign id
+  // Study campaigns found complete (every study done, nothing in flight), which they then stay:
+  // drive_studies() no longer rebuilds their progress on every event and tick.
+  std::set<std::string> studies_complete_;
+  std::map<std::string, ResultRecord> results_;
+  std::map<std::string, TunedEntry> best_;         // by tuning_key
+  std::map<std::string, Capabilities> worker_caps_;  // each worker's last READY, for provenance
+  std::vector<std::string> result_order_;
+  std::map<std::string, int64_t> first_dispatch_ms_;
+  int64_t started_ms_ = 0;
+  int64_t results_since_start_ = 0;
+  int64_t version_ = 0;
+  struct Waiter {
+    std::string identity;
+    int64_t after_version;
+    int64_t deadline_ms;
+  };
+  std::vector<Waiter> waiters_;
+  Status broken_invariant_;
+};
+
+}  // namespace ak

@@ -1,0 +1,525 @@
+// FarmCore (coordinator/farm_core.h) against the in-memory store and a fake clock: no sockets, no
+// processes. Every event runs the scheduler's invariant checker (FarmCoreOptions::check_invariants),
+// and each helper below asserts that nothing broke.
+#include "coordinator/farm_core.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "coordinator/store/memory_store.h"
+#include "tests/coordinator/scheduler_harness.h"
+#include "tests/integration/data/study_space.h"
+
+namespace ak {
+namespace {
+
+using nlohmann::json;
+namespace pr = protocol;
+using testing::cpu_caps;
+
+// A campaign of 24 CPU softmax jobs (every CPU configuration of one shape).
+json softmax_campaign(const std::string& name = "softmax") {
+  return {{"name", name},     {"kernel_type", "softmax"}, {"backend", "cpu"},
+          {"shapes", {{8, 64}}}, {"dtypes", {"fp32"}},      {"configs", "all"}};
+}
+constexpr int64_t kSoftmaxJobs = 24;
+
+class FarmCoreTest : public ::testing::Test {
+ protected:
+  FarmCoreTest() { core = make_core(); }
+
+  std::unique_ptr<FarmCore> make_core() {
+    FarmCoreOptions o;
+    o.scheduler.lease_ms = 1'000;
+    o.scheduler.worker_timeout_ms = 5'000;
+    o.scheduler.max_attempts = 3;
+    o.check_invariants = true;
+    auto c = std::make_unique<FarmCore>(o, store, clock);
+    FarmEffects fx;
+    Status s = c->start(&fx);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return c;
+  }
+
+  FarmEffects client(const pr::Message& m, const std::string& identity = "cli") {
+    FarmEffects fx;
+    core->on_client(identity, m, &fx);
+    EXPECT_TRUE(core->broken_invariant().ok()) << core->broken_invariant().to_string();
+    return fx;
+  }
+  FarmEffects worker(const std::string& id, const pr::Message& m) {
+    FarmEffects fx;
+    core->on_worker(id, m, &fx);
+    EXPECT_TRUE(core->broken_invariant().ok()) << core->broken_invariant().to_string();
+    return fx;
+  }
+  FarmEffects tick(int64_t advance_ms) {
+    clock.advance(std::chrono::milliseconds(advance_ms));
+    FarmEffects fx;
+    core->on_tick(&fx);
+    core->answer_waiters(&fx);
+    EXPECT_TRUE(core->broken_invariant().ok()) << core->broken_invariant().to_string();
+    return fx;
+  }
+
+  // The one reply of `fx`, decoded as T (a failed test and T{} when it is something else).
+  template <typename T>
+  T reply(const FarmEffects& fx) {
+    EXPECT_EQ(fx.to_clients.size(), 1u);
+    if (fx.to_clients.size() != 1) return T{};
+    const auto* r = std::get_if<pr::Reply>(&fx.to_clients[0].message);
+    EXPECT_NE(r, nullptr) << "an ERROR: " << pr::encode(fx.to_clients[0].message);
+    if (!r) return T{};
+    auto t = pr::parse_reply<T>(r->body);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    return t.ok() ? *t : T{};
+  }
+  static pr::Error error_of(const FarmEffects& fx) {
+    EXPECT_EQ(fx.to_clients.size(), 1u);
+    if (fx.to_clients.size() != 1) return {};
+    const auto* e = std::get_if<pr::Error>(&fx.to_clients[0].message);
+    EXPECT_NE(e, nullptr) << "not an ERROR: " << pr::encode(fx.to_clients[0].message);
+    return e ? *e : pr::Error{};
+  }
+
+  pr::SubmitReply submit(const json& campaign) { return reply<pr::SubmitReply>(client(pr::Submit{campaign})); }
+
+  // The JOB messages of `fx`, in order.
+  static std::vector<pr::Job> jobs_sent(const FarmEffects& fx, const std::string& worker_id = "") {
+    std::vector<pr::Job> out;
+    for (const auto& w : fx.to_workers)
+      if (const auto* j = std::get_if<pr::Job>(&w.message); j && (worker_id.empty() || w.worker_id == worker_id))
+        out.push_back(*j);
+    return out;
+  }
+  template <typename T>
+  static std::vector<T> sent(const FarmEffects& fx) {
+    std::vector<T> out;
+    for (const auto& w : fx.to_workers)
+      if (const auto* m = std::get_if<T>(&w.message)) out.push_back(*m);
+    return out;
+  }
+
+  FarmEffects ready(const std::string& id, int slots) { return worker(id, pr::Ready{id, cpu_caps(), slots}); }
+
+  // A result of `job` as the worker `id` reports it; PASS with `latency_us` unless told otherwise.
+  FarmEffects result(const std::string& id, const pr::Job& job, double latency_us = 10.0,
+                     ResultStatus status = ResultStatus::kPass) {
+    ResultRecord r;
+    r.job_id = job.spec.job_id;
+    r.attempt = job.attempt;
+    r.status = status;
+    r.worker_id = id;
+    r.gpu = "cpu";
+    r.m.latency_us = latency_us;
+    r.m.baseline_us = 20.0;
+    r.m.speedup = 20.0 / latency_us;
+    r.completed_wall_ms = clock.wall_ms();
+    return worker(id, pr::ResultMsg{id, r});
+  }
+
+  // A copy: the reply it comes from is a temporary.
+  static std::optional<pr::CampaignRow> campaign_row(const pr::StatusReply& st, const std::string& id) {
+    for (const auto& c : st.campaigns)
+      if (c.campaign_id == id) return c;
+    ADD_FAILURE() << "campaign " << id << " not in STATUS";
+    return std::nullopt;
+  }
+
+  MemoryStore store;
+  FakeClock clock;
+  std::unique_ptr<FarmCore> core;
+};
+
+// ---- submit
+
+TEST_F(FarmCoreTest, SubmitStoresTheCampaignQueuesItsJobsAndNamesItInTheReply) {
+  const pr::SubmitReply r = submit(softmax_campaign("first"));
+  EXPECT_FALSE(r.campaign_id.empty());
+  EXPECT_EQ(r.jobs, kSoftmaxJobs);
+  EXPECT_EQ(r.name, "first");
+  EXPECT_FALSE(r.studies.has_value());
+  EXPECT_EQ(core->scheduler().counts().queued, kSoftmaxJobs);
+  auto snap = store.load();
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->campaigns.size(), 1u);
+  EXPECT_EQ(snap->campaigns[0].campaign_id, r.campaign_id);
+  EXPECT_EQ(snap->jobs.size(), size_t(kSoftmaxJobs));
+  const auto c = campaign_row(core->status(), r.campaign_id);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->total, kSoftmaxJobs);
+  EXPECT_FALSE(c->complete);
+}
+
+TEST_F(FarmCoreTest, ACampaignThatDoesNotParseIsABadRequestAndNothingIsStored) {
+  json bad = softmax_campaign();
+  bad["shapez"] = bad["shapes"];
+  bad.erase("shapes");
+  const pr::Error e = error_of(client(pr::Submit{bad}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("shapez"), std::string::npos) << e.message;
+  EXPECT_TRUE(store.load()->campaigns.empty());
+}
+
+TEST_F(FarmCoreTest, ASubmitTheStoreCannotTakeIsStoreUnavailableAndCounted) {
+  store.set_available(false);
+  const FarmEffects fx = client(pr::Submit{softmax_campaign()});
+  EXPECT_EQ(error_of(fx).code, pr::ErrorCode::kStoreUnavailable);
+  EXPECT_EQ(fx.store_errors, 1);
+  EXPECT_EQ(fx.errors, std::vector<pr::ErrorCode>{pr::ErrorCode::kStoreUnavailable});
+  EXPECT_EQ(core->scheduler().jobs().size(), 0u);
+}
+
+TEST_F(FarmCoreTest, AWorkerMessageOnTheClientSocketIsUnknownType) {
+  EXPECT_EQ(error_of(client(pr::Ready{"w1", cpu_caps(), 1})).code, pr::ErrorCode::kUnknownType);
+}
+
+// ---- workers and results
+
+TEST_F(FarmCoreTest, AReadyWorkerGetsAsManyJobsAsItHasSlots) {
+  submit(softmax_campaign());
+  const FarmEffects fx = ready("w1", 2);
+  EXPECT_EQ(jobs_sent(fx, "w1").size(), 2u);
+  EXPECT_EQ(fx.dispatched, 2);
+  EXPECT_EQ(core->scheduler().counts().leased, 2);
+}
+
+TEST_F(FarmCoreTest, AResultIsStoredThenAcknowledgedAndListedInResults) {
+  const std::string cid = submit(softmax_campaign()).campaign_id;
+  const pr::Job job = jobs_sent(ready("w1", 1)).at(0);
+  clock.advance(std::chrono::milliseconds(250));
+  const FarmEffects fx = result("w1", job, 12.5);
+  const auto acks = sent<pr::Ack>(fx);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].job_id, job.spec.job_id);
+  ASSERT_EQ(fx.completed.size(), 1u);
+  EXPECT_EQ(fx.completed[0].status, ResultStatus::kPass);
+  EXPECT_DOUBLE_EQ(fx.completed[0].duration_s, 0.25);
+  EXPECT_EQ(jobs_sent(fx, "w1").size(), 1u) << "the freed slot takes the next job";
+  EXPECT_EQ(store.result_count().value(), 1);
+  const pr::ResultsReply rows = core->results({cid, "", "", "", ""});
+  ASSERT_EQ(rows.rows.size(), 1u);
+  EXPECT_EQ(rows.rows[0].job_id, job.spec.job_id);
+  EXPECT_EQ(rows.rows[0].correctness, "PASS");
+  EXPECT_EQ(rows.rows[0].latency_us, 12.5);
+  EXPECT_EQ(rows.rows[0].experiment, 1);
+}
+
+TEST_F(FarmCoreTest, AResultTheStoreCannotTakeIsNotAcknowledged) {
+  submit(softmax_campaign());
+  const pr::Job job = jobs_sent(ready("w1", 1)).at(0);
+  store.set_available(false);
+  const FarmEffects fx = result("w1", job);
+  EXPECT_TRUE(sent<pr::Ack>(fx).empty());
+  EXPECT_GE(fx.store_errors, 1);
+  store.set_available(true);
+  EXPECT_EQ(sent<pr::Ack>(result("w1", job)).size(), 1u) << "the worker's resend is stored and acknowledged";
+}
+
+TEST_F(FarmCoreTest, ADuplicateResultIsAcknowledgedAndCountedOnce) {
+  submit(softmax_campaign());
+  const pr::Job job = jobs_sent(ready("w1", 1)).at(0);
+  result("w1", job);
+  const FarmEffects again = result("w1", job);
+  EXPECT_EQ(sent<pr::Ack>(again).size(), 1u);
+  EXPECT_TRUE(again.completed.empty());
+  EXPECT_EQ(store.result_count().value(), 1);
+}
+
+TEST_F(FarmCoreTest, AMessageNamingAnotherWorkerIsRefused) {
+  const FarmEffects fx = worker("w1", pr::Ready{"w2", cpu_caps(), 1});
+  const auto errors = sent<pr::Error>(fx);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, pr::ErrorCode::kIdentityMismatch);
+  EXPECT_EQ(fx.to_workers[0].worker_id, "w1");
+  EXPECT_TRUE(core->scheduler().workers().empty());
+}
+
+TEST_F(FarmCoreTest, AClientRequestOnTheWorkerSocketIsUnknownType) {
+  const auto errors = sent<pr::Error>(worker("w1", pr::StatusQuery{}));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, pr::ErrorCode::kUnknownType);
+}
+
+TEST_F(FarmCoreTest, AnExpiredLeaseRequeuesTheJobOnATick) {
+  submit(softmax_campaign());
+  const pr::Job job = jobs_sent(ready("w1", 1)).at(0);
+  const FarmEffects fx = tick(1'500);
+  EXPECT_EQ(fx.requeued, 1);
+  const JobRecord& again = core->scheduler().jobs().at(job.spec.job_id);
+  EXPECT_EQ(again.attempt_reasons.size(), 1u) << "the lost lease is recorded";
+  EXPECT_NE(again.state, JobState::kDone);
+}
+
+// ---- cancel
+
+TEST_F(FarmCoreTest, CancelEndsQueuedJobsCancelledAndTellsRunningOnesToStop) {
+  const std::string cid = submit(softmax_campaign()).campaign_id;
+  const pr::Job running = jobs_sent(ready("w1", 1)).at(0);
+  const FarmEffects fx = client(pr::Cancel{cid, "superseded"});
+  const pr::CancelReply r = reply<pr::CancelReply>(fx);
+  EXPECT_EQ(r.campaign_id, cid);
+  EXPECT_EQ(r.cancelled, kSoftmaxJobs - 1);
+  EXPECT_EQ(r.stopping, 1);
+  EXPECT_EQ(r.finished, 0);
+  const auto stops = sent<pr::CancelJob>(fx);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].job_id, running.spec.job_id);
+  EXPECT_EQ(core->results({cid, "CANCELLED", "", "", ""}).rows.size(), size_t(kSoftmaxJobs - 1));
+  const auto c = campaign_row(core->status(), cid);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->cancelled);
+  EXPECT_EQ(c->cancel_reason, "superseded");
+  EXPECT_EQ(c->cancelled_jobs, kSoftmaxJobs - 1);
+  EXPECT_FALSE(c->complete) << "its running job has not ended";
+  result("w1", running, 0, ResultStatus::kCancelled);
+  EXPECT_TRUE(campaign_row(core->status(), cid)->complete);
+}
+
+TEST_F(FarmCoreTest, CancellingTwiceChangesNothing) {
+  const std::string cid = submit(softmax_campaign()).campaign_id;
+  client(pr::Cancel{cid, "first"});
+  const pr::CancelReply again = reply<pr::CancelReply>(client(pr::Cancel{cid, "second"}));
+  EXPECT_EQ(again.cancelled, 0);
+  EXPECT_EQ(again.finished, kSoftmaxJobs);
+  EXPECT_EQ(campaign_row(core->status(), cid)->cancel_reason, "first");
+}
+
+TEST_F(FarmCoreTest, CancellingAnUnknownCampaignIsABadRequest) {
+  const pr::Error e = error_of(client(pr::Cancel{"nope", ""}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("no campaign 'nope'"), std::string::npos) << e.message;
+}
+
+TEST_F(FarmCoreTest, ACancelledCampaignStaysCancelledAfterARestart) {
+  const std::string cid = submit(softmax_campaign()).campaign_id;
+  client(pr::Cancel{cid, "enough"});
+  core = make_core();
+  const auto c = campaign_row(core->status(), cid);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->cancelled);
+  EXPECT_EQ(c->cancel_reason, "enough");
+  EXPECT_TRUE(c->complete);
+  EXPECT_TRUE(jobs_sent(ready("w1", 4)).empty()) << "nothing of it is dispatched again";
+}
+
+// ---- restart
+
+TEST_F(FarmCoreTest, ARestartedCoreRebuildsCampaignsAndResultsFromTheStore) {
+  const std::string cid = submit(softmax_campaign()).campaign_id;
+  const pr::Job job = jobs_sent(ready("w1", 1)).at(0);
+  result("w1", job, 11.0);
+  core = make_core();
+  const auto c = campaign_row(core->status(), cid);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->total, kSoftmaxJobs);
+  EXPECT_EQ(c->finished, 1);
+  EXPECT_EQ(c->pass, 1);
+  ASSERT_TRUE(c->best.has_value());
+  EXPECT_EQ(c->best->job_id, job.spec.job_id);
+  ASSERT_EQ(core->results({}).rows.size(), 1u);
+  EXPECT_EQ(core->results({}).rows[0].latency_us, 11.0);
+}
+
+// ---- status and results
+
+TEST_F(FarmCoreTest, StatusCountsJobsResultsAndWorkers) {
+  submit(softmax_campaign());
+  const pr::Job job = jobs_sent(ready("w1", 2)).at(0);
+  result("w1", job, 10.0, ResultStatus::kFail);
+  const pr::StatusReply st = reply<pr::StatusReply>(client(pr::StatusQuery{}));
+  EXPECT_EQ(st.jobs.queued, kSoftmaxJobs - 3);
+  EXPECT_EQ(st.jobs.leased, 2);
+  EXPECT_EQ(st.jobs.done, 1);
+  EXPECT_EQ(st.results.at("FAIL"), 1);
+  ASSERT_EQ(st.workers.size(), 1u);
+  EXPECT_EQ(st.workers[0].worker_id, "w1");
+  EXPECT_EQ(st.workers[0].leased.size(), 2u);
+  EXPECT_EQ(st.campaigns.at(0).failed, 1);
+  EXPECT_FALSE(st.campaigns.at(0).best.has_value()) << "a failure is no best";
+  EXPECT_EQ(st.version, core->version());
+}
+
+TEST_F(FarmCoreTest, ResultsFilterByCampaignStatusShapeAndGpuModel) {
+  const std::string a = submit(softmax_campaign("a")).campaign_id;
+  const std::string b = submit(softmax_campaign("b")).campaign_id;
+  const auto jobs = jobs_sent(ready("w1", 3));
+  ASSERT_EQ(jobs.size(), 3u);
+  result("w1", jobs[0], 10.0);
+  result("w1", jobs[1], 10.0, ResultStatus::kCompileError);
+  result("w1", jobs[2], 10.0);
+  EXPECT_EQ(core->results({}).rows.size(), 3u);
+  EXPECT_EQ(core->results({"", "PASS", "", "", ""}).rows.size(), 2u);
+  EXPECT_EQ(core->results({a, "", "", "", ""}).rows.size(), 3u) << "campaign a's jobs are dispatched first";
+  EXPECT_TRUE(core->results({b, "", "", "", ""}).rows.empty());
+  EXPECT_EQ(core->results({"", "", "softmax", "8x64", "CPU"}).rows.size(), 3u);
+  EXPECT_TRUE(core->results({"", "", "", "4096x4096", ""}).rows.empty());
+  EXPECT_TRUE(core->results({"", "", "", "", "NVIDIA H200"}).rows.empty());
+  const pr::ResultsReply viaclient = reply<pr::ResultsReply>(client(pr::ResultsQuery{"", "COMPILE_ERROR", "", "", ""}));
+  ASSERT_EQ(viaclient.rows.size(), 1u);
+  EXPECT_FALSE(viaclient.rows[0].latency_us.has_value()) << "a failed job has no figures";
+}
+
+TEST_F(FarmCoreTest, AStatusLongPollWaitsUntilTheVersionMoves) {
+  const int64_t v = core->version();
+  EXPECT_TRUE(client(pr::StatusQuery{v, 30'000}).to_clients.empty());
+  EXPECT_EQ(core->waiting(), 1u);
+  FarmEffects none;
+  core->answer_waiters(&none);
+  EXPECT_TRUE(none.to_clients.empty()) << "nothing changed";
+  submit(softmax_campaign());
+  FarmEffects fx;
+  core->answer_waiters(&fx);
+  ASSERT_EQ(fx.to_clients.size(), 1u);
+  EXPECT_EQ(fx.to_clients[0].identity, "cli");
+  EXPECT_GT(reply<pr::StatusReply>(fx).version, v);
+  EXPECT_EQ(core->waiting(), 0u);
+}
+
+TEST_F(FarmCoreTest, AStatusLongPollIsAnsweredAtItsDeadline) {
+  client(pr::StatusQuery{core->version(), 2'000});
+  EXPECT_TRUE(tick(1'999).to_clients.empty());
+  const FarmEffects fx = tick(1);
+  EXPECT_EQ(reply<pr::StatusReply>(fx).version, core->version());
+}
+
+TEST_F(FarmCoreTest, AStatusQueryForAnOlderVersionIsAnsweredAtOnce) {
+  submit(softmax_campaign());
+  EXPECT_EQ(client(pr::StatusQuery{0, 30'000}).to_clients.size(), 1u);
+  EXPECT_EQ(core->waiting(), 0u);
+}
+
+// ---- studies
+
+json study(int64_t budget) {
+  return testing::designed_study("designed", "random", 7, budget, "// candidate");
+}
+
+TEST_F(FarmCoreTest, AStudyCampaignProposesOneTrialPerFreeSlot) {
+  ready("w1", 3);
+  const pr::SubmitReply r = submit(study(10));
+  EXPECT_EQ(r.studies, 1);
+  EXPECT_EQ(r.jobs, 3);
+  EXPECT_EQ(core->scheduler().counts().leased, 3);
+  const auto c = campaign_row(core->status(), r.campaign_id);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->is_study);
+  ASSERT_EQ(c->studies.size(), 1u);
+  EXPECT_EQ(c->studies[0].in_flight, 3);
+}
+
+TEST_F(FarmCoreTest, AStudyWithoutWorkersProposesNothingUntilOneIsReady) {
+  const pr::SubmitReply r = submit(study(10));
+  EXPECT_EQ(r.jobs, 0);
+  EXPECT_EQ(jobs_sent(ready("w1", 2)).size(), 2u);
+}
+
+TEST_F(FarmCoreTest, AStudyRunsItsBudgetThenIsComplete) {
+  ready("w1", 2);
+  const std::string cid = submit(study(5)).campaign_id;
+  int results = 0;
+  for (int round = 0; round < 10 && results < 5; ++round) {
+    for (const auto& [id, j] : core->scheduler().jobs()) {
+      if (j.state != JobState::kLeased) continue;
+      pr::Job job{j.spec, j.attempt, 0};
+      result("w1", job, testing::designed_cost(j.spec.config));
+      ++results;
+      break;  // the map changes under a result; look again
+    }
+  }
+  EXPECT_EQ(results, 5);
+  const auto c = campaign_row(core->status(), cid);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->complete);
+  EXPECT_EQ(c->total, 5);
+  ASSERT_TRUE(c->studies.at(0).best.has_value());
+  EXPECT_TRUE(c->studies.at(0).done);
+  EXPECT_EQ(core->scheduler().counts().leased, 0) << "nothing proposed past the budget";
+}
+
+TEST_F(FarmCoreTest, ACancelledStudyProposesNothingMore) {
+  ready("w1", 2);
+  const std::string cid = submit(study(10)).campaign_id;
+  const pr::CancelReply r = reply<pr::CancelReply>(client(pr::Cancel{cid, "enough"}));
+  EXPECT_EQ(r.stopping, 2);
+  for (const auto& [id, j] : std::map<std::string, JobRecord>(core->scheduler().jobs()))
+    result("w1", pr::Job{j.spec, j.attempt, 0}, 0, ResultStatus::kCancelled);
+  EXPECT_EQ(core->scheduler().jobs().size(), 2u) << "no proposal after the cancel";
+  EXPECT_TRUE(campaign_row(core->status(), cid)->complete);
+}
+
+// ---- tuning database
+
+TEST_F(FarmCoreTest, APassingResultBecomesTheBestEntryUntilAFasterOneComes) {
+  submit(softmax_campaign());
+  const auto jobs = jobs_sent(ready("w1", 1));
+  result("w1", jobs.at(0), 10.0);
+  pr::BestReply best = reply<pr::BestReply>(client(pr::BestQuery{}));
+  ASSERT_EQ(best.entries.size(), 1u);
+  EXPECT_EQ(best.entries[0].job_id, jobs[0].spec.job_id);
+  EXPECT_EQ(best.format, 1);
+  // Every job of the campaign has the same key (kernel, backend, GPU model, dtype, shape).
+  std::vector<pr::Job> next;
+  for (const auto& [id, j] : core->scheduler().jobs())
+    if (j.state == JobState::kLeased) next.push_back({j.spec, j.attempt, 0});
+  ASSERT_EQ(next.size(), 1u);
+  result("w1", next[0], 12.0);
+  EXPECT_EQ(core->best({}).entries.at(0).job_id, jobs[0].spec.job_id) << "a slower result changes nothing";
+  next.clear();
+  for (const auto& [id, j] : core->scheduler().jobs())
+    if (j.state == JobState::kLeased) next.push_back({j.spec, j.attempt, 0});
+  result("w1", next.at(0), 8.0);
+  best = core->best({});
+  ASSERT_EQ(best.entries.size(), 1u);
+  EXPECT_EQ(best.entries[0].job_id, next[0].spec.job_id);
+  EXPECT_DOUBLE_EQ(best.entries[0].m.latency_us, 8.0);
+  EXPECT_EQ(store.load_best()->size(), 1u);
+}
+
+TEST_F(FarmCoreTest, BestAnswersOnlyTheEntriesItsQueryMatches) {
+  submit(softmax_campaign());
+  result("w1", jobs_sent(ready("w1", 1)).at(0), 10.0);
+  EXPECT_EQ(core->best({"softmax", "cpu", "CPU", "fp32", "8x64"}).entries.size(), 1u);
+  EXPECT_TRUE(core->best({"matmul", "", "", "", ""}).entries.empty());
+  EXPECT_TRUE(core->best({"", "", "", "bf16", ""}).entries.empty());
+}
+
+TEST_F(FarmCoreTest, ImportStoresNewEntriesAndKeepsFasterOnes) {
+  submit(softmax_campaign());
+  result("w1", jobs_sent(ready("w1", 1)).at(0), 10.0);
+  json doc = json(core->best({}));
+  doc["entries"][0]["latency_us"] = 20.0;  // slower than ours: kept out
+  TunedEntry other = doc["entries"][0].get<TunedEntry>();
+  other.shape = {16, 64};
+  other.m.latency_us = 5.0;
+  doc["entries"].push_back(other);
+  const pr::ImportBestReply r = reply<pr::ImportBestReply>(client(pr::ImportBest{doc}));
+  EXPECT_EQ(r.entries, 2);
+  EXPECT_EQ(r.stored, 1);
+  EXPECT_EQ(r.kept, 1);
+  const pr::BestReply best = core->best({});
+  ASSERT_EQ(best.entries.size(), 2u);
+  EXPECT_DOUBLE_EQ(best.entries[1].m.latency_us, 10.0) << "the farm's own 8x64 entry stays (16x64 sorts first)";
+  const pr::ImportBestReply again = reply<pr::ImportBestReply>(client(pr::ImportBest{doc}));
+  EXPECT_EQ(again.stored, 0);
+  EXPECT_EQ(again.kept, 2);
+}
+
+TEST_F(FarmCoreTest, ImportingADocumentOfAnotherFormatIsABadRequest) {
+  const pr::Error e = error_of(client(pr::ImportBest{json{{"format", 2}}}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("format"), std::string::npos) << e.message;
+}
+
+TEST_F(FarmCoreTest, ARestartedCoreServesTheSameTuningDatabase) {
+  submit(softmax_campaign());
+  result("w1", jobs_sent(ready("w1", 1)).at(0), 10.0);
+  const json before = json(core->best({}).entries);
+  core = make_core();
+  EXPECT_EQ(json(core->best({}).entries), before);
+}
+
+}  // namespace
+}  // namespace ak
