@@ -130,9 +130,8 @@ Status SandboxSupervisor::start() {
   o.keep_env = inherited_env();
   for (const char* name : {"TMPDIR", "HOME", "CUDA_CACHE_PATH"}) o.env.push_back(std::string(name) + "=" + tmp_dir_);
   o.env.insert(o.env.end(), options_.extra_env.begin(), options_.extra_env.end());
-  // No death signal: it would fire when the thread that started the sandbox ends, and the
-  // sandbox already exits on EOF of its stdin when the worker goes.
-  o.death_signal = 0;
+  // The sandbox arms PR_SET_PDEATHSIG(SIGKILL) itself first thing (worker/sandbox/main.cc); the
+  // default death signal here also covers the moments before its main runs.
   auto child = ChildProcess::spawn(args, o);
   if (!child.ok()) {
     remove_tmp_dir();
