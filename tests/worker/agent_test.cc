@@ -20,11 +20,11 @@ namespace {
 
 using std::chrono::milliseconds;
 
-using testing::Events;
-using testing::FakeCompiler;
-using testing::FakeJobRunner;
-using testing::FakeSandbox;
-using testing::kPatience;
+using fakes::Events;
+using fakes::FakeCompiler;
+using fakes::FakeJobRunner;
+using fakes::FakeSandbox;
+using fakes::kPatience;
 
 struct Received {
   std::string identity;

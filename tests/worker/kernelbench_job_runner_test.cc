@@ -21,7 +21,7 @@ namespace ak {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::kPatience;
+using fakes::kPatience;
 
 class KernelBenchJobRunnerTest : public ::testing::Test {
  protected:

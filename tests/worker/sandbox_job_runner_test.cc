@@ -13,10 +13,10 @@
 namespace ak {
 namespace {
 
-using testing::Events;
-using testing::FakeCompiler;
-using testing::FakeSandbox;
-using testing::kPatience;
+using fakes::Events;
+using fakes::FakeCompiler;
+using fakes::FakeSandbox;
+using fakes::kPatience;
 
 // What each job's `done` said, waited for.
 class Outcomes {

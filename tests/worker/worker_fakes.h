@@ -18,7 +18,7 @@
 #include "worker/job_runner.h"
 #include "worker/supervisor.h"
 
-namespace ak::testing {
+namespace ak::fakes {
 
 constexpr std::chrono::milliseconds kPatience{10'000};
 
@@ -173,4 +173,4 @@ class FakeJobRunner final : public JobRunner {
   std::map<std::string, JobDone> held_;
 };
 
-}  // namespace ak::testing
+}  // namespace ak::fakes
