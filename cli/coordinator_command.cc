@@ -7,9 +7,9 @@
 #include "cli/commands.h"
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/metrics.h"
 #include "coordinator/store/redis_server.h"
 #include "coordinator/store/redis_store.h"
-#include "coordinator/metrics.h"
 
 namespace ak::cli {
 

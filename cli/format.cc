@@ -26,9 +26,7 @@ std::string fmt_double(double v, const char* f = "%.2f") {
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
-std::string fmt_double(const std::optional<double>& v, const char* f = "%.2f") {
-  return v ? fmt_double(*v, f) : "-";
-}
+std::string fmt_double(const std::optional<double>& v, const char* f = "%.2f") { return v ? fmt_double(*v, f) : "-"; }
 std::string fmt_duration(double s) {
   char buf[64];
   if (s < 0 || s > 1e7) return "?";
@@ -90,8 +88,8 @@ std::string format_studies(const pr::CampaignRow& c) {
   std::ostringstream os;
   char line[512];
   for (const auto& [model, e] : c.amdahl) {
-    std::snprintf(line, sizeof line, "    end-to-end estimate on %s: %.3fx (Amdahl, speedups over PyTorch)\n", model.c_str(),
-                  e);
+    std::snprintf(line, sizeof line, "    end-to-end estimate on %s: %.3fx (Amdahl, speedups over PyTorch)\n",
+                  model.c_str(), e);
     os << line;
   }
   std::snprintf(line, sizeof line, "    %-3s %-44s %6s %6s %5s %11s %11s %8s %6s %-10s %8s\n", "id", "target", "share",
@@ -133,7 +131,8 @@ std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit)
                   fmt_double(r.speedup_vs_pytorch, "%.3f").c_str(), fmt_double(r.bandwidth_gbps, "%.1f").c_str(),
                   fmt_double(r.pct_peak, "%.1f").c_str(), r.job_id.c_str());
     os << line;
-    if (r.correctness != "PASS" && !r.reason.empty()) os << "    " << r.stage << ": " << r.reason.substr(0, 200) << "\n";
+    if (r.correctness != "PASS" && !r.reason.empty())
+      os << "    " << r.stage << ": " << r.reason.substr(0, 200) << "\n";
   }
   return os.str();
 }
@@ -151,8 +150,8 @@ std::string format_best(const pr::BestReply& doc) {
   for (const auto& e : doc.entries) {
     const std::string config = config_string(e.config);
     out += fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11.2f} {:>7.2f}x  {:<34} {} {}\n", e.kernel_type,
-                       backend_name(e.backend), e.gpu_model, dtype_name(e.dtype), shape_string(e.shape),
-                       e.m.latency_us, e.m.speedup, config.empty() ? "-" : config, e.job_id, e.date);
+                       backend_name(e.backend), e.gpu_model, dtype_name(e.dtype), shape_string(e.shape), e.m.latency_us,
+                       e.m.speedup, config.empty() ? "-" : config, e.job_id, e.date);
   }
   return out;
 }

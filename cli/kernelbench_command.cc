@@ -114,8 +114,8 @@ Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const jso
       return run;
     }
     std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s)
-              << " s and cancelled it: " << run.rows.size() << " of " << run.jobs << " jobs finished, "
-              << c->cancelled << " queued ended, " << c->stopping << " running stopped\n";
+              << " s and cancelled it: " << run.rows.size() << " of " << run.jobs << " jobs finished, " << c->cancelled
+              << " queued ended, " << c->stopping << " running stopped\n";
   } else if (!run.complete) {
     std::cout << "stopped following campaign " << run.id << " after " << static_cast<long long>(run.wall_s) << " s: "
               << run.rows.size() << " of " << run.jobs
@@ -495,7 +495,8 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
               {"judge", kb.judge.value_or(json())}};
     eval[task.level][std::to_string(task.problem_id)].push_back(e);
     ++verdicts[kb.verdict.value_or(r.correctness)];
-    evals.push_back({task.level, task.problem_id, task.problem_name, task.sample_id, r.gpu, compiled, correct, runtime});
+    evals.push_back(
+        {task.level, task.problem_id, task.problem_name, task.sample_id, r.gpu, compiled, correct, runtime});
   }
   for (const auto& [level, e] : eval) {
     const fs::path p = fs::path(a.out) / ("level" + std::to_string(level)) / "eval_results.json";

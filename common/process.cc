@@ -240,8 +240,7 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
   do n = read(err_read.fd, &failure, sizeof failure);
   while (n < 0 && errno == EINTR);
   if (n == static_cast<ssize_t>(sizeof failure)) {
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {}
     if (failure.step == ChildStep::kExec)
       return Status::unavailable("cannot execute '" + program + "': " + strerror(failure.err));
     return Status::unavailable(std::string("cannot ") + describe(failure.step) +

@@ -175,7 +175,8 @@ T read_as(const json& v, const char* key) {
   try {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       if (!v.is_number_integer())
-        throw FieldError(std::string(key) + ": expected an integer, got " + json_type(v) + " " + v.dump().substr(0, 40));
+        throw FieldError(std::string(key) + ": expected an integer, got " + json_type(v) + " " +
+                         v.dump().substr(0, 40));
     }
     return v.get<T>();
   } catch (const FieldError& e) {
@@ -203,8 +204,10 @@ class Fields {
   void nullable(const char* k, std::optional<T>& out) const {
     if (!j_.contains(k)) throw FieldError(std::string(k) + ": missing");
     const json& v = j_.at(k);
-    if (v.is_null()) out.reset();
-    else out = read_as<T>(v, k);
+    if (v.is_null())
+      out.reset();
+    else
+      out = read_as<T>(v, k);
   }
   // A field that may be absent; null counts as absent (the caller keeps it with the others).
   template <typename T>
@@ -274,8 +277,8 @@ void from_json(const json& j, CancelReply& v) {
 }
 
 void to_json(json& j, const BestReply& v) {
-  j = {{"format", v.format}, {"exported_wall_ms", v.exported_wall_ms}, {"exported", v.exported},
-       {"entries", v.entries}};
+  j = {
+      {"format", v.format}, {"exported_wall_ms", v.exported_wall_ms}, {"exported", v.exported}, {"entries", v.entries}};
 }
 void from_json(const json& j, BestReply& v) {
   Fields f(j, "BEST reply");
@@ -307,9 +310,9 @@ void from_json(const json& j, JobCounts& v) {
 }
 
 void to_json(json& j, const WorkerRow& v) {
-  j = {{"worker_id", v.worker_id}, {"gpu", v.gpu},       {"arch", v.arch},
-       {"pci_id", v.pci_id},       {"backends", v.backends}, {"slots", v.slots},
-       {"leased", v.leased},       {"last_seen_ms_ago", v.last_seen_ms_ago}, {"ceilings", v.ceilings}};
+  j = {{"worker_id", v.worker_id}, {"gpu", v.gpu},     {"arch", v.arch},     {"pci_id", v.pci_id},
+       {"backends", v.backends},   {"slots", v.slots}, {"leased", v.leased}, {"last_seen_ms_ago", v.last_seen_ms_ago},
+       {"ceilings", v.ceilings}};
 }
 void from_json(const json& j, WorkerRow& v) {
   Fields f(j, "worker");
@@ -435,8 +438,12 @@ void from_json(const json& j, CampaignRow& v) {
 }
 
 void to_json(json& j, const StatusReply& v) {
-  j = {{"jobs", v.jobs},         {"results", v.results},   {"workers", v.workers},
-       {"campaigns", v.campaigns}, {"uptime_s", v.uptime_s}, {"version", v.version},
+  j = {{"jobs", v.jobs},
+       {"results", v.results},
+       {"workers", v.workers},
+       {"campaigns", v.campaigns},
+       {"uptime_s", v.uptime_s},
+       {"version", v.version},
        {"results_per_hour", v.results_per_hour}};
 }
 void from_json(const json& j, StatusReply& v) {
@@ -451,9 +458,15 @@ void from_json(const json& j, StatusReply& v) {
 }
 
 void to_json(json& j, const KernelBenchTaskRow& v) {
-  j = {{"mode", v.mode},       {"level", v.level},         {"problem_id", v.problem_id},
-       {"problem_name", v.problem_name}, {"sample_id", v.sample_id}, {"backend", v.backend},
-       {"precision", v.precision}, {"compile", v.compile}, {"compile_mode", v.compile_mode}};
+  j = {{"mode", v.mode},
+       {"level", v.level},
+       {"problem_id", v.problem_id},
+       {"problem_name", v.problem_name},
+       {"sample_id", v.sample_id},
+       {"backend", v.backend},
+       {"precision", v.precision},
+       {"compile", v.compile},
+       {"compile_mode", v.compile_mode}};
 }
 void from_json(const json& j, KernelBenchTaskRow& v) {
   Fields f(j, "task");
@@ -528,10 +541,9 @@ void from_json(const json& j, KernelBenchVerdict& v) {
   v.judge = passthrough(j, "judge");
   f.maybe("baseline", v.baseline);
   f.maybe("task", v.task);
-  v.other = others(j,
-                   {"mode", "step", "verdict", "compiled", "correctness", "runtime_ms", "ref_runtime_ms", "baseline",
-                    "task"},
-                   {"metadata", "runtime_stats", "strict", "judge"});
+  v.other = others(
+      j, {"mode", "step", "verdict", "compiled", "correctness", "runtime_ms", "ref_runtime_ms", "baseline", "task"},
+      {"metadata", "runtime_stats", "strict", "judge"});
 }
 
 Result<KernelBenchVerdict> parse_kernelbench_verdict(const json& doc) {
@@ -542,13 +554,17 @@ Result<KernelBenchVerdict> parse_kernelbench_verdict(const json& doc) {
   }
 }
 
-#define AK_ROW_FIELDS(X, N)                                                                                 \
-  X(experiment) X(tag) X(kernel_type) N(throughput_tflops) N(latency_us) N(pct_peak) N(speedup_vs_pytorch)  \
-  X(correctness) N(peak_vram_mb) X(description) X(job_id) X(attempt) X(gpu) X(worker) X(shape) X(dtype)     \
-  X(config) X(source_hash) X(backend) N(baseline_us) N(bandwidth_gbps) N(samples) N(cv) X(compile_ms)       \
-  N(cold_l2) N(rel_se) X(max_abs_error) X(verification) N(flops) N(bytes) N(bound) N(pct_peak_datasheet)    \
-  N(peak_tflops) N(input_sets) N(audit_us) N(stop_reason) N(sm_clock_mhz) N(power_w) N(temperature_c)       \
-  N(clock_reasons) N(throttled) X(stage) X(reason) X(campaign_id) X(completed_wall_ms)
+// A macro list, one name per entry.
+// clang-format off
+#define AK_ROW_FIELDS(X, N)                                                                                           \
+  X(experiment)                                                                                                       \
+  X(tag) X(kernel_type) N(throughput_tflops) N(latency_us) N(pct_peak) N(speedup_vs_pytorch) X(correctness)           \
+      N(peak_vram_mb) X(description) X(job_id) X(attempt) X(gpu) X(worker) X(shape) X(dtype) X(config) X(source_hash) \
+          X(backend) N(baseline_us) N(bandwidth_gbps) N(samples) N(cv) X(compile_ms) N(cold_l2) N(rel_se)             \
+              X(max_abs_error) X(verification) N(flops) N(bytes) N(bound) N(pct_peak_datasheet) N(peak_tflops)        \
+                  N(input_sets) N(audit_us) N(stop_reason) N(sm_clock_mhz) N(power_w) N(temperature_c)                \
+                      N(clock_reasons) N(throttled) X(stage) X(reason) X(campaign_id) X(completed_wall_ms)
+// clang-format on
 
 void to_json(json& j, const ResultRow& v) {
   j = json::object();
@@ -577,7 +593,10 @@ void from_json(const json& j, ResultsReply& v) {
 }
 
 void to_json(json& j, const CoordinatorReadyLine& v) {
-  j = {{"workers", v.workers}, {"clients", v.clients}, {"metrics_port", v.metrics_port}, {"redis", v.redis},
+  j = {{"workers", v.workers},
+       {"clients", v.clients},
+       {"metrics_port", v.metrics_port},
+       {"redis", v.redis},
        {"pid", v.pid}};
 }
 void from_json(const json& j, CoordinatorReadyLine& v) {
@@ -592,9 +611,11 @@ void from_json(const json& j, CoordinatorReadyLine& v) {
 namespace {
 template <typename T>
 const char* reply_type_name();
-#define AK_PROTOCOL_NAME(T) \
-  template <>               \
-  const char* reply_type_name<T>() { return #T; }
+#define AK_PROTOCOL_NAME(T)          \
+  template <>                        \
+  const char* reply_type_name<T>() { \
+    return #T;                       \
+  }
 AK_PROTOCOL_REPLY_TYPES(AK_PROTOCOL_NAME)
 #undef AK_PROTOCOL_NAME
 }  // namespace

@@ -152,7 +152,7 @@ const char* type_name(const Message& m);
 // SUBMIT
 struct SubmitReply {
   std::string campaign_id;
-  int64_t jobs = 0;                // jobs submitted now (a study campaign: its first proposals)
+  int64_t jobs = 0;  // jobs submitted now (a study campaign: its first proposals)
   std::string name;
   std::optional<int64_t> studies;  // study campaigns only: how many studies
 };
@@ -170,7 +170,7 @@ struct CancelReply {
 struct BestReply {
   int format = 1;
   int64_t exported_wall_ms = 0;
-  std::string exported;            // exported_wall_ms as "2026-12-04T02:10:00Z"
+  std::string exported;             // exported_wall_ms as "2026-12-04T02:10:00Z"
   std::vector<TunedEntry> entries;  // sorted by tuning_key
 };
 
@@ -187,7 +187,7 @@ struct JobCounts {
 };
 struct WorkerRow {
   std::string worker_id;
-  std::string gpu;                  // Capabilities::gpu_name
+  std::string gpu;  // Capabilities::gpu_name
   std::string arch;
   std::string pci_id;
   std::vector<std::string> backends;  // backend names
@@ -217,25 +217,25 @@ struct StudyRow {
   int study = 0;
   std::string target;
   std::string gpu_model;
-  double share = 0;              // the target's share of model time
-  int64_t trials = 0;            // finished, failed ones included
+  double share = 0;    // the target's share of model time
+  int64_t trials = 0;  // finished, failed ones included
   int64_t in_flight = 0;
   int64_t passed = 0;
   double baseline_us = 0;
-  double roofline_us = 0;        // 0: unknown
+  double roofline_us = 0;  // 0: unknown
   std::optional<StudyBest> best;
   int64_t since_improvement = 0;
-  std::string stop;              // why it stopped ("" while running, "EXHAUSTED", a StopReason name)
+  std::string stop;  // why it stopped ("" while running, "EXHAUSTED", a StopReason name)
   bool done = false;
-  double eta_s = -1;             // -1: unknown
+  double eta_s = -1;  // -1: unknown
 };
 struct CampaignRow {
   std::string campaign_id;
   std::string name;
   int64_t total = 0;
-  int64_t finished = 0;          // DONE or LOST
+  int64_t finished = 0;  // DONE or LOST
   int64_t pass = 0;
-  int64_t failed = 0;            // finished without passing, cancelled jobs not counted
+  int64_t failed = 0;  // finished without passing, cancelled jobs not counted
   std::optional<CampaignBest> best;
   int64_t submitted_wall_ms = 0;
   bool complete = false;
@@ -267,7 +267,7 @@ struct StatusReply {
 // `other`, so a row written back out (autokernel results --json, export) is what the coordinator
 // sent.
 struct KernelBenchTaskRow {
-  std::string mode;              // "candidate" | "baseline"
+  std::string mode;  // "candidate" | "baseline"
   int level = 0;
   int problem_id = 0;
   std::string problem_name;
@@ -373,12 +373,16 @@ struct CoordinatorReadyLine {
   int64_t pid = 0;
 };
 
-#define AK_PROTOCOL_REPLY_TYPES(X)                                                                          \
-  X(SubmitReply) X(CancelReply) X(BestReply) X(ImportBestReply) X(JobCounts) X(WorkerRow) X(CampaignBest) \
-  X(StudyBest) X(StudyRow) X(CampaignRow) X(StatusReply) X(KernelBenchTaskRow) X(KernelBenchBaseline)     \
-  X(KernelBenchVerdict) X(ResultRow) X(ResultsReply) X(CoordinatorReadyLine)
-#define AK_PROTOCOL_DECLARE_JSON(T)                  \
-  void to_json(nlohmann::json& j, const T& v);       \
+// A macro list, one name per entry.
+// clang-format off
+#define AK_PROTOCOL_REPLY_TYPES(X)                                                                                  \
+  X(SubmitReply)                                                                                                    \
+  X(CancelReply) X(BestReply) X(ImportBestReply) X(JobCounts) X(WorkerRow) X(CampaignBest) X(StudyBest) X(StudyRow) \
+      X(CampaignRow) X(StatusReply) X(KernelBenchTaskRow) X(KernelBenchBaseline) X(KernelBenchVerdict) X(ResultRow) \
+          X(ResultsReply) X(CoordinatorReadyLine)
+// clang-format on
+#define AK_PROTOCOL_DECLARE_JSON(T)            \
+  void to_json(nlohmann::json& j, const T& v); \
   void from_json(const nlohmann::json& j, T& v);
 AK_PROTOCOL_REPLY_TYPES(AK_PROTOCOL_DECLARE_JSON)
 #undef AK_PROTOCOL_DECLARE_JSON

@@ -48,7 +48,9 @@ Result<T> CoordinatorClient::typed(const protocol::Message& m, std::chrono::mill
 Result<protocol::SubmitReply> CoordinatorClient::submit(const nlohmann::json& campaign) {
   return typed<protocol::SubmitReply>(protocol::Submit{campaign});
 }
-Result<protocol::StatusReply> CoordinatorClient::status() { return typed<protocol::StatusReply>(protocol::StatusQuery{}); }
+Result<protocol::StatusReply> CoordinatorClient::status() {
+  return typed<protocol::StatusReply>(protocol::StatusQuery{});
+}
 Result<protocol::StatusReply> CoordinatorClient::status_after(int64_t after_version, std::chrono::milliseconds wait) {
   return typed<protocol::StatusReply>(protocol::StatusQuery{after_version, wait.count()}, wait);
 }

@@ -77,7 +77,8 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
         on_worker_message(identity, frames);
       } catch (const std::exception& e) {
         spdlog::error("handler for worker {} failed: {}", identity, e.what());
-        protocol_error(identity, pr::ErrorCode::kInternal, std::string("coordinator failed on this frame: ") + e.what());
+        protocol_error(identity, pr::ErrorCode::kInternal,
+                       std::string("coordinator failed on this frame: ") + e.what());
       }
     }
     for (int i = 0; i < 64; ++i) {

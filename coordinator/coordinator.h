@@ -19,10 +19,10 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
-#include "coordinator/store/store.h"
 #include "coordinator/farm_core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/store/store.h"
 
 namespace ak {
 

@@ -89,8 +89,8 @@ void FarmCore::handle_worker(const std::string& identity, const pr::Message& m, 
   auto check_identity = [&](const std::string& worker_id) {
     if (worker_id == identity) return true;
     worker_error(identity, pr::ErrorCode::kIdentityMismatch,
-                 "body names worker '" + worker_id.substr(0, 64) + "' but the connection is '" + identity.substr(0, 64) +
-                     "'; set the DEALER routing id to the worker id",
+                 "body names worker '" + worker_id.substr(0, 64) + "' but the connection is '" +
+                     identity.substr(0, 64) + "'; set the DEALER routing id to the worker id",
                  out);
     return false;
   };
@@ -389,7 +389,8 @@ json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects
 json FarmCore::cancel_campaign(const pr::Cancel& q, pr::Error* error, FarmEffects* out) {
   auto it = campaigns_.find(q.campaign_id);
   if (it == campaigns_.end()) {
-    *error = {pr::ErrorCode::kBadRequest, "no campaign '" + q.campaign_id + "' in this farm (autokernel status lists them)"};
+    *error = {pr::ErrorCode::kBadRequest,
+              "no campaign '" + q.campaign_id + "' in this farm (autokernel status lists them)"};
     return {};
   }
   if (!it->second.cancelled) {
@@ -427,8 +428,15 @@ pr::StatusReply FarmCore::status() const {
   st.jobs = {c.queued, c.leased, c.done, c.lost};
   for (const auto& [s, n] : c.by_status) st.results[result_status_name(s)] = n;
   for (const auto& [id, w] : scheduler_.workers()) {
-    pr::WorkerRow row{id, w.caps.gpu_name, w.caps.arch, w.caps.pci_id, {}, w.slots,
-                      std::vector<std::string>(w.leased.begin(), w.leased.end()), now - w.last_seen_ms, w.caps.ceilings};
+    pr::WorkerRow row{id,
+                      w.caps.gpu_name,
+                      w.caps.arch,
+                      w.caps.pci_id,
+                      {},
+                      w.slots,
+                      std::vector<std::string>(w.leased.begin(), w.leased.end()),
+                      now - w.last_seen_ms,
+                      w.caps.ceilings};
     for (auto x : w.caps.backends) row.backends.push_back(backend_name(x));
     st.workers.push_back(std::move(row));
   }
@@ -466,8 +474,11 @@ pr::StatusReply FarmCore::status() const {
     row.pass = a.pass;
     row.failed = a.failed;
     if (a.best)
-      row.best = pr::CampaignBest{a.best->job_id, a.best->m.latency_us, a.best->m.speedup,
-                                  shape_string(a.best_job->spec.shape), dtype_name(a.best_job->spec.dtype),
+      row.best = pr::CampaignBest{a.best->job_id,
+                                  a.best->m.latency_us,
+                                  a.best->m.speedup,
+                                  shape_string(a.best_job->spec.shape),
+                                  dtype_name(a.best_job->spec.dtype),
                                   config_string(a.best_job->spec.config)};
     row.submitted_wall_ms = rec.submitted_wall_ms;
     row.complete = a.finished >= a.total;

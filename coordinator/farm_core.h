@@ -24,8 +24,8 @@
 #include "common/clock.h"
 #include "common/protocol.h"
 #include "common/status.h"
-#include "coordinator/store/store.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/store/store.h"
 #include "coordinator/study.h"
 
 namespace ak {
@@ -47,7 +47,7 @@ struct FarmEffects {
     protocol::Message message;
   };
   struct ToClient {
-    std::string identity;  // the REQ peer's routing id
+    std::string identity;       // the REQ peer's routing id
     protocol::Message message;  // a protocol::Reply or a protocol::Error
   };
   struct Completed {
@@ -129,7 +129,7 @@ class FarmCore {
   // drive_studies() no longer rebuilds their progress on every event and tick.
   std::set<std::string> studies_complete_;
   std::map<std::string, ResultRecord> results_;
-  std::map<std::string, TunedEntry> best_;         // by tuning_key
+  std::map<std::string, TunedEntry> best_;           // by tuning_key
   std::map<std::string, Capabilities> worker_caps_;  // each worker's last READY, for provenance
   std::vector<std::string> result_order_;
   std::map<std::string, int64_t> first_dispatch_ms_;

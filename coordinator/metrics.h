@@ -2,8 +2,8 @@
 // served on /metrics by prometheus-cpp's Exposer.
 //
 // Thread-safe (prometheus-cpp metrics are atomic). Gauges are refreshed from the scheduler's
-// counts by the Coordinator (coordinator/coordinator.h) after each batch of events. Without a bind address, metrics are kept but
-// not served (tests, or --metrics "").
+// counts by the Coordinator (coordinator/coordinator.h) after each batch of events. Without a bind address, metrics are
+// kept but not served (tests, or --metrics "").
 #pragma once
 
 #include <map>

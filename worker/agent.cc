@@ -34,10 +34,9 @@ std::string file_safe(const std::string& s) {
 
 struct WorkerAgent::Session {
   explicit Session(const WorkerOptions& o, size_t runners)
-      : outbox(OutboxOptions{o.resend_ms, o.max_resend_ms,
-                             o.state_dir.empty() ? std::string()
-                                                 : o.state_dir + "/outbox-" + file_safe(o.worker_id) + ".jsonl",
-                             false}),
+      : outbox(OutboxOptions{
+            o.resend_ms, o.max_resend_ms,
+            o.state_dir.empty() ? std::string() : o.state_dir + "/outbox-" + file_safe(o.worker_id) + ".jsonl", false}),
         socket(context, zmq::socket_type::dealer),
         busy(runners, 0) {}
   struct Queued {
@@ -47,10 +46,10 @@ struct WorkerAgent::Session {
   Outbox outbox;
   zmq::context_t context{1};
   zmq::socket_t socket;
-  std::set<Key> held;            // jobs received and not yet finished (what heartbeats list)
-  std::deque<Queued> queue;      // held, not yet started, oldest first
+  std::set<Key> held;             // jobs received and not yet finished (what heartbeats list)
+  std::deque<Queued> queue;       // held, not yet started, oldest first
   std::map<Key, size_t> started;  // held, given to runners_[i], result not yet drained
-  std::vector<int> busy;         // per runner: its jobs in `started`
+  std::vector<int> busy;          // per runner: its jobs in `started`
   int64_t next_heartbeat_ms = 0;
   int64_t last_ready_ms = 0;
   bool stopping = false;
@@ -84,14 +83,14 @@ std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& op
 
   std::vector<std::unique_ptr<JobRunner>> runners;
   runners.push_back(std::make_unique<KernelBenchJobRunner>(std::move(kb)));
-  runners.push_back(
-      std::make_unique<SandboxJobRunner>(so, caps, clock, std::move(compiler), std::move(sandbox)));
+  runners.push_back(std::make_unique<SandboxJobRunner>(so, caps, clock, std::move(compiler), std::move(sandbox)));
   return runners;
 }
 
-WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock,
-                         std::unique_ptr<Compiler> compiler, std::unique_ptr<SandboxRunner> runner)
-    : WorkerAgent(options, caps, clock, make_job_runners(options, caps, clock, std::move(compiler), std::move(runner))) {}
+WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock, std::unique_ptr<Compiler> compiler,
+                         std::unique_ptr<SandboxRunner> runner)
+    : WorkerAgent(options, caps, clock,
+                  make_job_runners(options, caps, clock, std::move(compiler), std::move(runner))) {}
 
 WorkerAgent::WorkerAgent(WorkerOptions options, Capabilities caps, Clock& clock,
                          std::vector<std::unique_ptr<JobRunner>> runners)
@@ -276,12 +275,11 @@ void WorkerAgent::cancel(Session& s, const protocol::CancelJob& c) {
   JobRunner& runner = *runners_[started->second];
   switch (runner.cancel(c.job_id, c.attempt)) {
     case CancelEffect::kDropped:
-      spdlog::info("worker {}: job {} attempt {} cancelled before it started", options_.worker_id, c.job_id,
-                   c.attempt);
+      spdlog::info("worker {}: job {} attempt {} cancelled before it started", options_.worker_id, c.job_id, c.attempt);
       break;
     case CancelEffect::kStopping:
-      spdlog::info("worker {}: {} job {} attempt {} cancelled: it is stopped and reports CANCELLED",
-                   options_.worker_id, runner.kind(), c.job_id, c.attempt);
+      spdlog::info("worker {}: {} job {} attempt {} cancelled: it is stopped and reports CANCELLED", options_.worker_id,
+                   runner.kind(), c.job_id, c.attempt);
       break;
     case CancelEffect::kFinishing:
       spdlog::info("worker {}: job {} attempt {} cancelled; the measurement in progress finishes and reports",

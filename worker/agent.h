@@ -79,9 +79,9 @@ struct WorkerOptions {
   // KernelBenchJobRunner runs them through KernelBenchRunners (worker/kernelbench_runner.h) with
   // `python`, in this folder (empty: <cache_dir>/kernelbench).
   std::string kernelbench_dir;
-  // KernelBench jobs run at once, each on its own thread and runner (KernelBenchJobRunner). They share the GPU through a
-  // lock file in kernelbench_dir (kernelbench/HARNESS.md, "Sharing a GPU"): loading, compiling and
-  // correctness overlap, timing is exclusive. The slots announced are at least this many.
+  // KernelBench jobs run at once, each on its own thread and runner (KernelBenchJobRunner). They share the GPU through
+  // a lock file in kernelbench_dir (kernelbench/HARNESS.md, "Sharing a GPU"): loading, compiling and correctness
+  // overlap, timing is exclusive. The slots announced are at least this many.
   int kernelbench_slots = 1;
   // Each KernelBench runner forks its harness steps from one process that imported torch once
   // (KernelBenchRunnerOptions::fork_server).
@@ -141,9 +141,9 @@ class WorkerAgent {
   Clock& clock_;
   std::vector<std::unique_ptr<JobRunner>> runners_;
 
-  std::mutex mu_;                  // guards results_
-  std::deque<Finished> results_;   // runners' threads -> main thread
-  int wake_fd_ = -1;               // eventfd; runners' threads write, the main thread polls
+  std::mutex mu_;                 // guards results_
+  std::deque<Finished> results_;  // runners' threads -> main thread
+  int wake_fd_ = -1;              // eventfd; runners' threads write, the main thread polls
   bool ran_ = false;
 };
 

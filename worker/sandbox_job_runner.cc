@@ -42,8 +42,10 @@ CancelEffect SandboxJobRunner::cancel(const std::string& job_id, int attempt) {
   CancelEffect effect = CancelEffect::kNotHeld;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto waiting = std::find_if(compile_queue_.begin(), compile_queue_.end(), [&](const Held& h) { return h.key() == key; });
-    auto compiled = std::find_if(run_queue_.begin(), run_queue_.end(), [&](const Compiled& c) { return c.held.key() == key; });
+    auto waiting =
+        std::find_if(compile_queue_.begin(), compile_queue_.end(), [&](const Held& h) { return h.key() == key; });
+    auto compiled =
+        std::find_if(run_queue_.begin(), run_queue_.end(), [&](const Compiled& c) { return c.held.key() == key; });
     if (waiting != compile_queue_.end()) {
       dropped = std::move(waiting->done);
       compile_queue_.erase(waiting);

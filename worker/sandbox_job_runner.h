@@ -39,9 +39,9 @@
 namespace ak {
 
 struct SandboxJobRunnerOptions {
-  int slots = 2;            // jobs held at once: one measured, the rest compiled ahead or compiling
+  int slots = 2;  // jobs held at once: one measured, the rest compiled ahead or compiling
   int compile_threads = 1;
-  std::string worker_id;    // for log lines
+  std::string worker_id;  // for log lines
 };
 
 class SandboxJobRunner final : public JobRunner {

@@ -55,9 +55,14 @@ SandboxReply failure(ResultStatus status, std::string reason) {
 
 // The variables a sandbox inherits; everything else of the worker's environment is dropped.
 const std::vector<std::string>& inherited_env() {
-  static const std::vector<std::string> names = {"PATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL",
-                                                 "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-                                                 "NVIDIA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING"};
+  static const std::vector<std::string> names = {"PATH",
+                                                 "LD_LIBRARY_PATH",
+                                                 "LANG",
+                                                 "LC_ALL",
+                                                 "CUDA_VISIBLE_DEVICES",
+                                                 "CUDA_DEVICE_ORDER",
+                                                 "NVIDIA_VISIBLE_DEVICES",
+                                                 "CUDA_MODULE_LOADING"};
   return names;
 }
 

@@ -58,8 +58,9 @@ struct SandboxOptions {
 
 // Owns at most one sandbox child: `executable --backend cpu|cuda --device N [extra_args]`, started
 // with ChildProcess (common/process.h) in its own process group, stdin and stdout on pipes, stderr
-// inherited or sent to stderr_path, a scrubbed environment and a private temporary directory (see SandboxOptions). The child is started lazily by run() (or eagerly by start()) and waited for with the
-// SandboxHello handshake, bounded by start_timeout.
+// inherited or sent to stderr_path, a scrubbed environment and a private temporary directory (see SandboxOptions). The
+// child is started lazily by run() (or eagerly by start()) and waited for with the SandboxHello handshake, bounded by
+// start_timeout.
 //
 // run(): writes one request line and waits with poll() for one reply line until the deadline.
 //   - no reply in time          -> SIGKILL to the process group, waitpid; kTimeout, reason "no reply
@@ -94,7 +95,7 @@ class SandboxSupervisor final : public SandboxRunner {
 
   bool running() const { return child_.pid() > 0; }
   const std::string& tmp_dir() const { return tmp_dir_; }  // of the running sandbox; "" when none
-  pid_t pid() const { return child_.pid(); }  // -1 when none
+  pid_t pid() const { return child_.pid(); }               // -1 when none
   const SandboxHello& hello() const { return hello_; }  // of the current (or last) sandbox
   int64_t starts() const { return starts_; }             // sandboxes started so far
 
@@ -107,8 +108,7 @@ class SandboxSupervisor final : public SandboxRunner {
   // One try of run(); sets *gone when the sandbox was found gone before it could have read the
   // request (only on the first try: *gone is true on entry for the second).
   SandboxReply run_once(const SandboxRequest& request, const std::string& request_line,
-                        std::chrono::steady_clock::time_point deadline, const std::string& timeout_reason,
-                        bool* gone);
+                        std::chrono::steady_clock::time_point deadline, const std::string& timeout_reason, bool* gone);
   void remove_tmp_dir();
   // Reaps the child if it has already exited; true if it had.
   bool exited_while_idle();

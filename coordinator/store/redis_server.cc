@@ -52,7 +52,8 @@ RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(option
 RedisServer::~RedisServer() { (void)stop(); }
 
 Result<std::unique_ptr<RedisServer>> RedisServer::start(RedisServerOptions options) {
-  if (options.data_dir.empty()) return Status::invalid("RedisServer needs a data directory; set RedisServerOptions::data_dir");
+  if (options.data_dir.empty())
+    return Status::invalid("RedisServer needs a data directory; set RedisServerOptions::data_dir");
   std::error_code ec;
   fs::create_directories(options.data_dir, ec);
   if (ec) return Status::invalid("cannot create Redis data directory " + options.data_dir + ": " + ec.message());
@@ -79,15 +80,24 @@ Status RedisServer::launch() {
   unlink(socket_path_.c_str());  // a socket left by a killed server; Redis would replace it too
   const std::vector<std::string> args = {
       executable_path_,
-      "--port", "0",
-      "--unixsocket", socket_path_,
-      "--unixsocketperm", "700",
-      "--dir", options_.data_dir,
-      "--logfile", log_path_,
-      "--daemonize", "no",
-      "--appendonly", "yes",
-      "--appendfsync", "always",
-      "--save", "",
+      "--port",
+      "0",
+      "--unixsocket",
+      socket_path_,
+      "--unixsocketperm",
+      "700",
+      "--dir",
+      options_.data_dir,
+      "--logfile",
+      log_path_,
+      "--daemonize",
+      "no",
+      "--appendonly",
+      "yes",
+      "--appendfsync",
+      "always",
+      "--save",
+      "",
   };
   SpawnOptions o;
   o.null_stdin = true;
@@ -98,7 +108,8 @@ Status RedisServer::launch() {
   o.new_process_group = true;  // a Ctrl-C meant for the parent must not stop Redis before the parent is done
   o.death_signal = SIGTERM;    // Redis fsyncs its AOF on the way out
   auto child = ChildProcess::spawn(args, o);
-  if (!child.ok()) return Status::unavailable("cannot start redis-server in " + options_.data_dir + ": " + child.status().message());
+  if (!child.ok())
+    return Status::unavailable("cannot start redis-server in " + options_.data_dir + ": " + child.status().message());
   child_ = std::move(*child);
   return wait_ready();
 }

@@ -28,8 +28,8 @@
 namespace ak {
 
 struct RedisServerOptions {
-  std::string data_dir;                    // required; created if missing; holds the socket, AOF, log
-  std::string executable = "redis-server"; // a path, or a name looked up on PATH
+  std::string data_dir;                             // required; created if missing; holds the socket, AOF, log
+  std::string executable = "redis-server";          // a path, or a name looked up on PATH
   std::chrono::milliseconds start_timeout{10'000};  // until the first PONG (AOF replay included)
   std::chrono::milliseconds stop_timeout{10'000};   // SIGTERM grace before SIGKILL
 };

@@ -5,8 +5,8 @@
 #include <sys/time.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -135,8 +135,7 @@ void RedisStore::ReplyFree::operator()(redisReply* r) const {
   if (r) freeReplyObject(r);
 }
 
-RedisStore::RedisStore(std::string url, RedisEndpoint endpoint, std::chrono::milliseconds timeout,
-                       std::string prefix)
+RedisStore::RedisStore(std::string url, RedisEndpoint endpoint, std::chrono::milliseconds timeout, std::string prefix)
     : url_(std::move(url)), endpoint_(std::move(endpoint)), timeout_(timeout), prefix_(std::move(prefix)) {}
 
 RedisStore::~RedisStore() = default;
@@ -172,8 +171,8 @@ Status RedisStore::open() {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    ReplyPtr r(static_cast<redisReply*>(
-        redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+    ReplyPtr r(
+        static_cast<redisReply*>(redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
     if (!r) return Status::unavailable(c->errstr);
     return r;
   };
@@ -317,9 +316,9 @@ Status RedisStore::put_best(const TunedEntry& entry, bool* stored) {
     return Status::invalid("put_best got entry " + tuning_key(entry) + " without a positive latency_us");
   char latency[40];
   std::snprintf(latency, sizeof latency, "%.17g", entry.m.latency_us);
-  auto r = eval(put_best_sha_, kPutBestScript,
-                {best_key(), best_latency_key(), tuning_key(entry), dump(json(entry)), latency}, 2,
-                "the put_best script");
+  auto r =
+      eval(put_best_sha_, kPutBestScript,
+           {best_key(), best_latency_key(), tuning_key(entry), dump(json(entry)), latency}, 2, "the put_best script");
   if (!r.ok()) return r.status();
   *stored = (*r)->integer == 1;
   return {};

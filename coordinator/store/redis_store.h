@@ -62,8 +62,7 @@ class RedisStore final : public Store {
   // Connects, selects the database and checks the server answers PING. `timeout` bounds the
   // connect and every later command. Fails with kInvalidArgument for a bad URL and kUnavailable
   // (message: what was tried, the OS error, what to do) when Redis cannot be reached.
-  static Result<std::unique_ptr<RedisStore>> connect(const std::string& url,
-                                                     std::chrono::milliseconds timeout,
+  static Result<std::unique_ptr<RedisStore>> connect(const std::string& url, std::chrono::milliseconds timeout,
                                                      std::string prefix = kDefaultPrefix);
   ~RedisStore() override;
   RedisStore(const RedisStore&) = delete;
@@ -102,8 +101,7 @@ class RedisStore final : public Store {
   using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
   using Command = std::vector<std::string>;
 
-  RedisStore(std::string url, RedisEndpoint endpoint, std::chrono::milliseconds timeout,
-             std::string prefix);
+  RedisStore(std::string url, RedisEndpoint endpoint, std::chrono::milliseconds timeout, std::string prefix);
   // Opens ctx_ (connect, SELECT, PING). On failure ctx_ is null.
   Status open();
   // Sends `commands` in one pipeline and returns one reply per command (error replies included).

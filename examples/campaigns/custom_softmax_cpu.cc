@@ -48,8 +48,8 @@ uint16_t float_to_half(float f) {
     return sign | uint16_t(std::nearbyint(std::ldexp(a, 24)));
   }
   int e;
-  const float m = std::frexp(a, &e);                    // a = m * 2^e, m in [0.5, 1)
-  float q = std::nearbyint(std::ldexp(m, 11));          // 11 significant bits, in [1024, 2048]
+  const float m = std::frexp(a, &e);            // a = m * 2^e, m in [0.5, 1)
+  float q = std::nearbyint(std::ldexp(m, 11));  // 11 significant bits, in [1024, 2048]
   if (q == 2048.0f) {
     q = 1024.0f;
     ++e;
@@ -96,8 +96,7 @@ void softmax(const void* in, void* out, int64_t rows, int64_t cols) {
     double sum = 0.0;
     for (int64_t j = 0; j < cols; ++j) sum += std::exp(double(IO::load(xr[j])) - row_max);
     const double inv = 1.0 / sum;
-    for (int64_t j = 0; j < cols; ++j)
-      yr[j] = IO::store(float(std::exp(double(IO::load(xr[j])) - row_max) * inv));
+    for (int64_t j = 0; j < cols; ++j) yr[j] = IO::store(float(std::exp(double(IO::load(xr[j])) - row_max) * inv));
   }
 }
 
@@ -106,9 +105,16 @@ void softmax(const void* in, void* out, int64_t rows, int64_t cols) {
 extern "C" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int dtype) {
   if (!in || !out || rows < 1 || cols < 1) return 1;
   switch (dtype) {
-    case 0: softmax<F32>(in, out, rows, cols); return 0;
-    case 1: softmax<F16>(in, out, rows, cols); return 0;
-    case 2: softmax<BF16>(in, out, rows, cols); return 0;
-    default: return 2;
+    case 0:
+      softmax<F32>(in, out, rows, cols);
+      return 0;
+    case 1:
+      softmax<F16>(in, out, rows, cols);
+      return 0;
+    case 2:
+      softmax<BF16>(in, out, rows, cols);
+      return 0;
+    default:
+      return 2;
   }
 }

@@ -289,7 +289,14 @@ StatusReply sample_status() {
   StatusReply st;
   st.jobs = {1, 2, 3, 4};
   st.results = {{"PASS", 3}, {"FAIL", 1}};
-  st.workers.push_back({"w-1", "NVIDIA H200", "sm_90a", "0000:19:00.0", {"cuda", "triton"}, 2, {"job-7"}, 120,
+  st.workers.push_back({"w-1",
+                        "NVIDIA H200",
+                        "sm_90a",
+                        "0000:19:00.0",
+                        {"cuda", "triton"},
+                        2,
+                        {"job-7"},
+                        120,
                         ak::testing::sample_caps().ceilings});
   CampaignRow plain;
   plain.campaign_id = "c-1";
@@ -418,10 +425,16 @@ json kernelbench_row(const json& verdict) {
 }
 
 TEST(ProtocolReplies, KernelBenchVerdictIsDecodedIntoFields) {
-  const json verdict = {{"mode", "candidate"},  {"verdict", "correct"}, {"compiled", true},
-                        {"correctness", true},  {"runtime_ms", 0.25},   {"ref_runtime_ms", 0.5},
-                        {"metadata", {{"hardware", "NVIDIA H200"}}}, {"runtime_stats", {{"num_trials", 100}}},
-                        {"strict", nullptr},    {"judge", {{"ok", true}}}};
+  const json verdict = {{"mode", "candidate"},
+                        {"verdict", "correct"},
+                        {"compiled", true},
+                        {"correctness", true},
+                        {"runtime_ms", 0.25},
+                        {"ref_runtime_ms", 0.5},
+                        {"metadata", {{"hardware", "NVIDIA H200"}}},
+                        {"runtime_stats", {{"num_trials", 100}}},
+                        {"strict", nullptr},
+                        {"judge", {{"ok", true}}}};
   auto row = parse_reply<ResultRow>(kernelbench_row(verdict));
   ASSERT_TRUE(row.ok()) << row.status().message();
   ASSERT_TRUE(row->kernelbench.has_value());
@@ -486,8 +499,8 @@ TEST(ProtocolReplies, AMistypedFieldIsAnErrorNamingItNotAnException) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("jobs: expected an integer, got string"), std::string::npos)
       << r.status().message();
-  Result<CancelReply> fractional = parse_reply<CancelReply>(
-      json{{"campaign_id", "c-1"}, {"cancelled", 1.5}, {"stopping", 0}, {"finished", 0}});
+  Result<CancelReply> fractional =
+      parse_reply<CancelReply>(json{{"campaign_id", "c-1"}, {"cancelled", 1.5}, {"stopping", 0}, {"finished", 0}});
   EXPECT_FALSE(fractional.ok()) << "a count is an integer";
 }
 

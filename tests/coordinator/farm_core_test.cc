@@ -21,8 +21,8 @@ using testing::cpu_caps;
 
 // A campaign of 24 CPU softmax jobs (every CPU configuration of one shape).
 json softmax_campaign(const std::string& name = "softmax") {
-  return {{"name", name},     {"kernel_type", "softmax"}, {"backend", "cpu"},
-          {"shapes", {{8, 64}}}, {"dtypes", {"fp32"}},      {"configs", "all"}};
+  return {{"name", name},        {"kernel_type", "softmax"}, {"backend", "cpu"},
+          {"shapes", {{8, 64}}}, {"dtypes", {"fp32"}},       {"configs", "all"}};
 }
 constexpr int64_t kSoftmaxJobs = 24;
 
@@ -393,9 +393,7 @@ TEST_F(FarmCoreTest, AStatusQueryForAnOlderVersionIsAnsweredAtOnce) {
 
 // ---- studies
 
-json study(int64_t budget) {
-  return testing::designed_study("designed", "random", 7, budget, "// candidate");
-}
+json study(int64_t budget) { return testing::designed_study("designed", "random", 7, budget, "// candidate"); }
 
 TEST_F(FarmCoreTest, AStudyCampaignProposesOneTrialPerFreeSlot) {
   ready("w1", 3);

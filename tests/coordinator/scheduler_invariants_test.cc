@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/store/memory_store.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/store/memory_store.h"
 #include "tests/coordinator/scheduler_harness.h"
 
 namespace ak {

@@ -24,9 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "coordinator/client.h"
 #include "coordinator/store/redis_server.h"
 #include "coordinator/store/redis_store.h"
-#include "coordinator/client.h"
 
 namespace ak::testing {
 
@@ -119,7 +119,7 @@ class Farm {
     while (std::chrono::steady_clock::now() < deadline) {
       auto st = version < 0 ? client_->status() : client_->status_after(version, std::chrono::seconds(2));
       if (!st.ok()) continue;  // the client already waited out its timeout (coordinator restarting)
-      last = *st;  // the reply as JSON (to_json), which the predicates read
+      last = *st;              // the reply as JSON (to_json), which the predicates read
       version = last.value("version", int64_t{-1});
       if (pred(last)) return last;
     }

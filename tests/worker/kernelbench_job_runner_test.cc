@@ -36,7 +36,8 @@ class KernelBenchJobRunnerTest : public ::testing::Test {
     ASSERT_GE(fifo_fd_, 0);
     const fs::path python = dir_ / "python";
     // argv: harness.py <request>; the step writes its request's name, then hangs until killed.
-    std::ofstream(python) << "#!/bin/sh\necho \"$(basename \"$2\")\" > '" << fifo_.string() << "'\nexec /bin/sleep 600\n";
+    std::ofstream(python) << "#!/bin/sh\necho \"$(basename \"$2\")\" > '" << fifo_.string()
+                          << "'\nexec /bin/sleep 600\n";
     fs::permissions(python, fs::perms::owner_all);
     KernelBenchJobRunnerOptions o;
     o.slots = 1;

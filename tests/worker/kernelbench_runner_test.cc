@@ -184,9 +184,9 @@ TEST_F(KernelBenchRunnerTest, TheHarnessCopyIsNamedByTheHashOfItsBytesAndDeadPro
   ASSERT_EQ(runner.run(job("named", "baseline"), 120s).status, ResultStatus::kPass);
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(other));  // a live process's copy stays
-  const fs::path mine = fs::path(o.work_dir) /
-                        ("harness-" + std::to_string(::getpid()) + "-" +
-                         kernelbench::xxh64_hex(std::string(kernelbench::kHarnessZipapp)) + ".pyz");
+  const fs::path mine =
+      fs::path(o.work_dir) / ("harness-" + std::to_string(::getpid()) + "-" +
+                              kernelbench::xxh64_hex(std::string(kernelbench::kHarnessZipapp)) + ".pyz");
   ASSERT_TRUE(fs::exists(mine));
   EXPECT_EQ(read_file(mine), std::string(kernelbench::kHarnessZipapp));
 }

@@ -31,9 +31,8 @@ class SandboxProcess {
     SpawnOptions o;
     o.capture_stdout = true;
     o.pipe_stdin = true;
-    auto c = ChildProcess::spawn({std::string(AK_BIN_DIR) + "/autokernel-sandbox", "--backend", backend, "--device",
-                                  std::to_string(device)},
-                                 o);
+    auto c = ChildProcess::spawn(
+        {std::string(AK_BIN_DIR) + "/autokernel-sandbox", "--backend", backend, "--device", std::to_string(device)}, o);
     if (c.ok()) child_ = std::move(*c);
   }
   // ChildProcess's destructor kills and reaps a sandbox still running.

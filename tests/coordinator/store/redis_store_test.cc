@@ -317,8 +317,7 @@ TEST(RedisStoreConnect, AMissingUnixSocketIsUnavailable) {
   auto store = RedisStore::connect("unix://" + dir.path() + "/none.sock", kTimeout);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(store.status().message().find("No such file or directory"), std::string::npos)
-      << store.status().message();
+  EXPECT_NE(store.status().message().find("No such file or directory"), std::string::npos) << store.status().message();
 }
 
 TEST(RedisStoreConnect, AUrlWithAnUnknownSchemeIsAnInvalidArgument) {
@@ -366,9 +365,9 @@ TEST(RedisUrl, AUnixUrlGivesThePathAndDatabase) {
 }
 
 TEST(RedisUrl, MalformedUrlsAreInvalidArguments) {
-  for (const char* url : {"", "localhost:6379", "redis://", "redis://host:0", "redis://host:99999",
-                          "redis://host:port", "redis://host/x", "redis://:secret@host", "unix://relative.sock",
-                          "unix:///a.sock?timeout=3"}) {
+  for (const char* url :
+       {"", "localhost:6379", "redis://", "redis://host:0", "redis://host:99999", "redis://host:port", "redis://host/x",
+        "redis://:secret@host", "unix://relative.sock", "unix:///a.sock?timeout=3"}) {
     auto ep = parse_redis_url(url);
     EXPECT_FALSE(ep.ok()) << url;
     if (!ep.ok()) {
