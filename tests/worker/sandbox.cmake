@@ -10,7 +10,7 @@ ak_test(datasheet_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/datasheet_test.cc LIBS 
 
 ak_test(compiler_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/compiler_test.cc ${CMAKE_SOURCE_DIR}/worker/compiler.cc
-  LIBS ak_kernels CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS})
+  LIBS ak_kernels ak_triton_script CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS})
 
 if(AK_BUILD_SANDBOX)
   # The comparison rule on hand-made tensors (libtorch on the CPU, no sandbox process).
@@ -27,7 +27,7 @@ if(AK_BUILD_SANDBOX)
     endif()
     ak_test(${name}
       SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_test.cc ${CMAKE_SOURCE_DIR}/worker/compiler.cc
-      LIBS ak_kernels CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS}
+      LIBS ak_kernels ak_triton_script CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS}
       LABELS ${labels})
     if(kind STREQUAL "gpu")
       target_compile_definitions(${name} PRIVATE AK_SANDBOX_GPU_TESTS=1)
