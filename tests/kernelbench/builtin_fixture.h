@@ -179,7 +179,11 @@ class BuiltinFixture : public ::testing::Test {
   std::pair<int, std::string> run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                   std::chrono::seconds timeout) {
     const std::string log = (dir_ / ("run" + std::to_string(++runs_) + ".log")).string();
-    auto child = ChildProcess::spawn(argv, ChildProcess::Options{false, env, log, true});
+    SpawnOptions options;
+    options.env = env;
+    options.output_path = log;
+    options.new_process_group = true;
+    auto child = ChildProcess::spawn(argv, options);
     if (!child.ok()) return {-2, child.status().to_string()};
     auto rc = child->wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
     if (!rc) child->kill_group();
