@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/job.h"
 #include "common/protocol.h"
@@ -69,6 +70,15 @@ class JobRunner {
   // Stops taking jobs: jobs not begun end at once with std::nullopt, jobs in progress finish and
   // report. Returns without waiting for them.
   virtual void shutdown() = 0;
+};
+
+// A job a runner holds until it ends: what start() was given, keyed by (job_id, attempt).
+using JobKey = std::pair<std::string, int>;
+struct HeldJob {
+  protocol::Job job;
+  std::chrono::milliseconds timeout{0};
+  JobDone done;
+  JobKey key() const { return {job.spec.job_id, job.attempt}; }
 };
 
 // The result of a job cancelled before it was measured: CANCELLED at `stage` ("worker": it was

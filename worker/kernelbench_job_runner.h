@@ -50,13 +50,8 @@ class KernelBenchJobRunner final : public JobRunner {
   void shutdown() override;
 
  private:
-  using Key = std::pair<std::string, int>;
-  struct Held {
-    protocol::Job job;
-    std::chrono::milliseconds timeout{0};
-    JobDone done;
-    Key key() const { return {job.spec.job_id, job.attempt}; }
-  };
+  using Key = JobKey;
+  using Held = HeldJob;
   struct Slot {
     std::unique_ptr<KernelBenchRunner> runner;
     std::optional<Key> claimed;  // the job this slot runs, under mu_

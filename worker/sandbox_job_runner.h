@@ -62,13 +62,8 @@ class SandboxJobRunner final : public JobRunner {
   void shutdown() override;
 
  private:
-  using Key = std::pair<std::string, int>;
-  struct Held {
-    protocol::Job job;
-    std::chrono::milliseconds timeout{0};
-    JobDone done;
-    Key key() const { return {job.spec.job_id, job.attempt}; }
-  };
+  using Key = JobKey;
+  using Held = HeldJob;
   struct Compiled {
     Held held;
     CompiledArtifact artifact;
