@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/process.h"
+#include "common/protocol.h"
 #include "kernelbench/bridge.h"
 #include "kernelbench/harness_source.h"
 
@@ -45,6 +46,14 @@ std::string tail_of(const fs::path& p, size_t bytes) {
 std::string short_text(std::string s, size_t n = 400) {
   if (s.size() > n) s = s.substr(0, n) + "...";
   return s;
+}
+
+// A string field of a harness document as text: another type as its JSON, absent as "".
+std::string text_of(const json& doc, const char* key) {
+  if (!doc.is_object()) return std::string();
+  auto it = doc.find(key);
+  if (it == doc.end()) return std::string();
+  return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
 }  // namespace
@@ -378,19 +387,31 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
     Step s = run_step(dir.string(), "baseline", req, deadline);
     if (s.result.is_null()) return finish(failed_step(s, "baseline"));
     out.kernelbench = {{"mode", "baseline"}, {"baseline", s.result}};
-    if (!s.result.value("ok", false)) {
+    auto decoded = protocol::parse_kernelbench_verdict(out.kernelbench);
+    if (!decoded.ok() || !decoded.value().baseline) {
+      out.status = ResultStatus::kCrash;
+      out.stage = "baseline";
+      out.reason = "the harness's baseline does not decode: " +
+                   short_text(decoded.ok() ? std::string("no baseline") : decoded.status().message());
+      out.kernelbench = json{{"mode", "baseline"}, {"step", "baseline"}};
+      return finish(out);
+    }
+    const protocol::KernelBenchBaseline& b = *decoded.value().baseline;
+    if (!b.ok.value_or(false)) {
       out.status = ResultStatus::kFail;
       out.stage = "baseline";
-      out.reason = short_text(s.result.value("error", std::string("the baseline did not run")));
+      out.reason = short_text(b.error.value_or("the baseline did not run"));
       return finish(out);
     }
     out.status = ResultStatus::kPass;
     out.stage = "baseline";
-    out.m.latency_us = s.result.value("mean_ms", 0.0) * 1000.0;
+    out.m.latency_us = b.mean_ms.value_or(0.0) * 1000.0;
     out.m.baseline_us = out.m.latency_us;
     out.m.speedup = 1.0;
-    const json st = s.result.value("stats", json::object());
-    out.m.samples = st.value("num_trials", 0);
+    if (b.stats && b.stats->is_object()) {
+      auto n = b.stats->find("num_trials");
+      if (n != b.stats->end() && n->is_number_integer()) out.m.samples = n->get<int>();
+    }
     return finish(out);
   }
 
@@ -402,11 +423,12 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
   Step ref{};
   if (t.strict) {
     ref = run_step(dir.string(), "reference", ref_req, deadline);
-    if (ref.result.is_null() || !ref.result.value("ok", false)) {
+    const auto ok = ref.result.is_object() ? ref.result.find("ok") : ref.result.end();
+    if (ref.result.is_null() || ok == ref.result.end() || *ok != json(true)) {
       if (ref.result.is_null()) return finish(failed_step(ref, "reference"));
       out.status = ResultStatus::kCrash;
       out.stage = "reference";
-      out.reason = "the problem's reference did not run: " + short_text(ref.result.value("error", std::string()));
+      out.reason = "the problem's reference did not run: " + short_text(text_of(ref.result, "error"));
       out.kernelbench = {{"mode", "candidate"}, {"reference", ref.result}};
       return finish(out);
     }
@@ -436,36 +458,52 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
       kb["judge"] = {{"error", "the judge gave no verdict (exit code " + std::to_string(j.exit_code) +
                                    "): " + short_text(j.log_tail)}};
   }
-  const std::string verdict = kb.value("verdict", "");
-  const json meta = kb.value("metadata", json::object());
+  // The candidate step's document, decoded once; a field of the wrong type is the harness's
+  // failure (or a candidate's forgery), never a verdict.
+  auto decoded = protocol::parse_kernelbench_verdict(kb);
+  if (!decoded.ok()) {
+    out.status = ResultStatus::kCrash;
+    out.stage = "candidate";
+    out.reason = "the harness's verdict does not decode: " + short_text(decoded.status().message());
+    out.kernelbench = json{{"mode", "candidate"}, {"step", "candidate"}};
+    return finish(out);
+  }
+  const protocol::KernelBenchVerdict& v = decoded.value();
+  const std::string verdict = v.verdict.value_or("");
+  const json meta = v.metadata && v.metadata->is_object() ? *v.metadata : json::object();
+  // KernelBench's metadata holds what its eval caught; a value of another type reads as empty.
+  const auto text = [&meta](const char* key, const std::string& otherwise = std::string()) {
+    auto it = meta.find(key);
+    if (it == meta.end()) return otherwise;
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
   if (verdict == "correct") {
     out.status = ResultStatus::kPass;
     out.stage = "measure";
   } else if (verdict == "compile_failure") {
     out.status = ResultStatus::kCompileError;
     out.stage = "compile";
-    out.reason = short_text(meta.value("compilation_error_name", std::string()) + ": " +
-                            meta.value("compilation_error", std::string()));
+    out.reason = short_text(text("compilation_error_name") + ": " + text("compilation_error"));
   } else if (verdict == "runtime_error") {
     out.status = ResultStatus::kFail;
     out.stage = "runtime";
-    out.reason = short_text(meta.value("runtime_error_name", std::string()) + ": " +
-                            meta.value("runtime_error", std::string()));
+    out.reason = short_text(text("runtime_error_name") + ": " + text("runtime_error"));
   } else if (verdict == "incorrect") {
     out.status = ResultStatus::kFail;
     out.stage = "correctness";
-    out.reason = short_text(meta.value("correctness_issue", std::string("output mismatch")) + " " +
-                            meta.value("correctness_trials", std::string()));
+    out.reason = short_text(text("correctness_issue", "output mismatch") + " " + text("correctness_trials"));
   } else {
     out.status = ResultStatus::kCrash;
     out.stage = "candidate";
     out.reason = "the harness wrote no verdict: " + short_text(kb.dump());
   }
-  const double runtime_ms = kb.value("runtime_ms", -1.0), ref_ms = kb.value("ref_runtime_ms", -1.0);
+  const double runtime_ms = v.runtime_ms.value_or(-1.0), ref_ms = v.ref_runtime_ms.value_or(-1.0);
   if (runtime_ms > 0) {
     out.m.latency_us = runtime_ms * 1000.0;
-    const json st = kb.value("runtime_stats", json::object());
-    out.m.samples = st.value("num_trials", 0);
+    if (v.runtime_stats && v.runtime_stats->is_object()) {
+      auto n = v.runtime_stats->find("num_trials");
+      if (n != v.runtime_stats->end() && n->is_number_integer()) out.m.samples = n->get<int>();
+    }
     if (ref_ms > 0) {
       out.m.baseline_us = ref_ms * 1000.0;
       out.m.speedup = ref_ms / runtime_ms;
