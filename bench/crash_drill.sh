@@ -89,7 +89,9 @@ kills_worker=0 kills_coord=0 kills_redis=0
 t_end=$(( $(date +%s) + SECONDS_OF_KILLS ))
 while [ "$(date +%s)" -lt "$t_end" ]; do
   sleep "$(awk -v ms="$PERIOD_MS" 'BEGIN {printf "%.3f", ms / 1000}')"
-  r=$((RANDOM % 10))
+  # The first three kills are one of each kind, so that even a short drill kills all three.
+  n=$((kills_worker + kills_coord + kills_redis))
+  case $n in 0) r=0 ;; 1) r=7 ;; 2) r=9 ;; *) r=$((RANDOM % 10)) ;; esac
   if [ "$r" -lt 7 ]; then
     i=$(( RANDOM % WORKERS + 1 ))
     kill -9 "${wpid[$i]}" 2>/dev/null; wait "${wpid[$i]}" 2>/dev/null
