@@ -38,7 +38,7 @@ for step in $STEPS; do
   case $step in
     ctest)
       # -V for the verdict table the hostile suite prints
-      (cd build-gpu && timeout 420 ctest -L gpu -V -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
+      (cd build-gpu && timeout 560 ctest -L gpu -V -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
       echo "ctest -L gpu rc=$?"
       grep -E "tests passed|tests failed|Failed|SKIPPED|\*\*\*|hostile suite|: +[0-9][0-9]_[a-z_]+: " "$OUT/ctest-gpu.log" | cut -c1-220 | head -60 ;;
     repeat)
