@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -30,6 +31,19 @@ constexpr double kMaxBytesPerSecond = 1e14;
 // dtype, a shape the type accepts, tunables of the backend's search space with values from it,
 // and finite positive figures. Issue 19: an entry with an unknown tunable at 1e-6 us was imported
 // and nothing could ever replace it.
+// Whether `name` (a C identifier) occurs in `text` as a whole word.
+bool uses_identifier(const std::string& text, const std::string& name) {
+  if (name.empty()) return false;
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  if (!std::all_of(name.begin(), name.end(), word)) return false;
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    const bool starts = at == 0 || !word(text[at - 1]);
+    const bool ends = at + name.size() == text.size() || !word(text[at + name.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
 Status check_imported_entry(const TunedEntry& e) {
   const kernels::KernelSpec* spec = kernels::find(e.kernel_type);
   if (!spec) return Status::invalid("unknown kernel type '" + e.kernel_type.substr(0, 64) + "'");
@@ -41,7 +55,15 @@ Status check_imported_entry(const TunedEntry& e) {
   if (spec->check_shape) {
     if (std::string why = spec->check_shape(e.shape); !why.empty()) return Status::invalid(why);
   }
+  // The starter source's tunables are its search space. A custom candidate (a study with its own
+  // space) has tunables of its own: each must at least be a macro its source uses.
+  const bool starter = e.source.empty() || e.source == source->second.source;
   for (const auto& [name, value] : e.config) {
+    if (!starter) {
+      if (!uses_identifier(e.source, name))
+        return Status::invalid("tunable '" + name.substr(0, 64) + "' does not occur in the entry's source");
+      continue;
+    }
     const auto& space = source->second.space;
     const auto t = std::find_if(space.begin(), space.end(), [&](const kernels::Tunable& x) { return x.name == name; });
     if (t == space.end())

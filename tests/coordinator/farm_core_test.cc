@@ -689,6 +689,20 @@ TEST_F(FarmCoreTest, AnImportOutsideTheSearchSpaceOrWithAnImpossibleLatencyIsRef
   EXPECT_EQ(ok.stored, 2) << "the same document without the bad field is taken";
 }
 
+TEST_F(FarmCoreTest, AnImportedCustomCandidateMayNameTheTunablesItsSourceUses) {
+  submit(softmax_campaign());
+  result("w1", jobs_sent(ready("w1", 1)).at(0), 10.0);
+  json e = json(core->best({}))["entries"][0];
+  e["shape"] = {16, 64};
+  e["source"] = "#define TILE AK_TILE\nextern \"C\" void softmax() {}\n";
+  e["config"] = {{"AK_TILE", 7}};
+  const pr::ImportBestReply ok = reply<pr::ImportBestReply>(client(pr::ImportBest{{{"format", 1}, {"entries", {e}}}}));
+  EXPECT_EQ(ok.stored, 1);
+  e["shape"] = {32, 64};
+  e["config"] = {{"AK_TILE", 7}, {"AK_TIL", 1}};  // a prefix of a word is not the word
+  EXPECT_EQ(error_of(client(pr::ImportBest{{{"format", 1}, {"entries", {e}}}})).code, pr::ErrorCode::kBadRequest);
+}
+
 // ---- workers with keys
 
 TEST_F(FarmCoreTest, AWorkerIdRegisteredUnderOneKeyIsRefusedToAnother) {
