@@ -227,6 +227,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%P] %v");
+  // Warnings and errors reach a piped or redirected log at once, not when a buffer fills (or
+  // never, when the process is killed).
+  spdlog::flush_on(spdlog::level::warn);
   ak::install_stop_signal_handlers();
 
   if (*keys_gen) return ak::cli::keys_generate(key_name, key_dir);

@@ -213,6 +213,12 @@ void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
 }
 
 void Coordinator::carry_out(FarmEffects& fx) {
+  // Refusals are counted and logged before the answers go out: a peer that has its refusal has
+  // it in the metrics and the log too.
+  for (const auto& r : fx.refusals) {
+    metrics_.refused(r.reason);
+    refusal_log_.refused(r.peer, r.reason, r.detail, clock_.now_ms());
+  }
   for (const auto& w : fx.to_workers) send_worker(w.worker_id, w.message);
   for (const auto& c : fx.to_clients) reply_client(c.identity, pr::encode(c.message));
   for (int64_t i = 0; i < fx.dispatched; ++i) metrics_.dispatched();
@@ -221,10 +227,6 @@ void Coordinator::carry_out(FarmEffects& fx) {
   for (int64_t i = 0; i < fx.duplicate_results; ++i) metrics_.duplicate_result();
   for (const auto& c : fx.completed) metrics_.completed(c.status, c.duration_s);
   for (auto code : fx.errors) metrics_.protocol_error(code);
-  for (const auto& r : fx.refusals) {
-    metrics_.refused(r.reason);
-    refusal_log_.refused(r.peer, r.reason, r.detail, clock_.now_ms());
-  }
 }
 
 void Coordinator::send_worker(const std::string& worker_id, const pr::Message& m) {

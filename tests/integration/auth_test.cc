@@ -178,7 +178,20 @@ TEST(AuthFarmTest, AnAllowListedWorkerCannotReportAJobLeasedToAnotherWorker) {
   auto best = farm.client().best({});
   ASSERT_TRUE(best.ok());
   EXPECT_TRUE(best->entries.empty()) << "nothing forged entered the tuning database";
-  EXPECT_GE(metric_value(farm.scrape(), "autokernel_peer_refusals_total", "reason=\"not_leased\""), 2);
+  // A flood of forgeries: each refused and counted, one log line for the peer per interval.
+  for (int i = 0; i < 50; ++i) {
+    rogue.result(*job, ResultStatus::kPass, 1e-6);
+    ASSERT_TRUE(rogue.wait_for<pr::Error>(20s).has_value()) << i;
+  }
+  EXPECT_GE(metric_value(farm.scrape(), "autokernel_peer_refusals_total", "reason=\"not_leased\""), 52);
+  // The coordinator logs a refusal before it answers it, so every line is in by now.
+  size_t lines = 0;
+  std::string log;
+  for (const auto& line : farm.coordinator_output()) {
+    log += line + "\n";
+    if (line.find("refused rogue") != std::string::npos) ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << log;
 
   // The holder's own result is stored, with its own name.
   victim.result(*job, ResultStatus::kPass, 25.0);

@@ -123,6 +123,17 @@ class Farm {
                                                   options_.curve ? client_keys("admin") : CurveClientKeys{});
   }
 
+  // The coordinator's log lines (its stdout after the READY line) that have arrived so far.
+  std::vector<std::string> coordinator_output() {
+    std::vector<std::string> lines;
+    for (;;) {
+      // read_line looks at the pipe only while its time (in whole ms) is not up.
+      auto line = coordinator_->read_line(std::chrono::milliseconds(20));
+      if (!line.ok() || !line->has_value()) return lines;
+      lines.push_back(**line);
+    }
+  }
+
   void kill_coordinator() {
     coordinator_->signal(SIGKILL);
     coordinator_->wait();
