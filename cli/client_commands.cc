@@ -19,7 +19,7 @@ int submit(const ClientArgs& c, const std::string& campaign_file, bool wait) {
     std::cerr << "autokernel submit: " << doc.status().message() << "\n";
     return 2;
   }
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   auto r = client.submit(*doc);
   if (!r.ok()) {
     std::cerr << "autokernel submit: " << r.status().message() << "\n";
@@ -31,7 +31,7 @@ int submit(const ClientArgs& c, const std::string& campaign_file, bool wait) {
 }
 
 int status(const ClientArgs& c, bool as_json) {
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   auto r = client.status();
   if (!r.ok()) {
     std::cerr << "autokernel status: " << r.status().message() << "\n";
@@ -46,7 +46,7 @@ int status(const ClientArgs& c, bool as_json) {
 }
 
 int cancel(const ClientArgs& c, const std::string& campaign_id, const std::string& reason) {
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   auto r = client.cancel(campaign_id, reason);
   if (!r.ok()) {
     std::cerr << "autokernel cancel: " << r.status().message() << "\n";
@@ -58,7 +58,7 @@ int cancel(const ClientArgs& c, const std::string& campaign_id, const std::strin
 }
 
 int results(const ClientArgs& c, const ResultsFilter& f, bool as_json, int limit) {
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   auto r = client.results(protocol::ResultsQuery{f.campaign_id, f.status, f.kernel_type, f.shape, f.gpu_model});
   if (!r.ok()) {
     std::cerr << "autokernel results: " << r.status().message() << "\n";
@@ -74,7 +74,7 @@ int results(const ClientArgs& c, const ResultsFilter& f, bool as_json, int limit
 
 int export_results(const ClientArgs& c, const std::string& campaign, const std::string& tsv_path,
                    const std::string& json_path) {
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   auto r = client.results(campaign, "");
   if (!r.ok()) {
     std::cerr << "autokernel export: " << r.status().message() << "\n";
@@ -92,7 +92,7 @@ int export_results(const ClientArgs& c, const std::string& campaign, const std::
 }
 
 int best(const ClientArgs& c, const BestArgs& a) {
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   if (!a.import_path.empty()) {
     std::ifstream in(a.import_path);
     if (!in) {

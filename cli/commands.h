@@ -9,6 +9,7 @@
 
 #include "common/stop_signal.h"
 #include "common/tuning.h"
+#include "coordinator/client.h"
 
 namespace ak::cli {
 
@@ -17,9 +18,16 @@ namespace ak::cli {
 struct CoordinatorArgs {
   std::string redis_url;   // empty: start a private redis-server in data_dir/redis
   std::string data_dir = ".ak";
-  std::string workers_bind = "tcp://0.0.0.0:5555";
-  std::string clients_bind = "tcp://0.0.0.0:5556";
-  std::string metrics_bind = "0.0.0.0:9464";  // empty: do not serve /metrics
+  // Empty: tcp://*:5555 and tcp://*:5556 with CURVE keys, tcp://127.0.0.1:5555 and :5556 without.
+  std::string workers_bind;
+  std::string clients_bind;
+  std::string metrics_bind = "127.0.0.1:9464";  // empty: do not serve /metrics
+  // CURVE (PROTOCOL.md, "Authentication"): the coordinator's secret key file and the allow-lists.
+  // None: no authentication, loopback only unless `insecure`.
+  std::string curve_secret;
+  std::string allow_workers;
+  std::string allow_clients;
+  bool insecure = false;
   int64_t lease_ms = 10'000;
   int64_t worker_timeout_ms = 15'000;
   int max_attempts = 3;
@@ -28,6 +36,8 @@ int coordinator(const CoordinatorArgs& a);
 
 struct WorkerArgs {
   std::string coordinator = "tcp://127.0.0.1:5555";
+  std::string key_file;              // this worker's CURVE secret key file (NAME.key); empty: no CURVE
+  std::string coordinator_key_file;  // the coordinator's public key file (NAME.pub)
   std::string backend = "auto";  // auto: cuda on every GPU if any, else cpu
   std::string gpus = "all";      // "all" or a comma list of CUDA ordinals
   std::string id;                // default: <hostname>-<gpu|cpu>-<pid>
@@ -45,6 +55,7 @@ int worker(const WorkerArgs& a);
 struct ClientArgs {
   std::string endpoint = "tcp://127.0.0.1:5556";
   int64_t timeout_ms = 30'000;
+  CurveClientKeys curve;  // main reads them from --key and --coordinator-key (AK_CLIENT_KEY, AK_COORDINATOR_KEY)
 };
 int submit(const ClientArgs& c, const std::string& campaign_file, bool wait);
 int status(const ClientArgs& c, bool json);
@@ -122,5 +133,9 @@ struct CalibrateArgs {
 };
 int calibrate(const CalibrateArgs& a);
 
+// autokernel keys generate NAME [--dir DIR] (cli/keys_command.cc): NAME.key (mode 0600), NAME.pub.
+int keys_generate(const std::string& name, const std::string& dir);
+// Reads the client's key files into c->curve; both or neither must be given. 0, or 2 after a message.
+int load_client_keys(const std::string& key_file, const std::string& coordinator_key_file, ClientArgs* c);
 
 }  // namespace ak::cli

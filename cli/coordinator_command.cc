@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "common/clock.h"
+#include "coordinator/auth.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/metrics.h"
 #include "coordinator/store/redis_server.h"
@@ -14,6 +15,32 @@
 namespace ak::cli {
 
 int coordinator(const CoordinatorArgs& a) {
+  CoordinatorOptions o;
+  // Keys first: a coordinator that cannot authenticate must not start serving.
+  const bool curve = !a.curve_secret.empty();
+  if (curve != !a.allow_workers.empty() || curve != !a.allow_clients.empty()) {
+    std::cerr << "autokernel coordinator: CURVE needs --curve-secret, --allow-workers and --allow-clients together "
+                 "(an empty allow-list file admits nobody)\n";
+    return 2;
+  }
+  if (curve) {
+    auto keys = read_secret_key_file(a.curve_secret);
+    auto workers = load_allow_list(a.allow_workers, false);
+    auto clients = load_allow_list(a.allow_clients, true);
+    for (const Status& s : {keys.status(), workers.status(), clients.status()})
+      if (!s.ok()) {
+        std::cerr << "autokernel coordinator: " << s.message() << "\n";
+        return 2;
+      }
+    o.curve = *keys;
+    o.allow_workers = std::move(*workers);
+    o.allow_clients = std::move(*clients);
+  }
+  o.insecure = a.insecure;
+  o.worker_endpoint = !a.workers_bind.empty() ? a.workers_bind : curve ? "tcp://*:5555" : "tcp://127.0.0.1:5555";
+  o.client_endpoint = !a.clients_bind.empty() ? a.clients_bind : curve ? "tcp://*:5556" : "tcp://127.0.0.1:5556";
+  if (!a.metrics_bind.empty() && !is_loopback_address(a.metrics_bind))
+    spdlog::info("/metrics on {}, beyond loopback as --metrics says", a.metrics_bind);
   std::unique_ptr<RedisServer> private_redis;
   std::string url = a.redis_url;
   if (url.empty()) {
@@ -40,9 +67,6 @@ int coordinator(const CoordinatorArgs& a) {
     std::cerr << "autokernel coordinator: " << s.message() << "\n";
     return 1;
   }
-  CoordinatorOptions o;
-  o.worker_endpoint = a.workers_bind;
-  o.client_endpoint = a.clients_bind;
   o.scheduler.lease_ms = a.lease_ms;
   o.scheduler.worker_timeout_ms = a.worker_timeout_ms;
   o.scheduler.max_attempts = a.max_attempts;

@@ -85,7 +85,7 @@ struct CampaignRun {
 // Submits and follows the campaign. If the wait ends early (deadline, Ctrl-C) the rows that
 // finished still come back, marked incomplete; only a lost coordinator is an error.
 Result<CampaignRun> run_campaign(const ClientArgs& c, const KbArgs& a, const json& doc) {
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   const auto t0 = std::chrono::steady_clock::now();
   auto sub = client.submit(doc);
   if (!sub.ok()) return Status::invalid("campaign rejected: " + sub.status().message());
@@ -506,7 +506,7 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
     }
   }
   // Baselines: every KernelBench baseline the farm has measured.
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms));
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
   auto all = client.results(protocol::ResultsQuery{"", "PASS", "kernelbench", "", ""});
   if (!all.ok()) {
     std::cerr << "autokernel kb sweep: " << all.status().message() << "\n";

@@ -25,9 +25,32 @@ int main(int argc, char** argv) {
   auto* coord = app.add_subcommand("coordinator", "Serve workers and clients; write everything through to Redis; /metrics");
   coord->add_option("--redis", co.redis_url, "redis://host:port[/db] or unix:///path; default: a private redis-server");
   coord->add_option("--data-dir", co.data_dir, "where a private Redis keeps its AOF")->capture_default_str();
-  coord->add_option("--workers-bind", co.workers_bind, "ZeroMQ endpoint for workers")->capture_default_str();
-  coord->add_option("--clients-bind", co.clients_bind, "ZeroMQ endpoint for the CLI")->capture_default_str();
-  coord->add_option("--metrics", co.metrics_bind, "host:port for Prometheus /metrics; empty to disable")->capture_default_str();
+  coord->add_option(
+      "--workers-bind", co.workers_bind,
+      "ZeroMQ endpoint for workers (default: tcp://*:5555 with CURVE keys, tcp://127.0.0.1:5555 without)");
+  coord->add_option(
+      "--clients-bind", co.clients_bind,
+      "ZeroMQ endpoint for the CLI (default: tcp://*:5556 with CURVE keys, tcp://127.0.0.1:5556 without)");
+  coord
+      ->add_option("--metrics", co.metrics_bind,
+                   "host:port for Prometheus /metrics (give 0.0.0.0:9464 to serve beyond this host); empty to disable")
+      ->capture_default_str();
+  coord
+      ->add_option("--curve-secret", co.curve_secret,
+                   "this coordinator's CURVE secret key file (autokernel keys generate NAME): workers and clients must "
+                   "then authenticate")
+      ->check(CLI::ExistingFile);
+  coord
+      ->add_option("--allow-workers", co.allow_workers,
+                   "worker public keys allowed in, one per line (with --curve-secret)")
+      ->check(CLI::ExistingFile);
+  coord
+      ->add_option("--allow-clients", co.allow_clients,
+                   "client public keys allowed in, one per line, each with an optional role: submit (default) or admin")
+      ->check(CLI::ExistingFile);
+  coord->add_flag("--insecure", co.insecure,
+                  "without CURVE keys, bind the endpoints given even beyond loopback: every peer that reaches them may "
+                  "submit code, report results and cancel campaigns");
   coord->add_option("--lease-ms", co.lease_ms, "job lease, renewed by heartbeats")->capture_default_str();
   coord->add_option("--worker-timeout-ms", co.worker_timeout_ms, "silence after which a worker is forgotten")->capture_default_str();
   coord->add_option("--max-attempts", co.max_attempts, "deliveries before a job ends LOST")->capture_default_str()->check(CLI::Range(1, 100));
@@ -35,6 +58,10 @@ int main(int argc, char** argv) {
   WorkerArgs wo;
   auto* work = app.add_subcommand("worker", "Pull jobs from a coordinator; compile, verify and time them in a sandbox");
   work->add_option("--coordinator", wo.coordinator, "coordinator's worker endpoint")->capture_default_str();
+  work->add_option("--key", wo.key_file, "this worker's CURVE secret key file (NAME.key), for a coordinator with keys")
+      ->check(CLI::ExistingFile);
+  work->add_option("--coordinator-key", wo.coordinator_key_file, "the coordinator's CURVE public key file (NAME.pub)")
+      ->check(CLI::ExistingFile);
   work->add_option("--backend", wo.backend, "auto, cpu or cuda")->capture_default_str();
   work->add_option("--gpus", wo.gpus, "'all' or comma-separated CUDA ordinals; one agent per GPU")->capture_default_str();
   work->add_option("--id", wo.id, "worker id (default: host, device and pid)");
@@ -52,9 +79,14 @@ int main(int argc, char** argv) {
                  "inductor once, instead of starting Python per step (kernelbench/HARNESS.md, \"Fork server\")");
 
   ClientArgs cl;
+  std::string client_key, coordinator_key;
   auto add_client = [&](CLI::App* sub) {
     sub->add_option("--client", cl.endpoint, "coordinator's client endpoint")->capture_default_str();
     sub->add_option("--timeout-ms", cl.timeout_ms, "reply timeout")->capture_default_str();
+    sub->add_option("--key", client_key, "this client's CURVE secret key file (NAME.key), for a coordinator with keys")
+        ->envname("AK_CLIENT_KEY");
+    sub->add_option("--coordinator-key", coordinator_key, "the coordinator's CURVE public key file (NAME.pub)")
+        ->envname("AK_COORDINATOR_KEY");
   };
   std::string campaign_file;
   bool wait = false;
@@ -178,6 +210,13 @@ int main(int argc, char** argv) {
       ->expected(0, 1);
   kbsc->add_option("--json", kb.score_json, "write the scores here (the form of kb sweep's scores.json)");
 
+  std::string key_name, key_dir = ".";
+  auto* keys = app.add_subcommand("keys", "CURVE key pairs for the coordinator, workers and clients");
+  keys->require_subcommand(1);
+  auto* keys_gen = keys->add_subcommand("generate", "Write NAME.key (secret, mode 0600) and NAME.pub (public key)");
+  keys_gen->add_option("name", key_name, "key name, e.g. coordinator, worker-gpu01, alice")->required();
+  keys_gen->add_option("--dir", key_dir, "folder to write them in")->capture_default_str();
+
   CalibrateArgs ca;
   auto* cal = app.add_subcommand("calibrate", "Measure this device's ceilings (copy bandwidth, GEMM TFLOP/s) beside its datasheet");
   cal->add_option("--backend", ca.backend, "auto, cpu or cuda")->capture_default_str();
@@ -188,8 +227,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%P] %v");
+  // Warnings and errors reach a piped or redirected log at once, not when a buffer fills (or
+  // never, when the process is killed).
+  spdlog::flush_on(spdlog::level::warn);
   ak::install_stop_signal_handlers();
 
+  if (*keys_gen) return ak::cli::keys_generate(key_name, key_dir);
+  if (int rc = ak::cli::load_client_keys(client_key, coordinator_key, &cl); rc != 0) return rc;
   if (*run) return ak::cli::run(run_args);
   if (*coord) return ak::cli::coordinator(co);
   if (*work) return ak::cli::worker(wo);

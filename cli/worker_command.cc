@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "common/clock.h"
 #include "common/process.h"
+#include "coordinator/auth.h"
 #include "worker/agent.h"
 #include "worker/device.h"
 
@@ -50,11 +51,34 @@ int worker(const WorkerArgs& a) {
   }
   if (backend == Backend::kCpu) devices = {-1};
 
+  CurveKeyPair mine;
+  std::string coordinator_key;
+  if (a.key_file.empty() != a.coordinator_key_file.empty()) {
+    std::cerr << "autokernel worker: CURVE needs both --key (this worker's NAME.key) and --coordinator-key (the "
+                 "coordinator's NAME.pub)\n";
+    return 2;
+  }
+  if (!a.key_file.empty()) {
+    auto k = read_secret_key_file(a.key_file);
+    auto c = read_public_key_file(a.coordinator_key_file);
+    for (const Status& s : {k.status(), c.status()})
+      if (!s.ok()) {
+        std::cerr << "autokernel worker: " << s.message() << "\n";
+        return 2;
+      }
+    mine = *k;
+    coordinator_key = *c;
+    spdlog::info("CURVE: worker key {}, coordinator key {}", mine.public_z85, coordinator_key);
+  }
+
   SystemClock clock;
   std::vector<std::unique_ptr<WorkerAgent>> agents;
   for (int d : devices) {
     WorkerOptions o;
     o.coordinator_endpoint = a.coordinator;
+    o.curve_server_key = coordinator_key;
+    o.curve_public_key = mine.public_z85;
+    o.curve_secret_key = mine.secret_z85;
     o.backend = backend;
     o.device_index = d < 0 ? 0 : d;
     o.slots = a.slots;

@@ -234,6 +234,7 @@ void to_json(nlohmann::json& j, const JobRecord& v) {
        {"attempt", v.attempt},
        {"worker_id", v.worker_id},
        {"lease_expires_ms", v.lease_expires_ms},
+       {"orphaned_wall_ms", v.orphaned_wall_ms},
        {"attempt_reasons", v.attempt_reasons},
        {"submitted_wall_ms", v.submitted_wall_ms}};
 }
@@ -243,6 +244,7 @@ void from_json(const nlohmann::json& j, JobRecord& v) {
   v.attempt = j.value("attempt", 0);
   v.worker_id = j.value("worker_id", "");
   v.lease_expires_ms = j.value("lease_expires_ms", int64_t{0});
+  v.orphaned_wall_ms = j.value("orphaned_wall_ms", int64_t{0});
   v.attempt_reasons = j.value("attempt_reasons", std::vector<std::string>{});
   v.submitted_wall_ms = j.value("submitted_wall_ms", int64_t{0});
 }
@@ -254,6 +256,7 @@ void to_json(nlohmann::json& j, const CampaignRecord& v) {
     j["cancelled"] = true;
     j["cancel_reason"] = v.cancel_reason;
   }
+  if (!v.owner.empty()) j["owner"] = v.owner;
 }
 void from_json(const nlohmann::json& j, CampaignRecord& v) {
   v.campaign_id = j.at("campaign_id").get<std::string>();
@@ -263,6 +266,7 @@ void from_json(const nlohmann::json& j, CampaignRecord& v) {
   v.submitted_wall_ms = j.value("submitted_wall_ms", int64_t{0});
   v.cancelled = j.value("cancelled", false);
   v.cancel_reason = j.value("cancel_reason", std::string());
+  v.owner = j.value("owner", std::string());
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {

@@ -218,6 +218,10 @@ struct JobRecord {
   int attempt = 0;                 // attempt number of the latest delivery; 0 = never delivered
   std::string worker_id;           // holder of the lease while kLeased
   int64_t lease_expires_ms = 0;    // monotonic, meaningful only while kLeased
+  // Wall time [ms since the epoch] at which a restarted coordinator first found this lease without
+  // its worker; 0 while the worker is registered. A restored lease gets what is left of one lease
+  // from then, not a fresh lease on every restart (Scheduler::restore).
+  int64_t orphaned_wall_ms = 0;
   std::vector<std::string> attempt_reasons;
   int64_t submitted_wall_ms = 0;
 };
@@ -231,6 +235,9 @@ struct CampaignRecord {
   // Set by `autokernel cancel`: its unfinished jobs end CANCELLED and a study proposes no more.
   bool cancelled = false;
   std::string cancel_reason;
+  // The client that submitted it: its CURVE public key (Z85) where the coordinator authenticates
+  // clients, empty where it does not. Only the owner or an admin may cancel it (PROTOCOL.md).
+  std::string owner;
 };
 
 void to_json(nlohmann::json& j, const KernelBenchTask& v);

@@ -17,5 +17,6 @@ inline constexpr const char* kHeartbeatsMissed = "autokernel_heartbeats_missed_t
 inline constexpr const char* kProtocolErrors = "autokernel_protocol_errors_total";  // counter{kind}
 inline constexpr const char* kStoreErrors = "autokernel_store_errors_total";        // counter
 inline constexpr const char* kDuplicateResults = "autokernel_duplicate_results_total";  // counter
+inline constexpr const char* kPeerRefusals = "autokernel_peer_refusals_total";          // counter{reason}
 
 }  // namespace ak::metric_names

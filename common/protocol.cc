@@ -19,6 +19,8 @@ const char* error_code_name(ErrorCode c) {
     case ErrorCode::kIdentityMismatch: return "IDENTITY_MISMATCH";
     case ErrorCode::kBadRequest: return "BAD_REQUEST";
     case ErrorCode::kStoreUnavailable: return "STORE_UNAVAILABLE";
+    case ErrorCode::kForbidden:
+      return "FORBIDDEN";
     case ErrorCode::kInternal: return "INTERNAL";
   }
   return "UNKNOWN";

@@ -2,14 +2,19 @@
 
 namespace ak {
 
-CoordinatorClient::CoordinatorClient(std::string endpoint, std::chrono::milliseconds timeout)
-    : endpoint_(std::move(endpoint)), timeout_(timeout), ctx_(1) {
+CoordinatorClient::CoordinatorClient(std::string endpoint, std::chrono::milliseconds timeout, CurveClientKeys keys)
+    : endpoint_(std::move(endpoint)), timeout_(timeout), keys_(std::move(keys)), ctx_(1) {
   reconnect();
 }
 
 void CoordinatorClient::reconnect() {
   sock_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::req);
   sock_->set(zmq::sockopt::linger, 0);
+  if (!keys_.server_key.empty()) {
+    sock_->set(zmq::sockopt::curve_serverkey, keys_.server_key);
+    sock_->set(zmq::sockopt::curve_publickey, keys_.public_key);
+    sock_->set(zmq::sockopt::curve_secretkey, keys_.secret_key);
+  }
   sock_->connect(endpoint_);
 }
 
@@ -22,7 +27,12 @@ Result<nlohmann::json> CoordinatorClient::request(const protocol::Message& m, st
     if (!(item.revents & ZMQ_POLLIN)) {
       reconnect();
       return Status::timed_out("no reply from the coordinator at " + endpoint_ + " within " +
-                               std::to_string(timeout_.count()) + " ms; is it running? (autokernel coordinator)");
+                               std::to_string(timeout_.count()) + " ms; is it running? (autokernel coordinator)" +
+                               (keys_.server_key.empty()
+                                    ? std::string("; a coordinator with CURVE keys answers only clients with keys "
+                                                  "(--key, --coordinator-key)")
+                                    : std::string("; is this client's public key in its --allow-clients list, and "
+                                                  "--coordinator-key its public key?")));
     }
     zmq::message_t reply;
     (void)sock_->recv(reply, zmq::recv_flags::none);

@@ -19,9 +19,18 @@
 
 namespace ak {
 
+// CURVE keys of a client (PROTOCOL.md, "Authentication"), Z85: the coordinator's public key and
+// this client's key pair. All empty: no CURVE (a coordinator without keys, on loopback).
+struct CurveClientKeys {
+  std::string server_key;
+  std::string public_key;
+  std::string secret_key;
+};
+
 class CoordinatorClient {
  public:
-  explicit CoordinatorClient(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  explicit CoordinatorClient(std::string endpoint, std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                             CurveClientKeys keys = {});
   // Submits a campaign document (coordinator/campaign.h); the reply names the campaign.
   Result<protocol::SubmitReply> submit(const nlohmann::json& campaign);
   Result<protocol::StatusReply> status();
@@ -45,6 +54,7 @@ class CoordinatorClient {
   void reconnect();
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
+  CurveClientKeys keys_;
   zmq::context_t ctx_;
   std::unique_ptr<zmq::socket_t> sock_;
 };

@@ -9,6 +9,12 @@ namespace ak {
 namespace pr = protocol;
 
 namespace {
+// The User-Id the ZAP handler gave the sender of `m` (its CURVE key), "" when none.
+std::string user_id(zmq::message_t& m) {
+  const char* v = zmq_msg_gets(m.handle(), "User-Id");
+  return v ? std::string(v) : std::string();
+}
+
 FarmCoreOptions core_options(const CoordinatorOptions& o) {
   FarmCoreOptions c;
   c.scheduler = o.scheduler;
@@ -22,16 +28,47 @@ Coordinator::Coordinator(CoordinatorOptions options, Store& store, const Clock& 
       metrics_(metrics),
       core_(core_options(options_), store, clock),
       ctx_(1),
+      refusal_log_(options_.refusal_log_interval_ms),
       workers_(ctx_, zmq::socket_type::router),
       clients_(ctx_, zmq::socket_type::router) {}
 
 Coordinator::~Coordinator() = default;
 
 Status Coordinator::start() {
+  const bool curve = options_.curve.has_value();
+  if (!curve && !options_.insecure) {
+    for (const auto& ep : {options_.worker_endpoint, options_.client_endpoint})
+      if (!is_loopback_endpoint(ep))
+        return Status::invalid(
+            "refusing to bind " + ep +
+            " without CURVE keys: any peer that reaches it could submit code, forge results and "
+            "cancel campaigns; give --curve-secret, --allow-workers and --allow-clients (autokernel "
+            "keys generate NAME), bind a loopback address (tcp://127.0.0.1:PORT), or pass --insecure "
+            "on a network where every host is trusted");
+  }
+  if (curve && !curve_available())
+    return Status::unavailable(
+        "this libzmq has no CURVE support (built without libsodium); install libzmq5 from the "
+        "distribution or run without keys on loopback");
   FarmEffects effects;
   if (Status s = core_.start(&effects); !s.ok()) return s;
   try {
+    if (curve) {
+      // The handler must listen before the first handshake, and the sockets must be servers
+      // before they bind.
+      zap_ = std::make_unique<ZapHandler>(ctx_, options_.allow_workers, options_.allow_clients);
+      workers_.set(zmq::sockopt::zap_domain, kWorkersZapDomain);
+      clients_.set(zmq::sockopt::zap_domain, kClientsZapDomain);
+      for (zmq::socket_t* sock : {&workers_, &clients_}) {
+        sock->set(zmq::sockopt::curve_server, 1);
+        sock->set(zmq::sockopt::curve_secretkey, options_.curve->secret_z85);
+      }
+    }
     workers_.set(zmq::sockopt::router_mandatory, 1);
+    // A worker that restarts under its id takes the id over at once, instead of being turned away
+    // while its predecessor's connection lingers (half-open after a host crash, or not yet torn
+    // down). With CURVE, messages under a registered id from another key are still refused.
+    workers_.set(zmq::sockopt::router_handover, 1);
     workers_.set(zmq::sockopt::linger, 0);
     // Hard cap far above the protocol limit: frames between the two get an OVERSIZED reply,
     // frames above it make ZeroMQ drop the peer's connection.
@@ -46,14 +83,44 @@ Status Coordinator::start() {
     return Status::unavailable("cannot bind " + options_.worker_endpoint + " / " + options_.client_endpoint + ": " +
                                e.what() + "; is another coordinator running there?");
   }
+  if (curve) {
+    spdlog::info("CURVE on: {} worker key(s), {} client key(s) allowed; coordinator public key {}",
+                 options_.allow_workers.keys.size(), options_.allow_clients.keys.size(), options_.curve->public_z85);
+  } else if (options_.insecure) {
+    spdlog::warn("no CURVE keys and --insecure: every peer that reaches {} or {} may submit, report and cancel",
+                 worker_endpoint_, client_endpoint_);
+  } else {
+    spdlog::info("no CURVE keys: serving loopback only ({}, {}); autokernel keys generate to serve a network",
+                 worker_endpoint_, client_endpoint_);
+  }
   carry_out(effects);
   refresh_gauges();
   return {};
 }
 
+void Coordinator::answer_zap() {
+  if (!zap_) return;
+  while (auto v = zap_->answer_one()) {
+    if (v->allowed) continue;
+    metrics_.refused("unknown_key");
+    refusal_log_.refused(v->address.empty() ? "(unknown address)" : v->address, "unknown_key",
+                         "handshake on the " + v->domain + " socket refused: " + v->reason, clock_.now_ms());
+  }
+}
+
+ClientPeer Coordinator::client_peer(const std::string& key) const {
+  if (!options_.curve) return {};
+  auto it = options_.allow_clients.keys.find(key);
+  // A key is admitted only when listed, so a miss means the list and the handshake disagree:
+  // grant the least.
+  return {key.empty() ? std::string("(no key)") : key,
+          it == options_.allow_clients.keys.end() ? ClientRole::kSubmit : it->second};
+}
+
 Status Coordinator::run(const std::atomic<bool>& stop) {
   int64_t next_tick = clock_.now_ms();
   std::vector<zmq::pollitem_t> items = {{workers_.handle(), 0, ZMQ_POLLIN, 0}, {clients_.handle(), 0, ZMQ_POLLIN, 0}};
+  if (zap_) items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
   while (!stop.load()) {
     const int64_t wait = std::max<int64_t>(0, next_tick - clock_.now_ms());
     try {
@@ -62,6 +129,7 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
       if (e.num() == EINTR) continue;
       return Status::internal(std::string("poll: ") + e.what());
     }
+    answer_zap();
     // Drain a bounded batch from each socket so neither starves the other or the ticks.
     for (int i = 0; i < 256; ++i) {
       std::vector<zmq::message_t> frames;
@@ -125,7 +193,7 @@ void Coordinator::on_worker_message(const std::string& identity, std::vector<zmq
     return;
   }
   FarmEffects effects;
-  core_.on_worker(identity, *d.message, &effects);
+  core_.on_worker(identity, *d.message, &effects, options_.curve ? user_id(frames[1]) : std::string());
   carry_out(effects);
 }
 
@@ -140,11 +208,17 @@ void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
     return;
   }
   FarmEffects effects;
-  core_.on_client(identity, *d.message, &effects);
+  core_.on_client(identity, *d.message, &effects, client_peer(options_.curve ? user_id(frames.back()) : std::string()));
   carry_out(effects);
 }
 
 void Coordinator::carry_out(FarmEffects& fx) {
+  // Refusals are counted and logged before the answers go out: a peer that has its refusal has
+  // it in the metrics and the log too.
+  for (const auto& r : fx.refusals) {
+    metrics_.refused(r.reason);
+    refusal_log_.refused(r.peer, r.reason, r.detail, clock_.now_ms());
+  }
   for (const auto& w : fx.to_workers) send_worker(w.worker_id, w.message);
   for (const auto& c : fx.to_clients) reply_client(c.identity, pr::encode(c.message));
   for (int64_t i = 0; i < fx.dispatched; ++i) metrics_.dispatched();

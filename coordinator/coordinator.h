@@ -9,9 +9,19 @@
 //
 // start() rebuilds state from the store (so a restarted coordinator continues where the old one
 // stopped) and binds; run() serves until `stop` becomes true. One thread calls start() and run().
+//
+// Authentication (issue 19; PROTOCOL.md, "Authentication"): with CoordinatorOptions::curve both
+// sockets are CURVE servers and a ZAP handler (coordinator/auth.h), serviced in the poll loop,
+// admits only the keys of the workers' and the clients' allow-lists (ZAP domains "workers" and
+// "clients"); each message's User-Id (the sender's key) goes to the FarmCore with the message.
+// Without CURVE, start() binds loopback endpoints only, unless `insecure` says otherwise.
+// Refusals are counted by reason (autokernel_peer_refusals_total) and logged at most once per
+// peer per refusal_log_interval_ms.
 #pragma once
 
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +29,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
+#include "coordinator/auth.h"
 #include "coordinator/farm_core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/scheduler.h"
@@ -31,6 +42,13 @@ struct CoordinatorOptions {
   std::string client_endpoint = "tcp://127.0.0.1:5556";
   SchedulerOptions scheduler;
   int64_t tick_ms = 100;  // how often leases are checked [ms]
+  // The coordinator's CURVE key pair; none: no authentication (loopback only, see `insecure`).
+  std::optional<CurveKeyPair> curve;
+  AllowList allow_workers;  // with curve: the workers' keys
+  AllowList allow_clients;  // with curve: the clients' keys and roles
+  // Without curve, bind endpoints beyond loopback anyway (every peer that reaches them is trusted).
+  bool insecure = false;
+  int64_t refusal_log_interval_ms = 10'000;
 };
 
 class Coordinator {
@@ -54,12 +72,18 @@ class Coordinator {
   // A frame that did not decode: an ERROR to its sender and a count.
   void protocol_error(const std::string& identity, protocol::ErrorCode code, const std::string& message);
   void refresh_gauges();
+  // Answers the waiting ZAP requests (handshakes of connecting peers).
+  void answer_zap();
+  // The role of a client key under CURVE (kAdmin without CURVE).
+  ClientPeer client_peer(const std::string& key) const;
 
   CoordinatorOptions options_;
   const Clock& clock_;
   CoordinatorMetrics& metrics_;
   FarmCore core_;
   zmq::context_t ctx_;
+  std::unique_ptr<ZapHandler> zap_;  // with curve; before the sockets, which it outlives
+  RefusalLog refusal_log_;
   zmq::socket_t workers_;
   zmq::socket_t clients_;
   std::string worker_endpoint_;

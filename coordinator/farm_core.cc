@@ -3,17 +3,91 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 #include "common/ids.h"
 #include "common/result_fields.h"
 #include "coordinator/campaign.h"
 #include "coordinator/kernelbench_campaign.h"
+#include "kernels/registry.h"
 
 namespace ak {
 
 using nlohmann::json;
 namespace pr = protocol;
+
+namespace {
+
+// The fastest a kernel call can be [us]: below it a latency is a fabrication, not a measurement.
+// 10 ns is far under a GPU launch (~2 us) and under any CPU call the measurement library can time.
+constexpr double kMinImportedLatencyUs = 0.01;
+// No memory system moves data faster than this [bytes/s] (HBM3e is ~5e12): a latency below the
+// time to touch the entry's bytes at this rate cannot be real.
+constexpr double kMaxBytesPerSecond = 1e14;
+
+// An imported entry must be one the farm could have produced: a known kernel type, backend and
+// dtype, a shape the type accepts, tunables of the backend's search space with values from it,
+// and finite positive figures. Issue 19: an entry with an unknown tunable at 1e-6 us was imported
+// and nothing could ever replace it.
+// Whether `name` (a C identifier) occurs in `text` as a whole word.
+bool uses_identifier(const std::string& text, const std::string& name) {
+  if (name.empty()) return false;
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  if (!std::all_of(name.begin(), name.end(), word)) return false;
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    const bool starts = at == 0 || !word(text[at - 1]);
+    const bool ends = at + name.size() == text.size() || !word(text[at + name.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+Status check_imported_entry(const TunedEntry& e) {
+  const kernels::KernelSpec* spec = kernels::find(e.kernel_type);
+  if (!spec) return Status::invalid("unknown kernel type '" + e.kernel_type.substr(0, 64) + "'");
+  const auto source = spec->backends.find(e.backend);
+  if (source == spec->backends.end())
+    return Status::invalid(e.kernel_type + " has no " + backend_name(e.backend) + " backend");
+  if (std::find(spec->dtypes.begin(), spec->dtypes.end(), e.dtype) == spec->dtypes.end())
+    return Status::invalid(e.kernel_type + " does not take dtype " + dtype_name(e.dtype));
+  if (spec->check_shape) {
+    if (std::string why = spec->check_shape(e.shape); !why.empty()) return Status::invalid(why);
+  }
+  // The starter source's tunables are its search space. A custom candidate (a study with its own
+  // space) has tunables of its own: each must at least be a macro its source uses.
+  const bool starter = e.source.empty() || e.source == source->second.source;
+  for (const auto& [name, value] : e.config) {
+    if (!starter) {
+      if (!uses_identifier(e.source, name))
+        return Status::invalid("tunable '" + name.substr(0, 64) + "' does not occur in the entry's source");
+      continue;
+    }
+    const auto& space = source->second.space;
+    const auto t = std::find_if(space.begin(), space.end(), [&](const kernels::Tunable& x) { return x.name == name; });
+    if (t == space.end())
+      return Status::invalid("unknown tunable '" + name.substr(0, 64) + "' of " + e.kernel_type + "/" +
+                             backend_name(e.backend));
+    if (std::find(t->values.begin(), t->values.end(), value) == t->values.end())
+      return Status::invalid("tunable " + name + "=" + std::to_string(value) + " is outside the search space of " +
+                             e.kernel_type + "/" + backend_name(e.backend));
+  }
+  const double lat = e.m.latency_us;
+  if (!std::isfinite(lat) || lat <= 0) return Status::invalid("latency_us must be a finite number > 0");
+  double floor_us = kMinImportedLatencyUs;
+  if (spec->bytes) floor_us = std::max(floor_us, spec->bytes(e.shape, e.dtype) / kMaxBytesPerSecond * 1e6);
+  if (lat < floor_us)
+    return Status::invalid("latency_us " + std::to_string(lat) + " is below what any device can do for this shape (" +
+                           std::to_string(floor_us) + " us)");
+  for (double v : {e.m.baseline_us, e.m.speedup})
+    if (!std::isfinite(v) || v < 0) return Status::invalid("baseline_us and speedup must be finite and >= 0");
+  return {};
+}
+
+}  // namespace
+
+const char* client_role_name(ClientRole r) { return r == ClientRole::kAdmin ? "admin" : "submit"; }
 
 FarmCore::FarmCore(FarmCoreOptions options, Store& store, const Clock& clock)
     : options_(std::move(options)), store_(store), clock_(clock), scheduler_(options_.scheduler) {}
@@ -33,7 +107,7 @@ Status FarmCore::start(FarmEffects* out) {
   auto snap = store_.load();
   if (!snap.ok()) return Status::unavailable("cannot rebuild state from the store: " + snap.status().message());
   const int64_t now = clock_.now_ms();
-  scheduler_.restore(*snap, now);
+  auto restored = scheduler_.restore(*snap, now, clock_.wall_ms());
   for (const auto& c : snap->campaigns) {
     campaigns_[c.campaign_id] = c;
     if (!is_study_document(c.definition)) continue;
@@ -59,6 +133,7 @@ Status FarmCore::start(FarmEffects* out) {
     spdlog::info("rebuilt from store: {} campaigns, {} jobs, {} results", snap->campaigns.size(), snap->jobs.size(),
                  snap->results.size());
   started_ms_ = now;
+  execute(std::move(restored), out);  // leases found orphaned: when (JobRecord::orphaned_wall_ms)
   // A campaign cancelled before the restart stays cancelled: jobs it left queued end now.
   for (const auto& [id, c] : campaigns_)
     if (c.cancelled) execute(scheduler_.cancel(id, c.cancel_reason, now), out);
@@ -74,9 +149,9 @@ void FarmCore::worker_error(const std::string& worker_id, pr::ErrorCode code, co
   out->to_workers.push_back({worker_id, pr::Error{code, message}});
 }
 
-void FarmCore::on_worker(const std::string& identity, const pr::Message& m, FarmEffects* out) {
+void FarmCore::on_worker(const std::string& identity, const pr::Message& m, FarmEffects* out, const std::string& key) {
   try {
-    handle_worker(identity, m, out);
+    handle_worker(identity, key, m, out);
   } catch (const std::exception& e) {
     spdlog::error("handler for worker {} failed: {}", identity, e.what());
     worker_error(identity, pr::ErrorCode::kInternal, std::string("coordinator failed on this frame: ") + e.what(), out);
@@ -84,8 +159,21 @@ void FarmCore::on_worker(const std::string& identity, const pr::Message& m, Farm
   check_invariants();
 }
 
-void FarmCore::handle_worker(const std::string& identity, const pr::Message& m, FarmEffects* out) {
+void FarmCore::handle_worker(const std::string& identity, const std::string& key, const pr::Message& m,
+                             FarmEffects* out) {
   const int64_t now = clock_.now_ms();
+  // With CURVE, a registered worker id belongs to the key that registered it.
+  if (!key.empty() && scheduler_.workers().count(identity)) {
+    const auto bound = worker_keys_.find(identity);
+    if (bound != worker_keys_.end() && bound->second != key) {
+      const std::string why =
+          "worker id '" + identity.substr(0, 64) + "' is registered under another key; each worker needs its own id";
+      out->errors.push_back(pr::ErrorCode::kForbidden);
+      out->to_workers.push_back({identity, pr::Error{pr::ErrorCode::kForbidden, why}});
+      out->refusals.push_back({key, "key_mismatch", why});
+      return;
+    }
+  }
   auto check_identity = [&](const std::string& worker_id) {
     if (worker_id == identity) return true;
     worker_error(identity, pr::ErrorCode::kIdentityMismatch,
@@ -98,6 +186,7 @@ void FarmCore::handle_worker(const std::string& identity, const pr::Message& m, 
   if (!heartbeat) ++version_;
   if (auto* r = std::get_if<pr::Ready>(&m)) {
     if (!check_identity(r->worker_id)) return;
+    if (!key.empty()) worker_keys_[r->worker_id] = key;
     spdlog::info("worker {} ready: {} {} slots={}", r->worker_id, r->caps.gpu_name, r->caps.arch, r->slots);
     worker_caps_[r->worker_id] = r->caps;
     execute(scheduler_.on_ready(*r, now), out);
@@ -106,7 +195,13 @@ void FarmCore::handle_worker(const std::string& identity, const pr::Message& m, 
     execute(scheduler_.on_heartbeat(*h, now), out);
   } else if (auto* res = std::get_if<pr::ResultMsg>(&m)) {
     if (!check_identity(res->worker_id)) return;
-    execute(scheduler_.on_result(*res, now), out);
+    ResultRefusal refusal = ResultRefusal::kNone;
+    execute(scheduler_.on_result(*res, now, &refusal), out);
+    if (refusal != ResultRefusal::kNone)
+      out->refusals.push_back({identity, refusal == ResultRefusal::kNotLeased ? "not_leased" : "stale_attempt",
+                               "result for job " + res->result.job_id.substr(0, 64) + " attempt " +
+                                   std::to_string(res->result.attempt) +
+                                   " not stored: its lease is not this worker's"});
   } else if (auto* dc = std::get_if<pr::Disconnect>(&m)) {
     if (!check_identity(dc->worker_id)) return;
     spdlog::info("worker {} disconnected: {}", dc->worker_id, dc->reason);
@@ -206,11 +301,25 @@ void FarmCore::offer_best(const JobRecord& job, const ResultRecord& result, Farm
                   result.job_id, s.to_string());
 }
 
-json FarmCore::import_best(const json& document, pr::Error* error, FarmEffects* out) {
+json FarmCore::import_best(const json& document, const ClientPeer& peer, pr::Error* error, FarmEffects* out) {
+  if (!peer.key.empty() && peer.role != ClientRole::kAdmin) {
+    *error = {pr::ErrorCode::kForbidden,
+              "importing tuning entries needs the admin role in the coordinator's client allow-list"};
+    out->refusals.push_back({peer.key, "not_admin", "IMPORT_BEST"});
+    return {};
+  }
   auto entries = parse_tuning_export(document);
   if (!entries.ok()) {
     *error = {pr::ErrorCode::kBadRequest, entries.status().message()};
     return {};
+  }
+  // Every entry is checked before any is stored: a document is taken whole or not at all.
+  for (size_t i = 0; i < entries->size(); ++i) {
+    if (Status s = check_imported_entry((*entries)[i]); !s.ok()) {
+      *error = {pr::ErrorCode::kBadRequest,
+                "tuning database: entry " + std::to_string(i) + ": " + s.message() + "; nothing was imported"};
+      return {};
+    }
   }
   int64_t stored_n = 0;
   for (const auto& e : *entries) {
@@ -230,12 +339,17 @@ json FarmCore::import_best(const json& document, pr::Error* error, FarmEffects* 
 void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
   if (!actions.empty()) ++version_;
   std::vector<JobRecord> batch;
+  // Deliveries whose lease was not stored are not sent (Scheduler's result rules): the worker's
+  // heartbeats never list the job, which releases the lease.
+  std::set<std::pair<std::string, int>> unstored_leases;
   auto flush = [&]() {
     if (batch.empty()) return;
     Status s = store_.put_jobs(batch);
     if (!s.ok()) {
       ++out->store_errors;
       spdlog::error("store: {}", s.to_string());
+      for (const auto& j : batch)
+        if (j.state == JobState::kLeased) unstored_leases.insert({j.spec.job_id, j.attempt});
     }
     batch.clear();
   };
@@ -249,6 +363,7 @@ void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
     }
     flush();
     if (auto* sj = std::get_if<SendJob>(&a)) {
+      if (unstored_leases.count({sj->job.spec.job_id, sj->job.attempt})) continue;
       ++out->dispatched;
       first_dispatch_ms_.emplace(sj->job.spec.job_id, clock_.now_ms());
       out->to_workers.push_back({sj->worker_id, std::move(sj->job)});
@@ -292,7 +407,7 @@ void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
   flush();
 }
 
-void FarmCore::on_client(const std::string& identity, const pr::Message& m, FarmEffects* out) {
+void FarmCore::on_client(const std::string& identity, const pr::Message& m, FarmEffects* out, const ClientPeer& peer) {
   pr::Error error;
   json body;
   // A long poll waits for a version after the one it has seen.
@@ -301,7 +416,7 @@ void FarmCore::on_client(const std::string& identity, const pr::Message& m, Farm
     return;
   }
   try {
-    body = handle_client(m, &error, out);
+    body = handle_client(m, peer, &error, out);
   } catch (const std::exception& e) {
     error = {pr::ErrorCode::kInternal, e.what()};
   }
@@ -330,7 +445,7 @@ void FarmCore::answer_waiters(FarmEffects* out) {
   waiters_ = std::move(still);
 }
 
-json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects* out) {
+json FarmCore::handle_client(const pr::Message& m, const ClientPeer& peer, pr::Error* error, FarmEffects* out) {
   if (auto* s = std::get_if<pr::Submit>(&m); s && is_study_document(s->campaign)) {
     const std::string id = new_campaign_id();
     auto sc = parse_study_campaign(s->campaign);
@@ -339,6 +454,7 @@ json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects
       return {};
     }
     CampaignRecord rec = study_record(*sc, s->campaign, id, clock_.wall_ms());
+    rec.owner = peer.key;
     Status st = store_.put_campaign(rec);
     if (!st.ok()) {
       ++out->store_errors;
@@ -360,6 +476,7 @@ json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects
       *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
       return {};
     }
+    plan->record.owner = peer.key;
     Status st = store_.put_campaign(plan->record);
     if (!st.ok()) {
       ++out->store_errors;
@@ -380,17 +497,24 @@ json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects
   if (std::get_if<pr::StatusQuery>(&m)) return status();
   if (auto* q = std::get_if<pr::ResultsQuery>(&m)) return results(*q);
   if (auto* q = std::get_if<pr::BestQuery>(&m)) return best(q->query);
-  if (auto* q = std::get_if<pr::ImportBest>(&m)) return import_best(q->document, error, out);
-  if (auto* q = std::get_if<pr::Cancel>(&m)) return cancel_campaign(*q, error, out);
+  if (auto* q = std::get_if<pr::ImportBest>(&m)) return import_best(q->document, peer, error, out);
+  if (auto* q = std::get_if<pr::Cancel>(&m)) return cancel_campaign(*q, peer, error, out);
   *error = {pr::ErrorCode::kUnknownType, std::string("message type ") + pr::type_name(m) + " is not a client request"};
   return {};
 }
 
-json FarmCore::cancel_campaign(const pr::Cancel& q, pr::Error* error, FarmEffects* out) {
+json FarmCore::cancel_campaign(const pr::Cancel& q, const ClientPeer& peer, pr::Error* error, FarmEffects* out) {
   auto it = campaigns_.find(q.campaign_id);
   if (it == campaigns_.end()) {
     *error = {pr::ErrorCode::kBadRequest,
               "no campaign '" + q.campaign_id + "' in this farm (autokernel status lists them)"};
+    return {};
+  }
+  if (!peer.key.empty() && peer.role != ClientRole::kAdmin && it->second.owner != peer.key) {
+    *error = {pr::ErrorCode::kForbidden, "campaign " + q.campaign_id +
+                                             " was submitted by another client; only its owner or a client with "
+                                             "the admin role may cancel it"};
+    out->refusals.push_back({peer.key, "not_owner", "cancel of campaign " + q.campaign_id.substr(0, 64)});
     return {};
   }
   if (!it->second.cancelled) {

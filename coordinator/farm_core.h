@@ -30,6 +30,19 @@
 
 namespace ak {
 
+// What an authenticated client may do (coordinator/auth.h; PROTOCOL.md, "Authentication"):
+// kSubmit submits campaigns, cancels its own and reads everything; kAdmin also cancels any
+// campaign and imports tuning entries.
+enum class ClientRole { kSubmit = 0, kAdmin };
+const char* client_role_name(ClientRole r);  // "submit", "admin"
+
+// Who sent a client request. `key` is the CURVE public key (Z85) the ZAP handler admitted; empty
+// where the coordinator runs without CURVE (loopback only), where every client may do everything.
+struct ClientPeer {
+  std::string key;
+  ClientRole role = ClientRole::kAdmin;
+};
+
 struct FarmCoreOptions {
   SchedulerOptions scheduler;
   // Run Scheduler::check_invariants after every event. On in debug builds; tests turn it on.
@@ -63,6 +76,14 @@ struct FarmEffects {
   int64_t duplicate_results = 0;
   std::vector<Completed> completed;
   std::vector<protocol::ErrorCode> errors;  // every ERROR sent, to workers and clients
+  // Requests refused because the peer may not make them (issue 19): counted by reason and logged
+  // at most once per peer per interval by the Coordinator, not per frame.
+  struct Refusal {
+    std::string peer;    // the routing id (a worker id, a client's REQ identity)
+    std::string reason;  // metric label: "not_leased", "stale_attempt", "key_mismatch", "not_owner", "not_admin"
+    std::string detail;  // for the log
+  };
+  std::vector<Refusal> refusals;
 };
 
 class FarmCore {
@@ -75,12 +96,17 @@ class FarmCore {
   Status start(FarmEffects* out);
 
   // A decoded worker message from the peer with routing id `identity` (READY, HEARTBEAT, RESULT,
-  // DISCONNECT; anything else is answered UNKNOWN_TYPE).
-  void on_worker(const std::string& identity, const protocol::Message& m, FarmEffects* out);
+  // DISCONNECT; anything else is answered UNKNOWN_TYPE). `key`: the peer's CURVE public key, empty
+  // without CURVE. A worker id is bound to the key of the READY that registered it: while it is
+  // registered, messages under that id from another key are refused (FORBIDDEN, "key_mismatch").
+  void on_worker(const std::string& identity, const protocol::Message& m, FarmEffects* out,
+                 const std::string& key = {});
   // A decoded client request. Its reply (REPLY with the request's reply struct, or ERROR) goes to
   // out->to_clients, except a STATUS long poll whose version has not passed: it waits until
-  // answer_waiters() answers it.
-  void on_client(const std::string& identity, const protocol::Message& m, FarmEffects* out);
+  // answer_waiters() answers it. With a key, a campaign submitted is owned by it; CANCEL of
+  // another key's campaign and IMPORT_BEST need ClientRole::kAdmin (else FORBIDDEN).
+  void on_client(const std::string& identity, const protocol::Message& m, FarmEffects* out,
+                 const ClientPeer& peer = {});
   // Time passed: expires leases, forgets silent workers, drives studies (wall-time budgets).
   void on_tick(FarmEffects* out);
   // Answers the STATUS long polls whose version has passed or whose deadline has come.
@@ -100,8 +126,9 @@ class FarmCore {
 
  private:
   // The reply to a request, or an error (error->message not empty).
-  nlohmann::json handle_client(const protocol::Message& m, protocol::Error* error, FarmEffects* out);
-  void handle_worker(const std::string& identity, const protocol::Message& m, FarmEffects* out);
+  nlohmann::json handle_client(const protocol::Message& m, const ClientPeer& peer, protocol::Error* error,
+                               FarmEffects* out);
+  void handle_worker(const std::string& identity, const std::string& key, const protocol::Message& m, FarmEffects* out);
   void execute(std::vector<Action> actions, FarmEffects* out);
   void worker_error(const std::string& worker_id, protocol::ErrorCode code, const std::string& message,
                     FarmEffects* out);
@@ -115,8 +142,10 @@ class FarmCore {
   // entry lost to a crash or an unavailable store comes back on the next start.
   void offer_best(const JobRecord& job, const ResultRecord& result, FarmEffects* out);
   Status store_best(const TunedEntry& entry, bool* stored, FarmEffects* out);
-  nlohmann::json import_best(const nlohmann::json& document, protocol::Error* error, FarmEffects* out);
-  nlohmann::json cancel_campaign(const protocol::Cancel& q, protocol::Error* error, FarmEffects* out);
+  nlohmann::json import_best(const nlohmann::json& document, const ClientPeer& peer, protocol::Error* error,
+                             FarmEffects* out);
+  nlohmann::json cancel_campaign(const protocol::Cancel& q, const ClientPeer& peer, protocol::Error* error,
+                                 FarmEffects* out);
   void check_invariants();
 
   FarmCoreOptions options_;
@@ -131,6 +160,7 @@ class FarmCore {
   std::map<std::string, ResultRecord> results_;
   std::map<std::string, TunedEntry> best_;           // by tuning_key
   std::map<std::string, Capabilities> worker_caps_;  // each worker's last READY, for provenance
+  std::map<std::string, std::string> worker_keys_;   // worker id -> CURVE key of the READY that registered it
   std::vector<std::string> result_order_;
   std::map<std::string, int64_t> first_dispatch_ms_;
   int64_t started_ms_ = 0;

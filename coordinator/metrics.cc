@@ -26,6 +26,12 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<Registry>(
   heartbeats_missed_ = &BuildCounter().Name(mn::kHeartbeatsMissed).Help("Workers forgotten after missing heartbeats").Register(*registry_).Add({});
   protocol_errors_ = &BuildCounter().Name(mn::kProtocolErrors).Help("Bad frames and requests, by kind").Register(*registry_);
   store_errors_ = &BuildCounter().Name(mn::kStoreErrors).Help("Failed writes or reads of the store").Register(*registry_).Add({});
+  refusals_ = &BuildCounter()
+                   .Name(mn::kPeerRefusals)
+                   .Help(
+                       "Peers and requests refused: unknown key, a result not leased to its worker, a cancel or import "
+                       "the client may not make; by reason")
+                   .Register(*registry_);
   duplicates_ = &BuildCounter().Name(mn::kDuplicateResults).Help("Results received for jobs that already had one").Register(*registry_).Add({});
 }
 
@@ -71,5 +77,6 @@ void CoordinatorMetrics::protocol_error(protocol::ErrorCode code) {
 }
 void CoordinatorMetrics::store_error() { store_errors_->Increment(); }
 void CoordinatorMetrics::duplicate_result() { duplicates_->Increment(); }
+void CoordinatorMetrics::refused(const std::string& reason) { refusals_->Add({{"reason", reason}}).Increment(); }
 
 }  // namespace ak

@@ -39,6 +39,9 @@ class CoordinatorMetrics {
   void protocol_error(protocol::ErrorCode code);
   void store_error();
   void duplicate_result();
+  // A peer refused (issue 19): "unknown_key" (handshake), "not_leased", "stale_attempt",
+  // "key_mismatch", "not_owner", "not_admin".
+  void refused(const std::string& reason);
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -62,6 +65,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Counter>* protocol_errors_;
   prometheus::Counter* store_errors_;
   prometheus::Counter* duplicates_;
+  prometheus::Family<prometheus::Counter>* refusals_;
 };
 
 }  // namespace ak

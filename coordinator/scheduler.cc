@@ -34,7 +34,8 @@ JobRecord Scheduler::finished_record(const JobRecord& job, JobState state) {
   return r;
 }
 
-void Scheduler::restore(const StoreSnapshot& snapshot, int64_t now_ms) {
+std::vector<Action> Scheduler::restore(const StoreSnapshot& snapshot, int64_t now_ms, int64_t wall_ms) {
+  std::vector<Action> out;
   jobs_.clear();
   queue_.clear();
   workers_.clear();
@@ -65,16 +66,26 @@ void Scheduler::restore(const StoreSnapshot& snapshot, int64_t now_ms) {
         job.lease_expires_ms = 0;
         queue_.push_back(id);
         break;
-      case JobState::kLeased:
-        job.lease_expires_ms = now_ms + options_.lease_ms;
+      case JobState::kLeased: {
+        // One lease from when a coordinator first found it orphaned: a worker that never comes
+        // back does not keep the job through any number of restarts.
+        if (job.orphaned_wall_ms <= 0 || job.orphaned_wall_ms > wall_ms) {
+          job.orphaned_wall_ms = wall_ms;
+          out.push_back(PersistJob{job});
+        }
+        const int64_t left =
+            std::clamp<int64_t>(options_.lease_ms - (wall_ms - job.orphaned_wall_ms), 0, options_.lease_ms);
+        job.lease_expires_ms = now_ms + left;
         orphan_leases_[job.worker_id].insert(id);
         break;
+      }
       case JobState::kDone:
       case JobState::kLost:
         break;
     }
     jobs_[id] = std::move(job);
   }
+  return out;
 }
 
 Result<std::vector<Action>> Scheduler::submit(std::vector<JobSpec> jobs, int64_t now_ms) {
@@ -103,14 +114,28 @@ Result<std::vector<Action>> Scheduler::submit(std::vector<JobSpec> jobs, int64_t
 
 std::vector<Action> Scheduler::on_ready(const protocol::Ready& m, int64_t now_ms) {
   std::vector<Action> out;
+  // A worker sends READY when it starts and when this coordinator does not know it: READY from a
+  // registered worker is a new process under the same id, which holds none of its predecessor's
+  // jobs. Those leases end now rather than at their expiry.
+  if (workers_.count(m.worker_id))
+    forget_worker(m.worker_id, "worker " + m.worker_id + " registered again (restarted)", now_ms, &out);
   WorkerView& w = workers_[m.worker_id];
   w.worker_id = m.worker_id;
   w.caps = m.caps;
   w.slots = std::max(0, m.slots);
   w.last_seen_ms = now_ms;
-  // Leases restored after a coordinator restart belong to this worker again.
+  // Leases restored after a coordinator restart belong to this worker again; its heartbeats
+  // confirm them or release them.
   if (auto it = orphan_leases_.find(m.worker_id); it != orphan_leases_.end()) {
-    w.leased.insert(it->second.begin(), it->second.end());
+    for (const auto& id : it->second) {
+      JobRecord& job = jobs_.at(id);
+      w.leased.insert(id);
+      w.unlisted[id] = 0;
+      if (job.orphaned_wall_ms != 0) {
+        job.orphaned_wall_ms = 0;
+        out.push_back(PersistJob{job});
+      }
+    }
     orphan_leases_.erase(it);
   }
   // Jobs of a campaign cancelled while the worker was away (or before a restart): tell it now.
@@ -137,22 +162,45 @@ std::vector<Action> Scheduler::on_heartbeat(const protocol::Heartbeat& m, int64_
   WorkerView& w = wit->second;
   w.last_seen_ms = now_ms;
   std::vector<Action> out;
+  std::set<std::string> listed;
   for (const auto& f : m.in_flight) {
     auto it = jobs_.find(f.job_id);
     if (it == jobs_.end()) continue;
     JobRecord& job = it->second;
     if (job.state == JobState::kLeased && job.worker_id == m.worker_id && job.attempt == f.attempt) {
       job.lease_expires_ms = std::max(job.lease_expires_ms, now_ms + options_.lease_ms);
+      listed.insert(f.job_id);
     }
     if (job.worker_id == m.worker_id) tell_to_stop(job, now_ms, &out);
+  }
+  // A lease its holder no longer lists is a phantom (the worker never got the job, or lost it):
+  // the second such heartbeat since the lease was granted releases it.
+  std::vector<std::string> phantoms;
+  for (const auto& id : w.leased) {
+    int& misses = w.unlisted[id];
+    if (listed.count(id)) {
+      misses = 0;
+    } else if (!pending_results_.count(id) && ++misses >= 2) {
+      phantoms.push_back(id);
+    }
+  }
+  for (const auto& id : phantoms) {
+    JobRecord& job = jobs_.at(id);
+    expire(job,
+           "worker " + m.worker_id + " no longer lists job " + id + " attempt " + std::to_string(job.attempt) +
+               " in its heartbeats",
+           now_ms, &out);
   }
   dispatch(now_ms, &out);
   return out;
 }
 
-std::vector<Action> Scheduler::on_result(const protocol::ResultMsg& m, int64_t now_ms) {
+std::vector<Action> Scheduler::on_result(const protocol::ResultMsg& m, int64_t now_ms, ResultRefusal* refusal) {
+  (void)now_ms;
+  if (refusal) *refusal = ResultRefusal::kNone;
   if (!workers_.count(m.worker_id)) return {unknown_worker(m.worker_id)};
-  const ResultRecord& r = m.result;
+  ResultRecord r = m.result;
+  r.worker_id = m.worker_id;  // the row names the worker that reported it, whatever the body says
   const SendAck ack{m.worker_id, {r.job_id, r.attempt}};
   auto it = jobs_.find(r.job_id);
   if (it == jobs_.end()) {
@@ -163,13 +211,12 @@ std::vector<Action> Scheduler::on_result(const protocol::ResultMsg& m, int64_t n
   }
   const JobRecord& job = it->second;
   if (job.state == JobState::kDone || job.state == JobState::kLost) return {ack};
-  if (auto p = pending_results_.find(r.job_id); p != pending_results_.end()) {
-    // A row for this job is on its way but unconfirmed (the write may have failed). Write the
-    // first result again rather than acknowledging something that may not be stored.
+  if (auto p = pending_results_.find(r.job_id);
+      p != pending_results_.end() && p->second.attempt == r.attempt && p->second.worker_id == m.worker_id) {
+    // This worker's row is on its way but unconfirmed (the write may have failed). Write it again
+    // rather than acknowledging something that may not be stored.
     return {PersistResult{p->second, finished_record(job, JobState::kDone)}, ack};
   }
-  // An attempt above job.attempt is accepted: the record of a dispatch may not have reached the
-  // store before a restart, so the worker can know of a delivery that this coordinator does not.
   if (r.attempt < 1) {
     return {SendError{m.worker_id,
                       {protocol::ErrorCode::kBadRequest,
@@ -177,9 +224,25 @@ std::vector<Action> Scheduler::on_result(const protocol::ResultMsg& m, int64_t n
                            " attempt " + std::to_string(r.attempt) +
                            "; attempts are numbered from 1"}}};
   }
-  // First result wins, even from a superseded attempt: the job has one result row.
-  pending_results_[r.job_id] = r;
-  return {PersistResult{r, finished_record(job, JobState::kDone)}, ack};
+  const bool holder = job.state == JobState::kLeased && job.worker_id == m.worker_id && job.attempt == r.attempt &&
+                      !pending_results_.count(r.job_id);
+  if (holder) {
+    pending_results_[r.job_id] = r;
+    return {PersistResult{r, finished_record(job, JobState::kDone)}, ack};
+  }
+  // Every delivery is stored before it is sent (FarmCore::execute), so a worker never holds an
+  // attempt above the job's. An attempt at or below it that no one holds now is a lease that ended
+  // (expired, released, its worker restarted): the worker may drop the result; the job's next
+  // attempt reports instead.
+  if (r.attempt <= job.attempt && !(job.state == JobState::kLeased && job.attempt == r.attempt)) {
+    if (refusal) *refusal = ResultRefusal::kStaleAttempt;
+    return {ack};
+  }
+  if (refusal) *refusal = ResultRefusal::kNotLeased;
+  return {SendError{
+      m.worker_id,
+      {protocol::ErrorCode::kForbidden, "worker " + m.worker_id + " sent a result for job " + r.job_id + " attempt " +
+                                            std::to_string(r.attempt) + ", which is not leased to it; not stored"}}};
 }
 
 std::vector<Action> Scheduler::on_disconnect(const protocol::Disconnect& m, int64_t now_ms) {
@@ -284,7 +347,9 @@ void Scheduler::dispatch(int64_t now_ms, std::vector<Action>* out) {
     job.attempt += 1;
     job.worker_id = w.worker_id;
     job.lease_expires_ms = now_ms + options_.lease_ms;
+    job.orphaned_wall_ms = 0;
     w.leased.insert(job.spec.job_id);
+    w.unlisted[job.spec.job_id] = 0;
     last_dispatched_worker_ = w.worker_id;
     out->push_back(PersistJob{job});
     out->push_back(SendJob{w.worker_id, protocol::Job{job.spec, job.attempt, options_.lease_ms}});
@@ -294,7 +359,10 @@ void Scheduler::dispatch(int64_t now_ms, std::vector<Action>* out) {
 
 void Scheduler::release_lease(const JobRecord& job) {
   const std::string& id = job.spec.job_id;
-  if (auto w = workers_.find(job.worker_id); w != workers_.end()) w->second.leased.erase(id);
+  if (auto w = workers_.find(job.worker_id); w != workers_.end()) {
+    w->second.leased.erase(id);
+    w->second.unlisted.erase(id);
+  }
   if (auto o = orphan_leases_.find(job.worker_id); o != orphan_leases_.end()) {
     o->second.erase(id);
     if (o->second.empty()) orphan_leases_.erase(o);
@@ -307,6 +375,7 @@ void Scheduler::expire(JobRecord& job, const std::string& reason, int64_t now_ms
   job.attempt_reasons.push_back(reason);
   job.worker_id.clear();
   job.lease_expires_ms = 0;
+  job.orphaned_wall_ms = 0;
   const std::string& id = job.spec.job_id;
   if (pending_results_.count(id)) {
     // Parked until commit_result. No job write: the pending result write carries the final

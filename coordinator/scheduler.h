@@ -18,7 +18,22 @@
 // recorded; the next delivery carries attempt + 1. When a job has been delivered max_attempts times
 // and its last lease expires (or its worker dies), it ends LOST with every attempt's reason, and a
 // LOST result row is stored. A worker silent for longer than worker_timeout_ms is forgotten and
-// its leases are requeued at once.
+// its leases are requeued at once. A lease also ends early (issue 19) when
+//  - its holder's heartbeats stop listing it: the second heartbeat received after the lease was
+//    granted (or adopted) that does not list the job with its attempt releases it (the first may
+//    have left the worker before the JOB reached it);
+//  - its holder sends READY again while registered: that is a new process under the same id (a
+//    worker sends READY when it starts and when the coordinator does not know it), which holds
+//    nothing of its predecessor's.
+//
+// Results (issue 19): only the lease holder may report. A result is stored when the job is leased
+// to the sending worker at the attempt the result names. A result of an attempt whose lease has
+// ended (an older attempt, or the current one after its lease expired or was released) is
+// acknowledged so that the worker drops it from its outbox, and not stored: the job's next attempt
+// reports instead. Anything else (the attempt is leased to another worker, or is ahead of the
+// job's: a job never delivered at that attempt) is refused with FORBIDDEN and not stored. The
+// caller must store a delivery (PersistJob) before sending it (SendJob), and drop the SendJob when
+// that write failed, so that no worker holds an attempt the store does not know.
 //
 // Not thread-safe: one thread owns a Scheduler.
 #pragma once
@@ -80,7 +95,12 @@ struct WorkerView {
   int slots = 0;
   int64_t last_seen_ms = 0;
   std::set<std::string> leased;  // job ids currently leased to this worker
+  // Per leased job: heartbeats received since the lease was granted that did not list it.
+  std::map<std::string, int> unlisted;
 };
+
+// Why on_result refused a result (for metrics and logs; see the result rules above).
+enum class ResultRefusal { kNone = 0, kStaleAttempt, kNotLeased };
 
 struct SchedulerCounts {
   int64_t queued = 0, leased = 0, done = 0, lost = 0;
@@ -91,9 +111,12 @@ class Scheduler {
  public:
   explicit Scheduler(SchedulerOptions options);
 
-  // Rebuild from the store after a restart. Leases held at the time of the crash get a fresh
-  // expiry (now + lease_ms) so that their workers can re-register and renew them.
-  void restore(const StoreSnapshot& snapshot, int64_t now_ms);
+  // Rebuild from the store after a restart. A lease held at the time of the crash waits for its
+  // worker to re-register (READY adopts it) for one lease from the moment a coordinator first
+  // found it orphaned (JobRecord::orphaned_wall_ms, by the wall clock `wall_ms`), not a fresh
+  // lease on every restart: returns PersistJob for each lease found orphaned for the first time,
+  // which records that moment.
+  std::vector<Action> restore(const StoreSnapshot& snapshot, int64_t now_ms, int64_t wall_ms);
 
   // New jobs (ids must be unique; a known id is an error and nothing is added). Returns
   // PersistJob for each and any SendJob that free slots allow.
@@ -101,7 +124,8 @@ class Scheduler {
 
   std::vector<Action> on_ready(const protocol::Ready& m, int64_t now_ms);
   std::vector<Action> on_heartbeat(const protocol::Heartbeat& m, int64_t now_ms);
-  std::vector<Action> on_result(const protocol::ResultMsg& m, int64_t now_ms);
+  // `refusal` (optional) says whether and why the result was not taken.
+  std::vector<Action> on_result(const protocol::ResultMsg& m, int64_t now_ms, ResultRefusal* refusal = nullptr);
   std::vector<Action> on_disconnect(const protocol::Disconnect& m, int64_t now_ms);
   // Expire leases and forget silent workers; call at least every few hundred ms.
   std::vector<Action> on_tick(int64_t now_ms);

@@ -307,6 +307,11 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     s.socket.set(zmq::sockopt::linger, static_cast<int>(options_.linger_ms));
     s.socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
     s.socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxFrameBytes));
+    if (!options_.curve_server_key.empty()) {
+      s.socket.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
+      s.socket.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
+      s.socket.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
+    }
     s.socket.connect(options_.coordinator_endpoint);
   } catch (const zmq::error_t& e) {
     return Status::invalid("cannot connect to coordinator '" + options_.coordinator_endpoint + "': " + e.what() +

@@ -59,6 +59,12 @@ namespace ak {
 
 struct WorkerOptions {
   std::string coordinator_endpoint;  // e.g. "tcp://coordinator:5555"
+  // CURVE (PROTOCOL.md, "Authentication"): the coordinator's public key and this worker's key pair,
+  // Z85. All empty: no CURVE (a coordinator without keys, on loopback). A coordinator that does not
+  // list curve_public_key refuses the handshake: the worker then never registers.
+  std::string curve_server_key;
+  std::string curve_public_key;
+  std::string curve_secret_key;
   std::string worker_id;             // unique in the farm; empty: make_worker_agent picks one
   Backend backend = Backend::kCpu;
   int device_index = 0;              // CUDA ordinal (ignored for cpu)

@@ -148,6 +148,7 @@ TEST(JobRecordJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(as_json(back), as_json(r));
   EXPECT_EQ(back.state, JobState::kLeased);
   EXPECT_EQ(back.lease_expires_ms, 1'234'567);
+  EXPECT_EQ(back.orphaned_wall_ms, 1'700'000'000'456);
 }
 
 TEST(CampaignRecordJson, RoundTripKeepsEveryFieldIncludingTheDefinition) {
@@ -156,6 +157,10 @@ TEST(CampaignRecordJson, RoundTripKeepsEveryFieldIncludingTheDefinition) {
   EXPECT_EQ(as_json(back), as_json(c));
   EXPECT_EQ(back.definition["shapes"][1][1], 128);
   EXPECT_FALSE(json(c).contains("cancelled"));
+  EXPECT_FALSE(json(c).contains("owner")) << "a campaign submitted without CURVE has no owner";
+  CampaignRecord owned = c;
+  owned.owner = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  EXPECT_EQ(json(owned).get<CampaignRecord>().owner, owned.owner);
   CampaignRecord cancelled = c;
   cancelled.cancelled = true;
   cancelled.cancel_reason = "superseded";

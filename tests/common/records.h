@@ -115,6 +115,7 @@ inline JobRecord sample_job(const std::string& job_id = "job-1") {
   j.attempt = 3;
   j.worker_id = "w-gpu-node-3-2";
   j.lease_expires_ms = 1'234'567;
+  j.orphaned_wall_ms = 1'700'000'000'456;
   j.attempt_reasons = {"attempt 1: crash", "attempt 2: lease expired"};
   j.submitted_wall_ms = 1'700'000'000'000;
   return j;

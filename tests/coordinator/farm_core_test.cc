@@ -3,6 +3,9 @@
 // and each helper below asserts that nothing broke.
 #include "coordinator/farm_core.h"
 
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -251,6 +254,70 @@ TEST_F(FarmCoreTest, AnExpiredLeaseRequeuesTheJobOnATick) {
   const JobRecord& again = core->scheduler().jobs().at(job.spec.job_id);
   EXPECT_EQ(again.attempt_reasons.size(), 1u) << "the lost lease is recorded";
   EXPECT_NE(again.state, JobState::kDone);
+}
+
+TEST_F(FarmCoreTest, AForgedPassForAJobLeasedToAnotherWorkerIsRefusedAndNeverStoredOrTuned) {
+  submit(softmax_campaign());
+  const pr::Job job = jobs_sent(ready("victim", 1)).at(0);
+  ready("rogue", 0);
+  const FarmEffects fx = result("rogue", job, 1e-6);
+  const auto errors = sent<pr::Error>(fx);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, pr::ErrorCode::kForbidden);
+  EXPECT_TRUE(sent<pr::Ack>(fx).empty());
+  ASSERT_EQ(fx.refusals.size(), 1u);
+  EXPECT_EQ(fx.refusals[0].reason, "not_leased");
+  EXPECT_EQ(fx.refusals[0].peer, "rogue");
+  EXPECT_EQ(store.result_count().value(), 0);
+  EXPECT_TRUE(core->best({}).entries.empty());
+  EXPECT_TRUE(store.load_best()->empty());
+  // A queued job never delivered to anyone: the same.
+  pr::Job queued;
+  for (const auto& [id, j] : core->scheduler().jobs())
+    if (j.state == JobState::kQueued) queued = {j.spec, 1, 0};
+  EXPECT_EQ(sent<pr::Error>(result("rogue", queued, 1e-6)).at(0).code, pr::ErrorCode::kForbidden);
+  EXPECT_EQ(store.result_count().value(), 0);
+  // The holder's result is stored.
+  EXPECT_EQ(sent<pr::Ack>(result("victim", job, 10.0)).size(), 1u);
+  EXPECT_EQ(store.result_count().value(), 1);
+}
+
+TEST_F(FarmCoreTest, AJobWhoseLeaseWasNotStoredIsNotSent) {
+  submit(softmax_campaign());
+  store.set_available(false);
+  const FarmEffects fx = ready("w1", 2);
+  EXPECT_TRUE(jobs_sent(fx).empty()) << "a delivery the store does not know is never sent";
+  EXPECT_EQ(fx.dispatched, 0);
+  store.set_available(true);
+  // The worker's heartbeats do not list the unsent jobs: the second releases them and they go out.
+  worker("w1", pr::Heartbeat{"w1", {}});
+  const FarmEffects again = worker("w1", pr::Heartbeat{"w1", {}});
+  EXPECT_EQ(jobs_sent(again, "w1").size(), 2u);
+}
+
+TEST_F(FarmCoreTest, ARestartedWorkerGetsItsPredecessorsJobsBackAtOnce) {
+  submit(softmax_campaign());
+  const auto first = jobs_sent(ready("w1", 2));
+  ASSERT_EQ(first.size(), 2u);
+  const FarmEffects fx = ready("w1", 2);  // the same id, a new process
+  EXPECT_EQ(fx.requeued, 2);
+  for (const auto& j : first) {
+    const JobRecord& rec = core->scheduler().jobs().at(j.spec.job_id);
+    EXPECT_EQ(rec.state, JobState::kQueued) << "released at once, not after its lease";
+    EXPECT_EQ(rec.attempt_reasons.size(), 1u);
+  }
+  EXPECT_EQ(jobs_sent(fx, "w1").size(), 2u) << "the new process gets work at once";
+}
+
+TEST_F(FarmCoreTest, APhantomLeaseAfterACoordinatorRestartIsReleasedByTheWorkersHeartbeats) {
+  submit(softmax_campaign());
+  const pr::Job job = jobs_sent(ready("w1", 1)).at(0);
+  core = make_core();  // the coordinator restarts; w1 had never received the job
+  ready("w1", 1);
+  EXPECT_TRUE(jobs_sent(worker("w1", pr::Heartbeat{"w1", {}})).empty());
+  const auto sent_now = jobs_sent(worker("w1", pr::Heartbeat{"w1", {}}), "w1");
+  ASSERT_EQ(sent_now.size(), 1u) << "a job now, not after ~a lease of idling";
+  EXPECT_EQ(core->scheduler().jobs().at(job.spec.job_id).state, JobState::kQueued);
 }
 
 // ---- cancel
@@ -517,6 +584,148 @@ TEST_F(FarmCoreTest, ARestartedCoreServesTheSameTuningDatabase) {
   const json before = json(core->best({}).entries);
   core = make_core();
   EXPECT_EQ(json(core->best({}).entries), before);
+}
+
+// ---- authorisation (issue 19): clients with keys and roles
+
+const ClientPeer kAlice{"alice-key", ClientRole::kSubmit};
+const ClientPeer kMallory{"mallory-key", ClientRole::kSubmit};
+const ClientPeer kAdmin{"admin-key", ClientRole::kAdmin};
+
+TEST_F(FarmCoreTest, ACampaignSubmittedWithAKeyIsOwnedByItAcrossARestart) {
+  FarmEffects fx;
+  core->on_client("cli", pr::Submit{softmax_campaign()}, &fx, kAlice);
+  const std::string cid = reply<pr::SubmitReply>(fx).campaign_id;
+  core = make_core();
+  FarmEffects cancel;
+  core->on_client("cli", pr::Cancel{cid, "by a stranger"}, &cancel, kMallory);
+  EXPECT_EQ(error_of(cancel).code, pr::ErrorCode::kForbidden) << "the owner survives the restart";
+  auto stored = store.load();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->campaigns.size(), 1u);
+  EXPECT_EQ(stored->campaigns[0].owner, "alice-key");
+}
+
+TEST_F(FarmCoreTest, AClientCannotCancelAnotherClientsCampaign) {
+  FarmEffects fx;
+  core->on_client("alice", pr::Submit{softmax_campaign()}, &fx, kAlice);
+  const std::string cid = reply<pr::SubmitReply>(fx).campaign_id;
+  FarmEffects cancel;
+  core->on_client("mallory", pr::Cancel{cid, "mine now"}, &cancel, kMallory);
+  const pr::Error e = error_of(cancel);
+  EXPECT_EQ(e.code, pr::ErrorCode::kForbidden);
+  EXPECT_NE(e.message.find("another client"), std::string::npos) << e.message;
+  ASSERT_EQ(cancel.refusals.size(), 1u);
+  EXPECT_EQ(cancel.refusals[0].reason, "not_owner");
+  EXPECT_EQ(cancel.refusals[0].peer, "mallory-key");
+  EXPECT_FALSE(campaign_row(core->status(), cid)->cancelled);
+  EXPECT_FALSE(store.load()->campaigns.at(0).cancelled);
+  EXPECT_EQ(core->scheduler().counts().queued, kSoftmaxJobs);
+}
+
+TEST_F(FarmCoreTest, AClientCancelsItsOwnCampaignAndAnAdminAnyone) {
+  FarmEffects a, b;
+  core->on_client("alice", pr::Submit{softmax_campaign("a")}, &a, kAlice);
+  core->on_client("alice", pr::Submit{softmax_campaign("b")}, &b, kAlice);
+  const std::string first = reply<pr::SubmitReply>(a).campaign_id;
+  const std::string second = reply<pr::SubmitReply>(b).campaign_id;
+  FarmEffects own, admin;
+  core->on_client("alice", pr::Cancel{first, ""}, &own, kAlice);
+  EXPECT_EQ(reply<pr::CancelReply>(own).cancelled, kSoftmaxJobs);
+  core->on_client("root", pr::Cancel{second, ""}, &admin, kAdmin);
+  EXPECT_EQ(reply<pr::CancelReply>(admin).cancelled, kSoftmaxJobs);
+}
+
+TEST_F(FarmCoreTest, ImportNeedsTheAdminRoleWhenClientsHaveKeys) {
+  submit(softmax_campaign());
+  result("w1", jobs_sent(ready("w1", 1)).at(0), 10.0);
+  json doc = json(core->best({}));
+  doc["entries"][0]["latency_us"] = 5.0;
+  FarmEffects fx;
+  core->on_client("cli", pr::ImportBest{doc}, &fx, kAlice);
+  EXPECT_EQ(error_of(fx).code, pr::ErrorCode::kForbidden);
+  ASSERT_EQ(fx.refusals.size(), 1u);
+  EXPECT_EQ(fx.refusals[0].reason, "not_admin");
+  EXPECT_DOUBLE_EQ(core->best({}).entries.at(0).m.latency_us, 10.0);
+  FarmEffects ok;
+  core->on_client("cli", pr::ImportBest{doc}, &ok, kAdmin);
+  EXPECT_EQ(reply<pr::ImportBestReply>(ok).stored, 1);
+  EXPECT_DOUBLE_EQ(core->best({}).entries.at(0).m.latency_us, 5.0);
+}
+
+TEST_F(FarmCoreTest, AnImportOutsideTheSearchSpaceOrWithAnImpossibleLatencyIsRefusedWhole) {
+  submit(softmax_campaign());
+  result("w1", jobs_sent(ready("w1", 1)).at(0), 10.0);
+  const json good = json(core->best({}))["entries"][0];
+  auto doc_with = [&](const std::function<void(json&)>& change) {
+    json e = good;
+    e["shape"] = {16, 64};  // a key the farm has no entry for
+    change(e);
+    json other = good;
+    other["shape"] = {32, 64};  // a good entry beside it: refused with it
+    return json{{"format", 1}, {"entries", {other, e}}};
+  };
+  const std::vector<std::pair<std::string, std::function<void(json&)>>> bad = {
+      {"unknown tunable", [](json& e) { e["config"]["AK_EVIL"] = 1; }},
+      {"value outside the space", [](json& e) { e["config"][e["config"].begin().key()] = 3; }},
+      {"1e-6 us", [](json& e) { e["latency_us"] = 1e-6; }},
+      {"NaN", [](json& e) { e["latency_us"] = std::nan(""); }},
+      {"infinite", [](json& e) { e["latency_us"] = std::numeric_limits<double>::infinity(); }},
+      {"negative", [](json& e) { e["latency_us"] = -3.0; }},
+      {"unknown kernel type", [](json& e) { e["kernel_type"] = "rootkit"; }},
+      {"a shape the type rejects", [](json& e) { e["shape"] = {8}; }},
+      {"infinite speedup", [](json& e) { e["speedup"] = std::numeric_limits<double>::infinity(); }},
+  };
+  for (const auto& [what, change] : bad) {
+    const FarmEffects fx = client(pr::ImportBest{doc_with(change)});
+    ASSERT_EQ(fx.to_clients.size(), 1u) << what;
+    const auto* e = std::get_if<pr::Error>(&fx.to_clients[0].message);
+    ASSERT_NE(e, nullptr) << what << " was imported";
+    EXPECT_EQ(e->code, pr::ErrorCode::kBadRequest) << what;
+    EXPECT_EQ(core->best({}).entries.size(), 1u) << what << ": nothing of the document is stored";
+  }
+  EXPECT_EQ(store.load_best()->size(), 1u);
+  const pr::ImportBestReply ok = reply<pr::ImportBestReply>(client(pr::ImportBest{doc_with([](json&) {})}));
+  EXPECT_EQ(ok.stored, 2) << "the same document without the bad field is taken";
+}
+
+TEST_F(FarmCoreTest, AnImportedCustomCandidateMayNameTheTunablesItsSourceUses) {
+  submit(softmax_campaign());
+  result("w1", jobs_sent(ready("w1", 1)).at(0), 10.0);
+  json e = json(core->best({}))["entries"][0];
+  e["shape"] = {16, 64};
+  e["source"] = "#define TILE AK_TILE\nextern \"C\" void softmax() {}\n";
+  e["config"] = {{"AK_TILE", 7}};
+  const pr::ImportBestReply ok = reply<pr::ImportBestReply>(client(pr::ImportBest{{{"format", 1}, {"entries", {e}}}}));
+  EXPECT_EQ(ok.stored, 1);
+  e["shape"] = {32, 64};
+  e["config"] = {{"AK_TILE", 7}, {"AK_TIL", 1}};  // a prefix of a word is not the word
+  EXPECT_EQ(error_of(client(pr::ImportBest{{{"format", 1}, {"entries", {e}}}})).code, pr::ErrorCode::kBadRequest);
+}
+
+// ---- workers with keys
+
+TEST_F(FarmCoreTest, AWorkerIdRegisteredUnderOneKeyIsRefusedToAnother) {
+  submit(softmax_campaign());
+  FarmEffects first;
+  core->on_worker("w1", pr::Ready{"w1", cpu_caps(), 1}, &first, "key-1");
+  const pr::Job job = jobs_sent(first).at(0);
+  FarmEffects other;
+  core->on_worker("w1", pr::Ready{"w1", cpu_caps(), 4}, &other, "key-2");
+  ASSERT_EQ(sent<pr::Error>(other).size(), 1u);
+  EXPECT_EQ(sent<pr::Error>(other)[0].code, pr::ErrorCode::kForbidden);
+  ASSERT_EQ(other.refusals.size(), 1u);
+  EXPECT_EQ(other.refusals[0].reason, "key_mismatch");
+  EXPECT_EQ(core->scheduler().jobs().at(job.spec.job_id).worker_id, "w1") << "the lease stays";
+  EXPECT_EQ(core->scheduler().workers().at("w1").slots, 1);
+  // Nor may the other key report w1's job.
+  ResultRecord r;
+  r.job_id = job.spec.job_id;
+  r.attempt = job.attempt;
+  FarmEffects forged;
+  core->on_worker("w1", pr::ResultMsg{"w1", r}, &forged, "key-2");
+  EXPECT_EQ(sent<pr::Error>(forged).at(0).code, pr::ErrorCode::kForbidden);
+  EXPECT_EQ(store.result_count().value(), 0);
 }
 
 }  // namespace

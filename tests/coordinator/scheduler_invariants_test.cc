@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,7 @@ class Farm {
     auto snap = store_.load();
     ASSERT_TRUE(snap.ok());
     sched_ = std::make_unique<Scheduler>(options_);
-    sched_->restore(snap.value(), now);
+    apply_actions(sched_->restore(snap.value(), now, now));
     ++restarts;
     check();
   }
@@ -92,10 +93,13 @@ class Farm {
   }
 
   void apply_actions(const std::vector<Action>& actions) {
+    std::set<std::pair<std::string, int>> unstored_leases;  // not sent, as FarmCore does
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
       if (const auto* p = std::get_if<PersistJob>(&a)) {
-        (void)store_.put_jobs({p->job});  // a failed job write is repaired by the next one
+        // A failed job write is repaired by the next one; a lease not stored is not sent.
+        if (!store_.put_jobs({p->job}).ok() && p->job.state == JobState::kLeased)
+          unstored_leases.insert({p->job.spec.job_id, p->job.attempt});
       } else if (const auto* p = std::get_if<PersistResult>(&a)) {
         bool inserted = false;
         if (store_.put_result(p->result, p->job, &inserted).ok()) {
@@ -118,7 +122,8 @@ class Farm {
       } else if (const auto* s = std::get_if<SendJob>(&a)) {
         SimWorker* w = worker(s->worker_id);
         ASSERT_NE(w, nullptr);
-        if (w->alive) w->held[s->job.spec.job_id] = s->job.attempt;
+        if (w->alive && !unstored_leases.count({s->job.spec.job_id, s->job.attempt}))
+          w->held[s->job.spec.job_id] = s->job.attempt;
       } else if (const auto* s = std::get_if<SendError>(&a)) {
         SimWorker* w = worker(s->worker_id);
         ASSERT_NE(w, nullptr);

@@ -177,25 +177,18 @@ TEST(SchedulerTest, ACudaWorkerAlsoTakesCpuJobsItAnnounces) {
 
 // ---- ready
 
-TEST(SchedulerTest, ReadyFromAKnownWorkerKeepsItsLeases) {
+TEST(SchedulerTest, ReadyFromARegisteredWorkerReleasesItsPredecessorsLeasesAtOnce) {
+  // A worker sends READY when it starts: READY under a registered id is a restarted worker, which
+  // holds nothing of what its predecessor held.
   SchedulerHarness h;
   h.submit({make_job("a")});
   h.ready("w1", 2);
-  auto a = h.ready("w1", 2);  // reconnect
-  EXPECT_TRUE(sent_ids(a).empty());
-  EXPECT_EQ(h.job("a").state, JobState::kLeased);
-  EXPECT_EQ(h.job("a").worker_id, "w1");
-  EXPECT_EQ(h.sched.workers().at("w1").leased.count("a"), 1u);
-}
-
-TEST(SchedulerTest, ReadyWithFewerSlotsRequeuesTheLeasesThatNoLongerFit) {
-  SchedulerHarness h;
-  h.submit({make_job("a"), make_job("b")});
-  h.ready("w1", 2);
-  auto a = h.ready("w1", 1);
+  ASSERT_EQ(h.job("a").attempt, 1);
+  auto a = h.ready("w1", 2);
+  EXPECT_THAT(h.job("a").attempt_reasons, ElementsAre("worker w1 registered again (restarted)"));
+  EXPECT_EQ(sent_ids(a, "w1"), Ids{"a"}) << "delivered again at once, not after the lease";
+  EXPECT_EQ(h.job("a").attempt, 2);
   EXPECT_EQ(h.sched.workers().at("w1").leased.size(), 1u);
-  EXPECT_EQ(h.sched.counts().queued, 1);
-  EXPECT_EQ(only<PersistJob>(a).size(), 1u);
 }
 
 // ---- heartbeats and leases
@@ -242,6 +235,43 @@ TEST(SchedulerTest, HeartbeatFromAnotherWorkerDoesNotRenewTheLease) {
   h.tick(500);
   h.heartbeat("w2", {{"a", 1}});
   EXPECT_EQ(h.job("a").lease_expires_ms, expiry);
+}
+
+TEST(SchedulerTest, TheSecondHeartbeatThatDoesNotListALeasedJobReleasesIt) {
+  SchedulerHarness h;
+  h.ready("w1", 1);
+  h.ready("w2", 1);
+  h.submit({make_job("a")});
+  const std::string holder = h.job("a").worker_id;
+  const std::string other = holder == "w1" ? "w2" : "w1";
+  // The first may have left the worker before the JOB reached it.
+  EXPECT_TRUE(only<PersistJob>(h.heartbeat(holder)).empty());
+  EXPECT_EQ(h.job("a").state, JobState::kLeased);
+  auto a = h.heartbeat(holder);
+  EXPECT_THAT(h.job("a").attempt_reasons,
+              ElementsAre("worker " + holder + " no longer lists job a attempt 1 in its heartbeats"));
+  EXPECT_EQ(sent_ids(a, other), Ids{"a"}) << "requeued and delivered at once, not after the lease";
+  EXPECT_EQ(h.job("a").attempt, 2);
+}
+
+TEST(SchedulerTest, AHeartbeatListingTheJobAgainResetsTheCount) {
+  SchedulerHarness h;
+  h.ready("w1", 1);
+  h.submit({make_job("a")});
+  h.heartbeat("w1");
+  h.heartbeat("w1", {{"a", 1}});
+  h.heartbeat("w1");
+  EXPECT_EQ(h.job("a").state, JobState::kLeased);
+  EXPECT_EQ(h.job("a").attempt, 1);
+}
+
+TEST(SchedulerTest, AHeartbeatListingAnotherAttemptDoesNotKeepTheLease) {
+  SchedulerHarness h;
+  h.ready("w1", 1);
+  h.submit({make_job("a")});
+  h.heartbeat("w1", {{"a", 7}});
+  h.heartbeat("w1", {{"a", 7}});
+  EXPECT_EQ(h.job("a").attempt, 2) << "released and delivered again";
 }
 
 TEST(SchedulerTest, AnExpiredLeaseRequeuesTheJobAndTheNextDeliveryCarriesTheNextAttempt) {
@@ -380,7 +410,7 @@ TEST(SchedulerTest, AnUncommittedResultIsPersistedAgainWhenResent) {
   EXPECT_EQ(h.sched.counts().by_status.at(ResultStatus::kPass), 1);
 }
 
-TEST(SchedulerTest, ALateResultOfASupersededAttemptWinsAndTheLaterResultIsOnlyAcknowledged) {
+TEST(SchedulerTest, ALateResultOfASupersededAttemptIsAcknowledgedButNotStored) {
   SchedulerHarness h;
   h.submit({make_job("a")});
   h.ready("w1", 1);
@@ -391,31 +421,97 @@ TEST(SchedulerTest, ALateResultOfASupersededAttemptWinsAndTheLaterResultIsOnlyAc
   ASSERT_EQ(h.job("a").worker_id, "w2");
   ASSERT_EQ(h.job("a").attempt, 2);
 
-  auto late = h.result("w1", "a", 1, ResultStatus::kTimeout);
-  auto pr = only<PersistResult>(late);
-  ASSERT_EQ(pr.size(), 1u);
-  EXPECT_EQ(pr[0].result.attempt, 1);
-  h.commit("a");
-  EXPECT_EQ(h.job("a").state, JobState::kDone);
-  EXPECT_TRUE(h.sched.workers().at("w2").leased.empty()) << "attempt 2's lease is released";
+  ResultRefusal why = ResultRefusal::kNone;
+  ResultRecord late;
+  late.job_id = "a";
+  late.attempt = 1;
+  late.status = ResultStatus::kTimeout;
+  auto a = h.checked(h.sched.on_result({"w1", late}, h.now, &why));
+  ASSERT_EQ(a.size(), 1u) << "only an ACK, so that w1 drops it";
+  EXPECT_EQ(std::get<SendAck>(a[0]).ack.attempt, 1);
+  EXPECT_EQ(why, ResultRefusal::kStaleAttempt);
+  EXPECT_EQ(h.job("a").state, JobState::kLeased);
+  EXPECT_EQ(h.job("a").worker_id, "w2");
 
-  auto second = h.result("w2", "a", 2);
-  ASSERT_EQ(second.size(), 1u);
-  EXPECT_EQ(std::get<SendAck>(second[0]).ack.attempt, 2);
-  EXPECT_EQ(h.sched.counts().by_status.at(ResultStatus::kTimeout), 1);
-  EXPECT_EQ(h.sched.counts().by_status.count(ResultStatus::kPass), 0u);
+  auto second = h.result_committed("w2", "a", 2);
+  EXPECT_EQ(only<PersistResult>(second).size(), 1u);
+  EXPECT_EQ(h.job("a").state, JobState::kDone);
+  EXPECT_EQ(h.sched.counts().by_status.at(ResultStatus::kPass), 1);
+  EXPECT_EQ(h.sched.counts().by_status.count(ResultStatus::kTimeout), 0u);
 }
 
-TEST(SchedulerTest, AResultOfAJobWaitingInTheQueueFinishesIt) {
+TEST(SchedulerTest, AResultForAJobLeasedToAnotherWorkerIsForbiddenAndNotStored) {
+  SchedulerHarness h;
+  h.submit({make_job("a")});
+  h.ready("victim", 1);
+  h.ready("rogue", 1);
+  ASSERT_EQ(h.job("a").worker_id, "victim");
+  ResultRefusal why = ResultRefusal::kNone;
+  ResultRecord forged;
+  forged.job_id = "a";
+  forged.attempt = 1;
+  forged.status = ResultStatus::kPass;
+  forged.worker_id = "victim";  // the body may name anyone
+  auto a = h.checked(h.sched.on_result({"rogue", forged}, h.now, &why));
+  EXPECT_EQ(why, ResultRefusal::kNotLeased);
+  EXPECT_TRUE(only<PersistResult>(a).empty());
+  EXPECT_TRUE(only<SendAck>(a).empty());
+  auto e = only<SendError>(a);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].worker_id, "rogue");
+  EXPECT_EQ(e[0].error.code, protocol::ErrorCode::kForbidden);
+  EXPECT_EQ(h.job("a").state, JobState::kLeased);
+  // The holder's own result is still taken.
+  EXPECT_EQ(only<PersistResult>(h.result("victim", "a", 1)).size(), 1u);
+}
+
+TEST(SchedulerTest, AResultOfAQueuedJobNeverDeliveredIsForbidden) {
+  SchedulerHarness h;
+  h.ready("rogue", 0);  // no slots: takes nothing
+  h.submit({make_job("a")});
+  for (int attempt : {1, 2, 7}) {
+    ResultRefusal why = ResultRefusal::kNone;
+    ResultRecord forged;
+    forged.job_id = "a";
+    forged.attempt = attempt;
+    auto a = h.checked(h.sched.on_result({"rogue", forged}, h.now, &why));
+    EXPECT_EQ(why, ResultRefusal::kNotLeased) << attempt;
+    ASSERT_EQ(only<SendError>(a).size(), 1u);
+    EXPECT_EQ(only<SendError>(a)[0].error.code, protocol::ErrorCode::kForbidden);
+  }
+  EXPECT_EQ(h.job("a").state, JobState::kQueued);
+  EXPECT_EQ(h.job("a").attempt, 0);
+}
+
+TEST(SchedulerTest, AStoredRowNamesTheWorkerThatReportedIt) {
+  SchedulerHarness h;
+  h.submit({make_job("a")});
+  h.ready("w1", 1);
+  ResultRecord r;
+  r.job_id = "a";
+  r.attempt = 1;
+  r.worker_id = "someone-else";
+  auto rows = only<PersistResult>(h.checked(h.sched.on_result({"w1", r}, h.now)));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].result.worker_id, "w1");
+}
+
+TEST(SchedulerTest, AResultOfALeaseThatEndedIsAcknowledgedButNotStored) {
   SchedulerHarness h;
   h.submit({make_job("a")});
   h.ready("w1", 1);
   h.heartbeat("w1");
   h.disconnect("w1", "socket closed");
   ASSERT_EQ(h.job("a").state, JobState::kQueued);
+  auto a = h.result("w1", "a", 1);
+  EXPECT_EQ(only<SendError>(a).size(), 1u) << "w1 is not registered";
   h.ready("w1", 1, cpu_caps());  // re-registers; gets attempt 2 of the queued job
   ASSERT_EQ(h.job("a").attempt, 2);
-  h.result_committed("w1", "a", 1);
+  auto late = h.result("w1", "a", 1);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<SendAck>(late[0]));
+  EXPECT_EQ(h.job("a").state, JobState::kLeased);
+  h.result_committed("w1", "a", 2);
   EXPECT_EQ(h.job("a").state, JobState::kDone);
 }
 
@@ -476,22 +572,21 @@ TEST(SchedulerTest, AResultWithoutAnAttemptNumberIsABadRequest) {
   EXPECT_EQ(h.job("a").state, JobState::kLeased);
 }
 
-TEST(SchedulerTest, AResultOfADeliveryTheStoreNeverRecordedIsAccepted) {
-  // The dispatch's PersistJob failed, then the coordinator restarted: the restored record says
-  // attempt 0, but the worker ran attempt 1 and its result is real.
+TEST(SchedulerTest, AResultOfAnAttemptAheadOfTheRestoredRecordIsForbidden) {
+  // A delivery is stored before it is sent (FarmCore::execute drops the JOB whose lease was not
+  // stored): an attempt ahead of the stored record was never delivered.
   SchedulerHarness h;
   JobRecord queued;
   queued.spec = make_job("a");
   StoreSnapshot snap;
   snap.jobs = {queued};
-  h.sched.restore(snap, h.now);
+  h.sched.restore(snap, h.now, h.now);
   h.ready("w1", 0);
   auto a = h.result("w1", "a", 1);
-  ASSERT_EQ(only<PersistResult>(a).size(), 1u);
-  ASSERT_EQ(only<SendAck>(a).size(), 1u);
-  h.commit("a");
-  EXPECT_EQ(h.job("a").state, JobState::kDone);
-  EXPECT_TRUE(h.sched.all_finished());
+  EXPECT_TRUE(only<PersistResult>(a).empty());
+  ASSERT_EQ(only<SendError>(a).size(), 1u);
+  EXPECT_EQ(only<SendError>(a)[0].error.code, protocol::ErrorCode::kForbidden);
+  EXPECT_EQ(h.job("a").state, JobState::kQueued);
 }
 
 TEST(SchedulerTest, AResultForALostJobIsOnlyAcknowledged) {
@@ -575,7 +670,7 @@ TEST(SchedulerTest, RestoreRequeuesQueuedJobsInSnapshotOrder) {
   SchedulerHarness h;
   h.sched.restore(snapshot_with({record("z", JobState::kQueued), record("a", JobState::kQueued),
                                  record("m", JobState::kQueued, 1)}),
-                  h.now);
+                  h.now, h.now);
   ASSERT_TRUE(h.sched.check_invariants(h.now).ok());
   auto a = h.ready("w1", 3);
   EXPECT_EQ(sent_ids(a), (Ids{"z", "a", "m"}));
@@ -589,9 +684,8 @@ TEST(SchedulerTest, RestoreCountsStoredResultsByStatus) {
   pass.status = ResultStatus::kPass;
   lost.job_id = "b";
   lost.status = ResultStatus::kLost;
-  h.sched.restore(snapshot_with({record("a", JobState::kDone, 1), record("b", JobState::kLost, 3)},
-                                {pass, lost}),
-                  h.now);
+  h.sched.restore(snapshot_with({record("a", JobState::kDone, 1), record("b", JobState::kLost, 3)}, {pass, lost}),
+                  h.now, h.now);
   auto c = h.sched.counts();
   EXPECT_EQ(c.done, 1);
   EXPECT_EQ(c.lost, 1);
@@ -602,7 +696,7 @@ TEST(SchedulerTest, RestoreCountsStoredResultsByStatus) {
 
 TEST(SchedulerTest, RestoreKeepsALeaseForTheWorkerThatRegistersAgain) {
   SchedulerHarness h;
-  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}), h.now);
+  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}), h.now, h.now);
   ASSERT_TRUE(h.sched.check_invariants(h.now).ok());
   EXPECT_EQ(h.job("a").lease_expires_ms, h.now + 1'000) << "a fresh lease on this clock";
   EXPECT_EQ(only<SendError>(h.heartbeat("w1")).size(), 1u) << "w1 must send READY first";
@@ -618,9 +712,18 @@ TEST(SchedulerTest, RestoreKeepsALeaseForTheWorkerThatRegistersAgain) {
   EXPECT_EQ(h.job("a").state, JobState::kDone);
 }
 
+TEST(SchedulerTest, ReadyWithFewerSlotsThanItsRestoredLeasesRequeuesTheLeasesThatNoLongerFit) {
+  SchedulerHarness h;
+  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1"), record("b", JobState::kLeased, 1, "w1")}),
+                  h.now, h.now);
+  h.ready("w1", 1);
+  EXPECT_EQ(h.sched.workers().at("w1").leased.size(), 1u);
+  EXPECT_EQ(h.sched.counts().queued, 1);
+}
+
 TEST(SchedulerTest, RestoreExpiresALeaseWhoseWorkerNeverReturns) {
   SchedulerHarness h;
-  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}), h.now);
+  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}), h.now, h.now);
   h.ready("w2", 1);
   h.heartbeat("w2");
   h.tick(999);
@@ -631,13 +734,58 @@ TEST(SchedulerTest, RestoreExpiresALeaseWhoseWorkerNeverReturns) {
   EXPECT_EQ(h.job("a").attempt, 2);
 }
 
+TEST(SchedulerTest, ARestoredLeaseTheReturningWorkerDoesNotListIsReleasedByItsHeartbeats) {
+  // The phantom lease of issue 19: the worker re-registers after the restart but never got (or
+  // lost) the job; its slot must not idle until the lease runs out.
+  SchedulerHarness h;
+  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}), h.now, h.now);
+  h.ready("w1", 1);
+  h.heartbeat("w1");
+  auto a = h.heartbeat("w1");
+  EXPECT_EQ(sent_ids(a, "w1"), Ids{"a"});
+  EXPECT_EQ(h.job("a").attempt, 2);
+}
+
+TEST(SchedulerTest, ARestoredLeaseIsNotReArmedByTheNextRestart) {
+  SchedulerHarness h;  // lease 1000 ms
+  auto first = h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}), h.now, h.now);
+  auto p = only<PersistJob>(first);
+  ASSERT_EQ(p.size(), 1u) << "the moment it was found orphaned is stored";
+  EXPECT_EQ(p[0].job.orphaned_wall_ms, h.now);
+  // 600 ms later the coordinator restarts again, from what it stored.
+  SchedulerHarness r;
+  r.now = h.now + 600;
+  auto second = r.sched.restore(snapshot_with({p[0].job}), r.now, r.now);
+  EXPECT_TRUE(only<PersistJob>(second).empty());
+  EXPECT_EQ(r.job("a").lease_expires_ms, r.now + 400) << "what is left of the first grace";
+  r.ready("w2", 1);
+  r.heartbeat("w2");
+  auto t = r.tick(400);
+  EXPECT_EQ(sent_ids(t, "w2"), Ids{"a"});
+  // Restarting long after gives nothing either.
+  SchedulerHarness late;
+  late.now = h.now + 60'000;
+  late.sched.restore(snapshot_with({p[0].job}), late.now, late.now);
+  EXPECT_EQ(late.job("a").lease_expires_ms, late.now);
+}
+
+TEST(SchedulerTest, AdoptingARestoredLeaseClearsItsOrphanedTime) {
+  SchedulerHarness h;
+  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}), h.now, h.now);
+  auto a = h.ready("w1", 1);
+  auto p = only<PersistJob>(a);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].job.orphaned_wall_ms, 0);
+  EXPECT_EQ(p[0].job.worker_id, "w1");
+}
+
 TEST(SchedulerTest, RestoreTrustsAStoredResultOverAnOlderJobRecord) {
   SchedulerHarness h;
   ResultRecord pass;
   pass.job_id = "a";
   pass.attempt = 1;
   pass.status = ResultStatus::kPass;
-  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}, {pass}), h.now);
+  h.sched.restore(snapshot_with({record("a", JobState::kLeased, 1, "w1")}, {pass}), h.now, h.now);
   EXPECT_EQ(h.job("a").state, JobState::kDone);
   EXPECT_TRUE(h.sched.all_finished());
   EXPECT_TRUE(h.sched.check_invariants(h.now).ok());
@@ -647,7 +795,7 @@ TEST(SchedulerTest, RestoreReplacesAllEarlierState) {
   SchedulerHarness h;
   h.submit({make_job("old")});
   h.ready("w1", 1);
-  h.sched.restore(snapshot_with({record("new", JobState::kQueued)}), h.now);
+  h.sched.restore(snapshot_with({record("new", JobState::kQueued)}), h.now, h.now);
   EXPECT_EQ(h.sched.jobs().count("old"), 0u);
   EXPECT_TRUE(h.sched.workers().empty());
   EXPECT_TRUE(h.sched.check_invariants(h.now).ok());
@@ -747,7 +895,7 @@ TEST(SchedulerTest, AWorkerReturningAfterARestartIsToldToStopItsJobOfACancelledC
   StoreSnapshot snap;
   snap.jobs.push_back(h.job("a"));
   SchedulerHarness r;
-  r.sched.restore(snap, r.now);
+  r.sched.restore(snap, r.now, r.now);
   Scheduler::CancelCounts c;
   auto a = r.checked(r.sched.cancel("c1", "", r.now, &c));
   EXPECT_EQ(c.stopping, 1);

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "coordinator/auth.h"
 #include "coordinator/client.h"
 #include "coordinator/store/redis_server.h"
 #include "coordinator/store/redis_store.h"
@@ -38,6 +39,10 @@ class Farm {
     int64_t lease_ms = 2000;
     int64_t worker_timeout_ms = 3000;
     int max_attempts = 3;
+    // CURVE (PROTOCOL.md, "Authentication"): key pairs under dir()/keys for the coordinator, the
+    // workers ("worker", "worker2"), clients "alice" and "mallory" (role submit) and "admin";
+    // workers started with keys, client() as admin. The rogue keys ("rogue") are in no list.
+    bool curve = false;
   };
 
   explicit Farm(Options o) : options_(o) {
@@ -48,8 +53,24 @@ class Farm {
     auto r = RedisServer::start(ro);
     if (!r.ok()) throw std::runtime_error("redis: " + r.status().message());
     redis_ = std::move(*r);
+    if (options_.curve) make_keys();
   }
   Farm() : Farm(Options{}) {}
+
+  // The key pair written as dir()/keys/<name>.key and .pub.
+  CurveKeyPair keys(const std::string& name) const {
+    auto k = read_secret_key_file(dir_ + "/keys/" + name + ".key");
+    if (!k.ok()) throw std::runtime_error(k.status().message());
+    return *k;
+  }
+  // Client keys of `name` for this farm's coordinator.
+  CurveClientKeys client_keys(const std::string& name) const {
+    const CurveKeyPair k = keys(name);
+    return {keys("coordinator").public_z85, k.public_z85, k.secret_z85};
+  }
+  std::string key_file(const std::string& name) const { return dir_ + "/keys/" + name + ".key"; }
+  std::string pub_file(const std::string& name) const { return dir_ + "/keys/" + name + ".pub"; }
+  std::string redis_url() const { return redis_->url(); }
 
   ~Farm() {
     for (auto& [id, w] : workers_) w.signal(SIGKILL);
@@ -67,12 +88,28 @@ class Farm {
     std::string cb = clients_ep_.empty() ? "tcp://127.0.0.1:*" : clients_ep_;
     ChildProcess::Options o;
     o.capture_stdout = true;
-    auto c = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "coordinator", "--redis", redis_->url(),
-                                  "--workers-bind", wb, "--clients-bind", cb, "--metrics", "127.0.0.1:0",
-                                  "--lease-ms", std::to_string(options_.lease_ms), "--worker-timeout-ms",
-                                  std::to_string(options_.worker_timeout_ms), "--max-attempts",
-                                  std::to_string(options_.max_attempts)},
-                                 o);
+    std::vector<std::string> argv = {bin("autokernel"),
+                                     "--log-level",
+                                     "warn",
+                                     "coordinator",
+                                     "--redis",
+                                     redis_->url(),
+                                     "--workers-bind",
+                                     wb,
+                                     "--clients-bind",
+                                     cb,
+                                     "--metrics",
+                                     "127.0.0.1:0",
+                                     "--lease-ms",
+                                     std::to_string(options_.lease_ms),
+                                     "--worker-timeout-ms",
+                                     std::to_string(options_.worker_timeout_ms),
+                                     "--max-attempts",
+                                     std::to_string(options_.max_attempts)};
+    if (options_.curve)
+      argv.insert(argv.end(), {"--curve-secret", key_file("coordinator"), "--allow-workers",
+                               dir_ + "/keys/workers.allow", "--allow-clients", dir_ + "/keys/clients.allow"});
+    auto c = ChildProcess::spawn(argv, o);
     if (!c.ok()) throw std::runtime_error(c.status().message());
     auto line = c->wait_for_line("READY ", std::chrono::seconds(30));
     if (!line.ok()) throw std::runtime_error("coordinator: " + line.status().message());
@@ -82,7 +119,19 @@ class Farm {
     clients_ep_ = ready->clients;
     metrics_port_ = ready->metrics_port;
     coordinator_ = std::make_unique<ChildProcess>(std::move(*c));
-    client_ = std::make_unique<CoordinatorClient>(clients_ep_, std::chrono::seconds(10));
+    client_ = std::make_unique<CoordinatorClient>(clients_ep_, std::chrono::seconds(10),
+                                                  options_.curve ? client_keys("admin") : CurveClientKeys{});
+  }
+
+  // The coordinator's log lines (its stdout after the READY line) that have arrived so far.
+  std::vector<std::string> coordinator_output() {
+    std::vector<std::string> lines;
+    for (;;) {
+      // read_line looks at the pipe only while its time (in whole ms) is not up.
+      auto line = coordinator_->read_line(std::chrono::milliseconds(20));
+      if (!line.ok() || !line->has_value()) return lines;
+      lines.push_back(**line);
+    }
   }
 
   void kill_coordinator() {
@@ -92,10 +141,27 @@ class Farm {
   }
 
   void start_worker(const std::string& id, int slots = 2, const std::string& backend = "cpu") {
-    auto w = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "worker", "--backend", backend, "--id", id,
-                                  "--coordinator", workers_ep_, "--slots", std::to_string(slots), "--heartbeat-ms",
-                                  "200", "--cache-dir", dir_ + "/cache", "--state-dir", dir_ + "/state-" + id},
-                                 {});
+    std::vector<std::string> argv = {bin("autokernel"),
+                                     "--log-level",
+                                     "warn",
+                                     "worker",
+                                     "--backend",
+                                     backend,
+                                     "--id",
+                                     id,
+                                     "--coordinator",
+                                     workers_ep_,
+                                     "--slots",
+                                     std::to_string(slots),
+                                     "--heartbeat-ms",
+                                     "200",
+                                     "--cache-dir",
+                                     dir_ + "/cache",
+                                     "--state-dir",
+                                     dir_ + "/state-" + id};
+    if (options_.curve)
+      argv.insert(argv.end(), {"--key", key_file("worker"), "--coordinator-key", pub_file("coordinator")});
+    auto w = ChildProcess::spawn(argv, {});
     if (!w.ok()) throw std::runtime_error(w.status().message());
     workers_.emplace(id, std::move(*w));
   }
@@ -196,6 +262,26 @@ class Farm {
   pid_t coordinator_pid() const { return coordinator_ ? coordinator_->pid() : -1; }
 
  private:
+  void make_keys() {
+    const std::string kd = dir_ + "/keys";
+    for (const char* name : {"coordinator", "worker", "worker2", "alice", "mallory", "admin", "rogue"}) {
+      auto k = generate_curve_keypair();
+      if (!k.ok()) throw std::runtime_error(k.status().message());
+      if (Status s = write_key_files(kd, name, *k); !s.ok()) throw std::runtime_error(s.message());
+    }
+    std::ofstream(kd + "/workers.allow") << read_text_file(kd + "/worker.pub") << read_text_file(kd + "/worker2.pub");
+    std::ofstream(kd + "/clients.allow") << "# clients\n"
+                                         << keys("alice").public_z85 << " submit # alice\n"
+                                         << keys("mallory").public_z85 << "\n"
+                                         << keys("admin").public_z85 << " admin\n";
+  }
+  static std::string read_text_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
   Options options_;
   std::string dir_;
   std::unique_ptr<RedisServer> redis_;
