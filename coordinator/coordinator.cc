@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ak {
 
@@ -23,7 +24,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Store& store, const Clock& 
       core_(core_options(options_), store, clock),
       ctx_(1),
       workers_(ctx_, zmq::socket_type::router),
-      clients_(ctx_, zmq::socket_type::router) {}
+      clients_(ctx_, zmq::socket_type::router),
+      client_limiter_(options_.client_rate) {}
 
 Coordinator::~Coordinator() = default;
 
@@ -33,11 +35,16 @@ Status Coordinator::start() {
   try {
     workers_.set(zmq::sockopt::router_mandatory, 1);
     workers_.set(zmq::sockopt::linger, 0);
-    // Hard cap far above the protocol limit: frames between the two get an OVERSIZED reply,
-    // frames above it make ZeroMQ drop the peer's connection.
-    workers_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    // Hard cap above the protocol limit: frames between the two get an OVERSIZED reply, frames
+    // above it make ZeroMQ drop the peer's connection. With the receive high-water marks this
+    // bounds what one connection can queue (common/PROTOCOL.md, "Limits").
+    workers_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 2));
+    workers_.set(zmq::sockopt::rcvhwm, options_.worker_rcvhwm);
+    workers_.set(zmq::sockopt::sndhwm, options_.sndhwm);
     clients_.set(zmq::sockopt::linger, 0);
-    clients_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    clients_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 2));
+    clients_.set(zmq::sockopt::rcvhwm, options_.client_rcvhwm);
+    clients_.set(zmq::sockopt::sndhwm, options_.sndhwm);
     workers_.bind(options_.worker_endpoint);
     clients_.bind(options_.client_endpoint);
     worker_endpoint_ = workers_.get(zmq::sockopt::last_endpoint);
@@ -107,9 +114,19 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
   return {};
 }
 
+void Coordinator::log_refusal(const std::string& peer, const std::string& what) {
+  auto suppressed = refusal_log_.admit(peer, clock_.now_ms());
+  if (!suppressed) return;
+  if (*suppressed == 0)
+    spdlog::warn("{} (peer '{}')", what, peer.substr(0, 64));
+  else
+    spdlog::warn("{} (peer '{}'; {} more refusals of this peer since its last line)", what, peer.substr(0, 64),
+                 *suppressed);
+}
+
 void Coordinator::protocol_error(const std::string& identity, pr::ErrorCode code, const std::string& message) {
   metrics_.protocol_error(code);
-  spdlog::warn("protocol error from '{}': {} {}", identity.substr(0, 64), pr::error_code_name(code), message);
+  log_refusal("worker " + identity, std::string("protocol error: ") + pr::error_code_name(code) + " " + message);
   send_worker(identity, pr::Error{code, message});
 }
 
@@ -133,10 +150,26 @@ void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
   // REQ envelope: [identity][empty][body]
   if (frames.size() < 3) return;
   const std::string identity = frames.front().to_string();
+  // Budgets are per address, not per connection: a peer gains nothing by reconnecting.
+  const char* address = zmq_msg_gets(frames.back().handle(), "Peer-Address");
+  const std::string peer = address ? std::string(address) : identity;
+  const auto refuse = [&](const pr::Error& e) {
+    metrics_.protocol_error(e.code);
+    log_refusal("client " + peer,
+                std::string("client request refused: ") + pr::error_code_name(e.code) + " " + e.message.substr(0, 200));
+    reply_client(identity, pr::encode(e));
+  };
+  if (!client_limiter_.allow(peer, clock_.now_ms())) {
+    char limit[96];
+    std::snprintf(limit, sizeof limit, "%g requests per second (bursts of %g)", options_.client_rate.rate_per_s,
+                  options_.client_rate.burst);
+    refuse({pr::ErrorCode::kBadRequest, "too many requests from " + peer + ": this coordinator serves at most " +
+                                            limit + " per peer; retry later"});
+    return;
+  }
   auto d = pr::decode(frames.back().to_string_view());
   if (!d.ok()) {
-    metrics_.protocol_error(d.error.code);
-    reply_client(identity, pr::encode(d.error));
+    refuse(d.error);
     return;
   }
   FarmEffects effects;

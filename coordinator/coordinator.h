@@ -19,6 +19,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
+#include "common/rate_limit.h"
 #include "coordinator/farm_core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/scheduler.h"
@@ -31,6 +32,14 @@ struct CoordinatorOptions {
   std::string client_endpoint = "tcp://127.0.0.1:5556";
   SchedulerOptions scheduler;
   int64_t tick_ms = 100;  // how often leases are checked [ms]
+  // Client requests per peer address (common/PROTOCOL.md, "Limits"): over the rate a request is
+  // answered with an ERROR instead of being decoded and served.
+  TokenBucketOptions client_rate;
+  // Messages ZeroMQ queues per peer connection before it stops reading from that peer (TCP
+  // back-pressure); with ZMQ_MAXMSGSIZE this bounds what one peer can make the coordinator hold.
+  int worker_rcvhwm = 64;
+  int client_rcvhwm = 8;
+  int sndhwm = 1000;
 };
 
 class Coordinator {
@@ -54,6 +63,8 @@ class Coordinator {
   // A frame that did not decode: an ERROR to its sender and a count.
   void protocol_error(const std::string& identity, protocol::ErrorCode code, const std::string& message);
   void refresh_gauges();
+  // A log line for a refusal of `peer`'s frame, at most one per peer per interval.
+  void log_refusal(const std::string& peer, const std::string& what);
 
   CoordinatorOptions options_;
   const Clock& clock_;
@@ -64,6 +75,8 @@ class Coordinator {
   zmq::socket_t clients_;
   std::string worker_endpoint_;
   std::string client_endpoint_;
+  PeerRateLimiter client_limiter_;
+  LogThrottle refusal_log_;
 };
 
 }  // namespace ak

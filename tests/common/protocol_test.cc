@@ -243,6 +243,26 @@ TEST(ProtocolDecode, AFrameOfExactlyTheLimitIsNotOversized) {
   EXPECT_TRUE(decode(frame).ok());
 }
 
+TEST(ProtocolDecode, DeeplyNestedJsonIsRefusedBeforeParsing) {
+  // 1 MiB of nesting inside a valid envelope: refused by the depth scan, naming the limit.
+  const std::string deep = std::string(1 << 19, '[') + std::string(1 << 19, ']');
+  const std::string frame = R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + deep + "}}";
+  DecodeResult r = decode(frame);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.code, ErrorCode::kOversized);
+  EXPECT_NE(r.error.message.find("deeper than 64 levels"), std::string::npos) << r.error.message;
+}
+
+TEST(ProtocolDecode, NestingUpToTheLimitStillDecodes) {
+  // The envelope and body take two levels; the campaign may use the remaining 62.
+  const std::string frame =
+      R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + std::string(62, '[') + std::string(62, ']') + "}}";
+  EXPECT_TRUE(decode(frame).ok()) << decode(frame).error.message;
+  const std::string one_more =
+      R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + std::string(63, '[') + std::string(63, ']') + "}}";
+  EXPECT_EQ(code_of(one_more), ErrorCode::kOversized);
+}
+
 TEST(ProtocolDecode, AnExplicitLimitReplacesTheDefaultOne) {
   const std::string frame = encode(Ack{"job-1", 1});
   EXPECT_EQ(decode(frame, frame.size() - 1).error.code, ErrorCode::kOversized);
