@@ -13,6 +13,8 @@ namespace {
 FarmCoreOptions core_options(const CoordinatorOptions& o) {
   FarmCoreOptions c;
   c.scheduler = o.scheduler;
+  c.max_jobs_per_submit = o.max_jobs_per_submit;
+  c.max_jobs_per_campaign = o.max_jobs_per_campaign;
   return c;
 }
 }  // namespace

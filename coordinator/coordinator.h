@@ -31,6 +31,9 @@ struct CoordinatorOptions {
   std::string worker_endpoint = "tcp://127.0.0.1:5555";  // "tcp://127.0.0.1:*" picks a free port
   std::string client_endpoint = "tcp://127.0.0.1:5556";
   SchedulerOptions scheduler;
+  // FarmCoreOptions' caps (coordinator/farm_core.h).
+  int64_t max_jobs_per_submit = 20'000;
+  int64_t max_jobs_per_campaign = 20'000;
   int64_t tick_ms = 100;  // how often leases are checked [ms]
   // Client requests per peer address (common/PROTOCOL.md, "Limits"): over the rate a request is
   // answered with an ERROR instead of being decoded and served.

@@ -67,9 +67,20 @@ Status FarmCore::start(FarmEffects* out) {
   return {};
 }
 
+void FarmCore::log_store_error(const std::string& line) {
+  auto n = log_throttle_.admit("store", clock_.now_ms());
+  if (!n) return;
+  if (*n == 0)
+    spdlog::error("{}", line);
+  else
+    spdlog::error("{} ({} more store errors since the last line)", line, *n);
+}
+
 void FarmCore::worker_error(const std::string& worker_id, pr::ErrorCode code, const std::string& message,
                             FarmEffects* out) {
-  spdlog::warn("protocol error from '{}': {} {}", worker_id.substr(0, 64), pr::error_code_name(code), message);
+  if (auto n = log_throttle_.admit("worker " + worker_id, clock_.now_ms()))
+    spdlog::warn("protocol error from '{}': {} {}{}", worker_id.substr(0, 64), pr::error_code_name(code), message,
+                 *n ? " (" + std::to_string(*n) + " more from this worker since its last line)" : "");
   out->errors.push_back(code);
   out->to_workers.push_back({worker_id, pr::Error{code, message}});
 }
@@ -124,6 +135,21 @@ void FarmCore::on_tick(FarmEffects* out) {
   check_invariants();
 }
 
+PlanLimits FarmCore::plan_limits() const {
+  PlanLimits l;
+  l.max_jobs = options_.max_jobs_per_submit;
+  // Per backend the largest memory announced; a worker that announced none makes it unknown.
+  std::map<Backend, bool> unknown;
+  for (const auto& [id, w] : scheduler_.workers())
+    for (Backend b : w.caps.backends) {
+      if (w.caps.memory_bytes <= 0) unknown[b] = true;
+      l.device_memory_bytes[b] = std::max(l.device_memory_bytes[b], w.caps.memory_bytes);
+    }
+  for (const auto& [b, u] : unknown)
+    if (u) l.device_memory_bytes.erase(b);
+  return l;
+}
+
 StudyProgress FarmCore::progress_of(const std::string& campaign_id) const {
   std::vector<const JobRecord*> jobs;
   const std::string prefix = campaign_id + "-s";
@@ -167,7 +193,17 @@ void FarmCore::drive_studies(FarmEffects* out) {
     return campaigns_[*a.first].submitted_wall_ms < campaigns_[*b.first].submitted_wall_ms;
   });
   for (auto& [cid, p] : progress) {
+    const int64_t room = options_.max_jobs_per_campaign - campaigns_[*cid].job_count;
+    if (room <= 0) {
+      if (capped_.insert(*cid).second)
+        spdlog::warn(
+            "study campaign {} reached the cap of {} jobs per campaign (--max-jobs-per-campaign); it "
+            "proposes no more",
+            *cid, options_.max_jobs_per_campaign);
+      continue;
+    }
     std::vector<JobSpec> jobs = propose_study_jobs(studies_.at(*cid), *cid, p, &free, smem);
+    if (int64_t(jobs.size()) > room) jobs.resize(size_t(room));
     if (jobs.empty()) continue;
     const size_t n = jobs.size();
     auto actions = scheduler_.submit(std::move(jobs), clock_.now_ms());
@@ -202,8 +238,8 @@ void FarmCore::offer_best(const JobRecord& job, const ResultRecord& result, Farm
   if (!entry) return;
   bool stored = false;
   if (Status s = store_best(*entry, &stored, out); !s.ok())
-    spdlog::error("tuning database: best entry of {} not stored (it is offered again at the next start): {}",
-                  result.job_id, s.to_string());
+    log_store_error("tuning database: best entry of " + result.job_id +
+                    " not stored (it is offered again at the next start): " + s.to_string());
 }
 
 json FarmCore::import_best(const json& document, pr::Error* error, FarmEffects* out) {
@@ -235,7 +271,7 @@ void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
     Status s = store_.put_jobs(batch);
     if (!s.ok()) {
       ++out->store_errors;
-      spdlog::error("store: {}", s.to_string());
+      log_store_error("store: " + s.to_string());
     }
     batch.clear();
   };
@@ -257,7 +293,7 @@ void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
       Status s = store_.put_result(pr_->result, pr_->job, &inserted);
       if (!s.ok()) {
         ++out->store_errors;
-        spdlog::error("result of {} not stored, not acknowledging: {}", pr_->result.job_id, s.to_string());
+        log_store_error("result of " + pr_->result.job_id + " not stored, not acknowledging: " + s.to_string());
         unstored.insert(pr_->result.job_id);
         continue;
       }
@@ -338,6 +374,13 @@ json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects
       *error = {pr::ErrorCode::kBadRequest, sc.status().message()};
       return {};
     }
+    if (int64_t(sc->studies.size()) > options_.max_jobs_per_submit) {
+      *error = {pr::ErrorCode::kBadRequest, "study campaign has " + std::to_string(sc->studies.size()) +
+                                                " studies; this coordinator accepts at most " +
+                                                std::to_string(options_.max_jobs_per_submit) +
+                                                " per campaign (--max-jobs-per-submit); split it"};
+      return {};
+    }
     CampaignRecord rec = study_record(*sc, s->campaign, id, clock_.wall_ms());
     Status st = store_.put_campaign(rec);
     if (!st.ok()) {
@@ -354,8 +397,10 @@ json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects
   }
   if (auto* s = std::get_if<pr::Submit>(&m)) {
     const std::string id = new_campaign_id();
-    auto plan = is_kernelbench_document(s->campaign) ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms())
-                                                     : plan_campaign(s->campaign, id, clock_.wall_ms());
+    const PlanLimits limits = plan_limits();
+    auto plan = is_kernelbench_document(s->campaign)
+                    ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms(), limits)
+                    : plan_campaign(s->campaign, id, clock_.wall_ms(), limits);
     if (!plan.ok()) {
       *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
       return {};

@@ -7,6 +7,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
 
 #include "coordinator/store/memory_store.h"
 #include "tests/coordinator/scheduler_harness.h"
@@ -134,6 +138,57 @@ class FarmCoreTest : public ::testing::Test {
 };
 
 // ---- submit
+
+TEST_F(FarmCoreTest, ASubmitOverTheJobCapIsRefusedNamingTheCountAndTheCapAndStoresNothing) {
+  FarmCoreOptions o;
+  o.max_jobs_per_submit = 10;
+  o.check_invariants = true;
+  core = std::make_unique<FarmCore>(o, store, clock);
+  FarmEffects started;
+  ASSERT_TRUE(core->start(&started).ok());
+  const pr::Error e = error_of(client(pr::Submit{softmax_campaign()}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("campaign plans 1 x 24 = 24 jobs"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("at most 10 per campaign"), std::string::npos) << e.message;
+  EXPECT_TRUE(store.load()->campaigns.empty());
+  EXPECT_EQ(core->scheduler().jobs().size(), 0u);
+}
+
+TEST_F(FarmCoreTest, AShapeOverTheConnectedWorkersMemoryIsRefusedAtSubmit) {
+  Capabilities small = cpu_caps();
+  small.memory_bytes = int64_t{1} << 20;  // 1 MiB
+  worker("w-small", pr::Ready{"w-small", small, 1});
+  json doc = softmax_campaign();
+  doc["shapes"] = {{1024, 1024}};  // 8 MiB moved per call in fp32
+  const pr::Error e = error_of(client(pr::Submit{doc}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("the largest connected cpu worker has 0.00105 GB"), std::string::npos) << e.message;
+  EXPECT_EQ(submit(softmax_campaign()).jobs, kSoftmaxJobs);  // 8x64 fits
+}
+
+TEST_F(FarmCoreTest, StoreErrorsAreLoggedOncePerIntervalWithTheCountLeftOut) {
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  submit(softmax_campaign());
+  store.set_available(false);
+  for (int i = 0; i < 20; ++i) ready("w-" + std::to_string(i), 1);  // each lease is a failed write
+  auto lines = [&]() {
+    std::istringstream in(log.str());
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);)
+      if (l.find("store") != std::string::npos && l.find("[error]") != std::string::npos) out.push_back(l);
+    return out;
+  };
+  EXPECT_EQ(lines().size(), 1u) << log.str();
+  clock.advance(std::chrono::seconds(10));
+  ready("w-late", 1);
+  spdlog::set_default_logger(previous);
+  const auto all = lines();
+  ASSERT_EQ(all.size(), 2u) << log.str();
+  EXPECT_NE(all[1].find("(19 more store errors since the last line)"), std::string::npos) << all[1];
+}
 
 TEST_F(FarmCoreTest, SubmitStoresTheCampaignQueuesItsJobsAndNamesItInTheReply) {
   const pr::SubmitReply r = submit(softmax_campaign("first"));
