@@ -8,6 +8,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "common/hash.h"
 #include "common/ids.h"
 #include "kernels/registry.h"
 
@@ -254,10 +255,15 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
                              "this coordinator accepts at most " + std::to_string(limits.max_jobs) +
                              " per campaign (--max-jobs-per-submit); split it or narrow it");
 
+    PlannedCampaign p;
     JobSpec base;
     base.campaign_id = campaign_id;
     base.kernel_type = type;
-    base.source = doc.value("source", src.source);
+    {
+      std::string text = doc.value("source", src.source);
+      base.source_hash = xxh64_hex(text);
+      p.sources.emplace(base.source_hash, std::move(text));
+    }
     base.requires_.backend = *backend;
     if (doc.contains("requires")) {
       if (Status s = check_keys(doc.at("requires"), {"gpu_model", "arch"}, "'requires'", "coordinator/CAMPAIGNS.md");
@@ -274,7 +280,6 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
     base.measure = *measure;
     const std::string description = doc.value("description", doc.contains("source") ? "custom source" : "starter source");
 
-    PlannedCampaign p;
     int64_t index = 0;
     for (int64_t r = 0; r < repeat; ++r)
       for (const auto& shape : shapes)

@@ -34,9 +34,12 @@ namespace kernels {
 struct KernelSpec;
 }
 
+// Jobs name their candidate source by hash (JobSpec::source_hash) and `sources` holds each text
+// once, so a campaign of N jobs holds one copy of its source, not N (issue 19).
 struct PlannedCampaign {
   CampaignRecord record;
   std::vector<JobSpec> jobs;
+  std::map<std::string, std::string> sources;  // xxh64_hex(text) -> text
 };
 
 // kInvalidArgument unless `obj` is an object whose keys are all in `keys`: "unknown key '<k>' in

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/hash.h"
 #include "common/ids.h"
 #include "common/result_fields.h"
 #include "coordinator/campaign.h"
@@ -33,6 +34,7 @@ Status FarmCore::start(FarmEffects* out) {
   auto snap = store_.load();
   if (!snap.ok()) return Status::unavailable("cannot rebuild state from the store: " + snap.status().message());
   const int64_t now = clock_.now_ms();
+  sources_ = std::move(snap->sources);
   scheduler_.restore(*snap, now);
   for (const auto& c : snap->campaigns) {
     campaigns_[c.campaign_id] = c;
@@ -135,6 +137,57 @@ void FarmCore::on_tick(FarmEffects* out) {
   check_invariants();
 }
 
+Status FarmCore::add_sources(std::map<std::string, std::string> sources, FarmEffects* out) {
+  for (auto it = sources.begin(); it != sources.end();) {
+    auto known = sources_.find(it->first);
+    if (known == sources_.end()) {
+      ++it;
+      continue;
+    }
+    // xxh64 is no cryptographic hash: a text crafted to collide with a stored one must not make
+    // its jobs run the stored text (or another campaign's jobs run it).
+    if (known->second != it->second)
+      return Status::invalid("the candidate source has the xxh64 " + it->first +
+                             " of another stored source but a different text; change it (a comment will do)");
+    it = sources.erase(it);
+  }
+  if (sources.empty()) return {};
+  if (Status s = store_.put_sources(sources); !s.ok()) {
+    ++out->store_errors;
+    return s;
+  }
+  sources_.merge(sources);
+  return {};
+}
+
+Status FarmCore::intern_sources(std::vector<JobSpec>* jobs, FarmEffects* out) {
+  std::map<std::string, std::string> fresh;
+  for (JobSpec& j : *jobs) {
+    if (j.source.empty() || !j.source_hash.empty()) continue;
+    j.source_hash = xxh64_hex(j.source);
+    if (auto known = sources_.find(j.source_hash); known == sources_.end())
+      fresh.emplace(j.source_hash, j.source);
+    else if (known->second != j.source)
+      return Status::invalid("a proposal's source collides by xxh64 with another stored source");
+    j.source.clear();
+    j.source.shrink_to_fit();
+  }
+  return add_sources(std::move(fresh), out);
+}
+
+JobSpec FarmCore::with_source(const JobSpec& spec) const {
+  JobSpec s = spec;
+  if (s.source_hash.empty()) return s;
+  if (auto it = sources_.find(s.source_hash); it != sources_.end()) {
+    s.source = it->second;
+    s.source_hash.clear();
+  } else {
+    spdlog::error("job {} names source {}, which is not in the source table; it is sent without its source", s.job_id,
+                  s.source_hash);
+  }
+  return s;
+}
+
 PlanLimits FarmCore::plan_limits() const {
   PlanLimits l;
   l.max_jobs = options_.max_jobs_per_submit;
@@ -205,6 +258,10 @@ void FarmCore::drive_studies(FarmEffects* out) {
     std::vector<JobSpec> jobs = propose_study_jobs(studies_.at(*cid), *cid, p, &free, smem);
     if (int64_t(jobs.size()) > room) jobs.resize(size_t(room));
     if (jobs.empty()) continue;
+    if (Status s = intern_sources(&jobs, out); !s.ok()) {
+      log_store_error("study campaign " + *cid + ": proposals not submitted, their source not stored: " + s.message());
+      continue;
+    }
     const size_t n = jobs.size();
     auto actions = scheduler_.submit(std::move(jobs), clock_.now_ms());
     if (!actions.ok()) {
@@ -234,7 +291,9 @@ void FarmCore::offer_best(const JobRecord& job, const ResultRecord& result, Farm
       it != best_.end() && !(result.m.latency_us < it->second.m.latency_us))
     return;
   const auto caps = worker_caps_.find(result.worker_id);
-  auto entry = tuned_entry_from(job, result, caps == worker_caps_.end() ? nullptr : &caps->second);
+  JobRecord sourced = job;  // the entry keeps the full source
+  sourced.spec = with_source(job.spec);
+  auto entry = tuned_entry_from(sourced, result, caps == worker_caps_.end() ? nullptr : &caps->second);
   if (!entry) return;
   bool stored = false;
   if (Status s = store_best(*entry, &stored, out); !s.ok())
@@ -287,6 +346,8 @@ void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
     if (auto* sj = std::get_if<SendJob>(&a)) {
       ++out->dispatched;
       first_dispatch_ms_.emplace(sj->job.spec.job_id, clock_.now_ms());
+      // The job on the wire carries its source (the worker never sees the table).
+      if (!sj->job.spec.source_hash.empty()) sj->job.spec = with_source(sj->job.spec);
       out->to_workers.push_back({sj->worker_id, std::move(sj->job)});
     } else if (auto* pr_ = std::get_if<PersistResult>(&a)) {
       bool inserted = false;
@@ -403,6 +464,13 @@ json FarmCore::handle_client(const pr::Message& m, pr::Error* error, FarmEffects
                     : plan_campaign(s->campaign, id, clock_.wall_ms(), limits);
     if (!plan.ok()) {
       *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
+      return {};
+    }
+    // Sources before the campaign and its jobs, which name them.
+    if (Status st = add_sources(std::move(plan->sources), out); !st.ok()) {
+      *error = st.code() == StatusCode::kInvalidArgument
+                   ? pr::Error{pr::ErrorCode::kBadRequest, st.message()}
+                   : pr::Error{pr::ErrorCode::kStoreUnavailable, "campaign not stored: " + st.message()};
       return {};
     }
     Status st = store_.put_campaign(plan->record);

@@ -119,6 +119,13 @@ class FarmCore {
   StudyProgress progress_of(const std::string& campaign_id) const;
   // What a SUBMIT may plan now: the caps and the device memory of the connected workers.
   PlanLimits plan_limits() const;
+  // The source table: each candidate source once, by xxh64_hex (JobSpec::source_hash). Stores
+  // the entries not known yet, then keeps them; kUnavailable when the store refused them.
+  Status add_sources(std::map<std::string, std::string> sources, FarmEffects* out);
+  // Moves the text of jobs that carry one inline into the table (study proposals).
+  Status intern_sources(std::vector<JobSpec>* jobs, FarmEffects* out);
+  // The spec with its source text, as a worker or the tuning database needs it.
+  JobSpec with_source(const JobSpec& spec) const;
   // The tuning database: offers a stored result to the store's best entries and keeps best_ in
   // step. A failed write is logged and counted; start() offers every stored result again, so an
   // entry lost to a crash or an unavailable store comes back on the next start.
@@ -142,6 +149,7 @@ class FarmCore {
   std::set<std::string> studies_complete_;
   std::set<std::string> capped_;  // study campaigns that reached max_jobs_per_campaign (logged once)
   std::map<std::string, ResultRecord> results_;
+  std::map<std::string, std::string> sources_;       // xxh64_hex -> candidate source
   std::map<std::string, TunedEntry> best_;           // by tuning_key
   std::map<std::string, Capabilities> worker_caps_;  // each worker's last READY, for provenance
   std::vector<std::string> result_order_;

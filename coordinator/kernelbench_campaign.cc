@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "common/hash.h"
+
 namespace ak {
 
 using nlohmann::json;
@@ -89,7 +91,10 @@ Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::st
         j.job_id = campaign_id + "-kb-l" + std::to_string(p["level"].get<int>()) + "-p" +
                    pad3(p["problem_id"].get<int>()) + "-" + suffix + (models.size() > 1 ? "-g" + std::to_string(g) : "");
         j.kernel_type = "kernelbench";
-        j.source = source;
+        if (!source.empty()) {
+          j.source_hash = xxh64_hex(source);
+          plan.sources.emplace(j.source_hash, source);
+        }
         j.dtype = base.precision == "fp16" ? DType::kF16 : base.precision == "bf16" ? DType::kBF16 : DType::kF32;
         j.requires_.backend = *backend;
         j.requires_.gpu_model = models[g];

@@ -18,9 +18,13 @@ TEST(CampaignTest, DefaultCpuCampaignTriesEveryConfigurationAtEveryDefaultShapeA
   for (const auto& j : p->jobs) {
     ids.insert(j.job_id);
     EXPECT_EQ(j.requires_.backend, Backend::kCpu);
-    EXPECT_FALSE(j.source.empty());
+    // The starter source is kept once for all jobs, named by its hash.
+    EXPECT_TRUE(j.source.empty());
+    ASSERT_EQ(p->sources.count(j.source_hash), 1u);
+    EXPECT_FALSE(p->sources.at(j.source_hash).empty());
     EXPECT_EQ(j.campaign_id, "c1");
   }
+  EXPECT_EQ(p->sources.size(), 1u);
   EXPECT_EQ(ids.size(), p->jobs.size());
   EXPECT_EQ(p->record.job_count, 216);
 }

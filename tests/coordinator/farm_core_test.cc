@@ -12,6 +12,7 @@
 
 #include <sstream>
 
+#include "common/hash.h"
 #include "coordinator/store/memory_store.h"
 #include "tests/coordinator/scheduler_harness.h"
 #include "tests/integration/data/study_space.h"
@@ -188,6 +189,54 @@ TEST_F(FarmCoreTest, StoreErrorsAreLoggedOncePerIntervalWithTheCountLeftOut) {
   const auto all = lines();
   ASSERT_EQ(all.size(), 2u) << log.str();
   EXPECT_NE(all[1].find("(19 more store errors since the last line)"), std::string::npos) << all[1];
+}
+
+TEST_F(FarmCoreTest, ACampaignKeepsItsSourceOnceAndEveryJobSentCarriesItAlsoAfterARestart) {
+  json doc = softmax_campaign();
+  const std::string source = "// candidate\n" + std::string(1 << 20, ' ');
+  doc["source"] = source;
+  EXPECT_EQ(submit(doc).jobs, kSoftmaxJobs);
+  const std::string hash = xxh64_hex(source);
+  // Stored once, named by every job; the queued jobs in memory hold no copy.
+  auto snap = store.load();
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->sources.size(), 1u);
+  EXPECT_EQ(snap->sources.at(hash), source);
+  ASSERT_EQ(snap->jobs.size(), size_t(kSoftmaxJobs));
+  for (const auto& j : snap->jobs) {
+    EXPECT_EQ(j.spec.source_hash, hash);
+    EXPECT_TRUE(j.spec.source.empty());
+  }
+  for (const auto& [id, j] : core->scheduler().jobs()) EXPECT_TRUE(j.spec.source.empty()) << id;
+  // On the wire a job carries its text and no hash: the worker protocol is unchanged.
+  const auto sent = jobs_sent(ready("w1", 2));
+  ASSERT_EQ(sent.size(), 2u);
+  for (const auto& j : sent) {
+    EXPECT_EQ(j.spec.source, source);
+    EXPECT_TRUE(j.spec.source_hash.empty());
+    EXPECT_EQ(json::parse(pr::encode(j)).at("body").at("spec").count("source_hash"), 0u);
+  }
+  // A restarted coordinator finds the text again in the store.
+  core = make_core();
+  const auto after = jobs_sent(ready("w2", 3));
+  ASSERT_EQ(after.size(), 3u);
+  for (const auto& j : after) EXPECT_EQ(j.spec.source, source);
+  // A second campaign with the same source adds no second copy.
+  submit(doc);
+  EXPECT_EQ(store.load()->sources.size(), 1u);
+}
+
+TEST_F(FarmCoreTest, ASourceWhoseHashIsTakenByAnotherTextIsRefusedNotMerged) {
+  // xxh64 is no cryptographic hash; a stored text under the hash of another stands for a collision.
+  const std::string source = "// mine";
+  ASSERT_TRUE(store.put_sources({{xxh64_hex(source), "// someone else's"}}).ok());
+  core = make_core();
+  json doc = softmax_campaign();
+  doc["source"] = source;
+  const pr::Error e = error_of(client(pr::Submit{doc}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("of another stored source but a different text"), std::string::npos) << e.message;
+  EXPECT_EQ(core->scheduler().jobs().size(), 0u);
 }
 
 TEST_F(FarmCoreTest, SubmitStoresTheCampaignQueuesItsJobsAndNamesItInTheReply) {
