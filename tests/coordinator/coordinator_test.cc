@@ -109,5 +109,17 @@ TEST_F(CoordinatorSockets, AFrameOverTheProtocolLimitGetsAnExplicitOversizedErro
   EXPECT_NE(e->message.find(std::to_string(pr::kMaxFrameBytes)), std::string::npos) << e->message;
 }
 
+TEST_F(CoordinatorSockets, TheClientRefusesARequestOverTheLimitBeforeSendingIt) {
+  start({});
+  CoordinatorClient client(coordinator->client_endpoint(), std::chrono::seconds(10));
+  auto r = client.submit(json{{"kernel_type", "softmax"}, {"source", std::string(50 << 20, 'x')}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  EXPECT_NE(r.status().message().find("exceeds the coordinator's limit of 4194304 bytes"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(protocol_errors("OVERSIZED"), 0);  // never sent
+  EXPECT_TRUE(client.status().ok());
+}
+
 }  // namespace
 }  // namespace ak
