@@ -1,5 +1,6 @@
 #include "coordinator/coordinator.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -10,6 +11,11 @@ namespace ak {
 namespace pr = protocol;
 
 namespace {
+// ZeroMQ drops the connection of a peer whose frame is larger (ZMQ_MAXMSGSIZE); frames between
+// kMaxFrameBytes and this get an OVERSIZED reply. Together with the receive high-water marks it
+// bounds what one connection can make the coordinator hold: rcvhwm x this.
+constexpr int64_t kHardFrameCapBytes = int64_t(pr::kMaxFrameBytes) + (int64_t{1} << 20);
+
 FarmCoreOptions core_options(const CoordinatorOptions& o) {
   FarmCoreOptions c;
   c.scheduler = o.scheduler;
@@ -32,6 +38,11 @@ Coordinator::Coordinator(CoordinatorOptions options, Store& store, const Clock& 
 Coordinator::~Coordinator() = default;
 
 Status Coordinator::start() {
+  // Refused frames come and go in megabytes. glibc raises its mmap threshold after such a buffer
+  // is freed, after which they come from the heap and fragment it; RSS then grows without bound
+  // under garbage (issue 19's fuzz run). A fixed threshold keeps every buffer over 128 KiB in its
+  // own mapping, returned to the kernel when freed; run() trims the heap's free pages now and then.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   FarmEffects effects;
   if (Status s = core_.start(&effects); !s.ok()) return s;
   try {
@@ -40,11 +51,11 @@ Status Coordinator::start() {
     // Hard cap above the protocol limit: frames between the two get an OVERSIZED reply, frames
     // above it make ZeroMQ drop the peer's connection. With the receive high-water marks this
     // bounds what one connection can queue (common/PROTOCOL.md, "Limits").
-    workers_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 2));
+    workers_.set(zmq::sockopt::maxmsgsize, kHardFrameCapBytes);
     workers_.set(zmq::sockopt::rcvhwm, options_.worker_rcvhwm);
     workers_.set(zmq::sockopt::sndhwm, options_.sndhwm);
     clients_.set(zmq::sockopt::linger, 0);
-    clients_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 2));
+    clients_.set(zmq::sockopt::maxmsgsize, kHardFrameCapBytes);
     clients_.set(zmq::sockopt::rcvhwm, options_.client_rcvhwm);
     clients_.set(zmq::sockopt::sndhwm, options_.sndhwm);
     workers_.bind(options_.worker_endpoint);
@@ -62,6 +73,7 @@ Status Coordinator::start() {
 
 Status Coordinator::run(const std::atomic<bool>& stop) {
   int64_t next_tick = clock_.now_ms();
+  int64_t next_trim = next_tick;
   std::vector<zmq::pollitem_t> items = {{workers_.handle(), 0, ZMQ_POLLIN, 0}, {clients_.handle(), 0, ZMQ_POLLIN, 0}};
   while (!stop.load()) {
     const int64_t wait = std::max<int64_t>(0, next_tick - clock_.now_ms());
@@ -109,6 +121,10 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
     if (clock_.now_ms() >= next_tick) {
       core_.on_tick(&effects);
       next_tick = clock_.now_ms() + options_.tick_ms;
+      if (clock_.now_ms() >= next_trim) {
+        malloc_trim(0);
+        next_trim = clock_.now_ms() + 1'000;
+      }
     }
     carry_out(effects);
     refresh_gauges();

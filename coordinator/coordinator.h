@@ -40,8 +40,8 @@ struct CoordinatorOptions {
   TokenBucketOptions client_rate;
   // Messages ZeroMQ queues per peer connection before it stops reading from that peer (TCP
   // back-pressure); with ZMQ_MAXMSGSIZE this bounds what one peer can make the coordinator hold.
-  int worker_rcvhwm = 64;
-  int client_rcvhwm = 8;
+  int worker_rcvhwm = 8;
+  int client_rcvhwm = 2;
   int sndhwm = 1000;
 };
 
