@@ -24,4 +24,14 @@ inline constexpr size_t kMaxJsonDepth = 64;
 // "JSON nested deeper than <max_depth> levels (at byte <offset>)". O(text.size()).
 Status check_json_depth(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
+// Most values (array elements and object members) one frame from a peer may hold. Parsing costs
+// per value far more than per byte: 4 MiB of "1," is two million values, 30 ms to parse and
+// 50 MB while parsed. Campaigns and results hold a few thousand.
+inline constexpr size_t kMaxJsonValues = 100'000;
+
+// check_json_depth, and also at most `max_values` commas outside strings (each array element or
+// object member after the first of its container is one): kInvalidArgument "JSON holds more than
+// <max_values> values". O(text.size()).
+Status check_json_limits(std::string_view text, size_t max_depth = kMaxJsonDepth, size_t max_values = kMaxJsonValues);
+
 }  // namespace ak

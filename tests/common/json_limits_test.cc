@@ -41,5 +41,17 @@ TEST(JsonDepth, AMillionLevelsAreRefusedWithoutRecursion) {
   EXPECT_FALSE(check_json_depth(std::string(10'000'000, '[')).ok());
 }
 
+TEST(JsonValues, MoreValuesThanTheCapAreRefusedCommasInStringsDoNotCount) {
+  std::string many = "[";
+  for (int i = 0; i < 1000; ++i) many += "1,";
+  many += "1]";
+  EXPECT_TRUE(check_json_limits(many, 64, 1000).ok());
+  Status s = check_json_limits(many, 64, 999);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("more than 999 values"), std::string::npos) << s.message();
+  EXPECT_TRUE(check_json_limits(R"(["a,b,c,d", {"x": "1,2,3"}])", 64, 1).ok());
+  EXPECT_TRUE(check_json_depth(many, 64).ok());  // the depth check alone counts no values
+}
+
 }  // namespace
 }  // namespace ak

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/json_limits.h"
 #include "common/result_fields.h"
 #include "tests/common/records.h"
 
@@ -251,6 +252,19 @@ TEST(ProtocolDecode, DeeplyNestedJsonIsRefusedBeforeParsing) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error.code, ErrorCode::kOversized);
   EXPECT_NE(r.error.message.find("deeper than 64 levels"), std::string::npos) << r.error.message;
+}
+
+TEST(ProtocolDecode, AFrameWithMoreValuesThanTheCapIsRefusedButALargeReplyIsNot) {
+  std::string many = "[";
+  for (size_t i = 0; i < ak::kMaxJsonValues + 1; ++i) many += "1,";
+  many += "1]";
+  const std::string frame = R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + many + "}}";
+  ASSERT_LE(frame.size(), kMaxFrameBytes);
+  DecodeResult r = decode(frame);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.code, ErrorCode::kOversized);
+  EXPECT_NE(r.error.message.find("more than 100000 values"), std::string::npos) << r.error.message;
+  EXPECT_TRUE(decode(frame, size_t{1} << 30).ok());  // a reply the client asked for
 }
 
 TEST(ProtocolDecode, NestingUpToTheLimitStillDecodes) {
