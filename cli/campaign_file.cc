@@ -1,11 +1,14 @@
 #include "cli/campaign_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <toml++/toml.h>
 
 #include "common/file.h"
+#include "common/json_limits.h"
+#include "common/protocol.h"
 
 namespace ak::cli {
 
@@ -30,7 +33,57 @@ nlohmann::json toml_to_json(const toml::node& n) {
 
 }  // namespace
 
-Result<nlohmann::json> load_campaign_file(const std::string& path) {
+namespace {
+namespace fs = std::filesystem;
+
+// true when `path` is `root` or lies under it (both canonical).
+bool is_under(const fs::path& path, const fs::path& root) {
+  auto r = root.begin(), p = path.begin();
+  for (; r != root.end(); ++r, ++p)
+    if (p == path.end() || *p != *r) return false;
+  return true;
+}
+}  // namespace
+
+Result<std::string> read_source_file(const std::string& campaign_path, const std::string& source_file,
+                                     bool allow_source_outside) {
+  const std::string hint =
+      "; name a file under the campaign file's folder or the current folder, or pass "
+      "--allow-source-outside";
+  if (source_file.empty()) return Status::invalid("source_file is empty");
+  const fs::path named(source_file);
+  const fs::path campaign_dir =
+      fs::path(campaign_path).parent_path().empty() ? fs::path(".") : fs::path(campaign_path).parent_path();
+  if (!allow_source_outside) {
+    if (named.is_absolute()) return Status::invalid("source_file '" + source_file + "' is an absolute path" + hint);
+    for (const auto& part : named)
+      if (part == "..") return Status::invalid("source_file '" + source_file + "' climbs out with '..'" + hint);
+  }
+  const fs::path full = named.is_absolute() ? named : campaign_dir / named;
+  std::error_code ec;
+  const fs::path real = fs::canonical(full, ec);
+  if (ec) return Status::not_found("source_file " + full.string() + " named by " + campaign_path + ": " + ec.message());
+  if (!allow_source_outside) {
+    const fs::path dir_real = fs::canonical(campaign_dir, ec);
+    const fs::path cwd_real = fs::canonical(fs::current_path(ec), ec);
+    if (!(is_under(real, dir_real) || is_under(real, cwd_real)))
+      return Status::invalid("source_file '" + source_file + "' resolves to " + real.string() +
+                             ", outside the campaign file's folder and the current folder" + hint);
+  }
+  if (!fs::is_regular_file(real, ec)) return Status::invalid("source_file " + full.string() + " is not a regular file");
+  const auto size = fs::file_size(real, ec);
+  if (ec) return Status::not_found("source_file " + full.string() + ": " + ec.message());
+  if (size > protocol::kMaxFrameBytes)
+    return Status::invalid("source_file " + full.string() + " is " + std::to_string(size) +
+                           " bytes; the coordinator accepts requests of at most " +
+                           std::to_string(protocol::kMaxFrameBytes) + " bytes (common/PROTOCOL.md, \"Limits\")");
+  auto text = read_file(real.string());
+  if (!text.ok())
+    return Status::not_found("source_file " + full.string() + " named by " + campaign_path + " is unreadable");
+  return *text;
+}
+
+Result<nlohmann::json> load_campaign_file(const std::string& path, bool allow_source_outside) {
   auto text = read_file(path);
   if (!text.ok()) return Status::not_found("campaign file " + path + " not found or unreadable");
   nlohmann::json doc;
@@ -44,16 +97,20 @@ Result<nlohmann::json> load_campaign_file(const std::string& path) {
       os << e;
       return Status::invalid("campaign file " + path + " is not valid TOML: " + os.str());
     }
+    // toml++ bounds its own nesting; the document it gives must still fit the protocol's.
+    if (Status s = check_json_depth(doc.dump()); !s.ok())
+      return Status::invalid("campaign file " + path + ": " + s.message());
   } else {
+    if (Status s = check_json_depth(*text); !s.ok())
+      return Status::invalid("campaign file " + path + ": " + s.message());
     doc = nlohmann::json::parse(*text, nullptr, false);
     if (doc.is_discarded()) return Status::invalid("campaign file " + path + " is not valid JSON");
   }
   if (doc.is_object() && doc.contains("source_file")) {
-    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
-    std::string src_path = doc["source_file"].get<std::string>();
-    if (!src_path.empty() && src_path[0] != '/') src_path = dir + "/" + src_path;
-    auto src = read_file(src_path);
-    if (!src.ok()) return Status::not_found("source_file " + src_path + " named by " + path + " is unreadable");
+    if (!doc["source_file"].is_string())
+      return Status::invalid("campaign file " + path + ": 'source_file' must be a string");
+    auto src = read_source_file(path, doc["source_file"].get<std::string>(), allow_source_outside);
+    if (!src.ok()) return src.status();
     doc.erase("source_file");
     doc["source"] = *src;
   }

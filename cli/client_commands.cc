@@ -2,10 +2,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "cli/campaign_file.h"
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "common/json_limits.h"
 #include "common/result_fields.h"
 #include "coordinator/client.h"
 
@@ -13,8 +15,8 @@ namespace ak::cli {
 
 using nlohmann::json;
 
-int submit(const ClientArgs& c, const std::string& campaign_file, bool wait) {
-  auto doc = load_campaign_file(campaign_file);
+int submit(const ClientArgs& c, const std::string& campaign_file, bool wait, bool allow_source_outside) {
+  auto doc = load_campaign_file(campaign_file, allow_source_outside);
   if (!doc.ok()) {
     std::cerr << "autokernel submit: " << doc.status().message() << "\n";
     return 2;
@@ -99,7 +101,12 @@ int best(const ClientArgs& c, const BestArgs& a) {
       std::cerr << "autokernel best: cannot read " << a.import_path << "\n";
       return 2;
     }
-    json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (Status s = check_json_depth(text); !s.ok()) {
+      std::cerr << "autokernel best: " << a.import_path << ": " << s.message() << "\n";
+      return 2;
+    }
+    json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded()) {
       std::cerr << "autokernel best: " << a.import_path << " is not JSON; expected a file written by autokernel best --export\n";
       return 2;

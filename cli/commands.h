@@ -31,6 +31,9 @@ struct CoordinatorArgs {
   int64_t lease_ms = 10'000;
   int64_t worker_timeout_ms = 15'000;
   int max_attempts = 3;
+  int64_t max_jobs_per_submit = 20'000;
+  int64_t max_jobs_per_campaign = 20'000;
+  double client_requests_per_s = 100;  // per peer address; bursts of twice this
 };
 int coordinator(const CoordinatorArgs& a);
 
@@ -57,7 +60,8 @@ struct ClientArgs {
   int64_t timeout_ms = 30'000;
   CurveClientKeys curve;  // main reads them from --key and --coordinator-key (AK_CLIENT_KEY, AK_COORDINATOR_KEY)
 };
-int submit(const ClientArgs& c, const std::string& campaign_file, bool wait);
+// allow_source_outside: a source_file may lie anywhere (cli/campaign_file.h).
+int submit(const ClientArgs& c, const std::string& campaign_file, bool wait, bool allow_source_outside = false);
 int status(const ClientArgs& c, bool json);
 int cancel(const ClientArgs& c, const std::string& campaign_id, const std::string& reason);
 struct ResultsFilter {

@@ -70,6 +70,10 @@ int coordinator(const CoordinatorArgs& a) {
   o.scheduler.lease_ms = a.lease_ms;
   o.scheduler.worker_timeout_ms = a.worker_timeout_ms;
   o.scheduler.max_attempts = a.max_attempts;
+  o.max_jobs_per_submit = a.max_jobs_per_submit;
+  o.max_jobs_per_campaign = a.max_jobs_per_campaign;
+  o.client_rate.rate_per_s = a.client_requests_per_s;
+  o.client_rate.burst = 2 * a.client_requests_per_s;
   Coordinator coord(o, **store, clock, metrics);
   if (Status s = coord.start(); !s.ok()) {
     std::cerr << "autokernel coordinator: " << s.message() << "\n";

@@ -54,6 +54,21 @@ int main(int argc, char** argv) {
   coord->add_option("--lease-ms", co.lease_ms, "job lease, renewed by heartbeats")->capture_default_str();
   coord->add_option("--worker-timeout-ms", co.worker_timeout_ms, "silence after which a worker is forgotten")->capture_default_str();
   coord->add_option("--max-attempts", co.max_attempts, "deliveries before a job ends LOST")->capture_default_str()->check(CLI::Range(1, 100));
+  coord
+      ->add_option("--max-jobs-per-submit", co.max_jobs_per_submit,
+                   "jobs one SUBMIT may plan (a study campaign: studies); more is refused")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  coord
+      ->add_option("--max-jobs-per-campaign", co.max_jobs_per_campaign,
+                   "jobs a study campaign may propose over its life")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  coord
+      ->add_option("--client-rate", co.client_requests_per_s,
+                   "client requests per second per peer address (bursts of twice this); more are refused")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
 
   WorkerArgs wo;
   auto* work = app.add_subcommand("worker", "Pull jobs from a coordinator; compile, verify and time them in a sandbox");
@@ -93,6 +108,10 @@ int main(int argc, char** argv) {
   auto* sub = app.add_subcommand("submit", "Submit a campaign file (.json or .toml)");
   sub->add_option("campaign", campaign_file, "campaign file")->required();
   sub->add_flag("--wait", wait, "follow progress until the campaign finishes");
+  bool allow_source_outside = false;
+  sub->add_flag("--allow-source-outside", allow_source_outside,
+                "let source_file name any file (default: a relative path under the campaign file's folder or the "
+                "current folder)");
   add_client(sub);
 
   std::string cancel_id, cancel_reason;
@@ -237,7 +256,7 @@ int main(int argc, char** argv) {
   if (*run) return ak::cli::run(run_args);
   if (*coord) return ak::cli::coordinator(co);
   if (*work) return ak::cli::worker(wo);
-  if (*sub) return ak::cli::submit(cl, campaign_file, wait);
+  if (*sub) return ak::cli::submit(cl, campaign_file, wait, allow_source_outside);
   if (*stat) return ak::cli::status(cl, as_json);
   if (*can) return ak::cli::cancel(cl, cancel_id, cancel_reason);
   rf.campaign_id = campaign;

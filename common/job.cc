@@ -75,6 +75,7 @@ void to_json(nlohmann::json& j, const JobSpec& v) {
        {"measure", v.measure},
        {"tag", v.tag},
        {"description", v.description}};
+  if (!v.source_hash.empty()) j["source_hash"] = v.source_hash;
   if (v.study >= 0) j["study"] = v.study;
   if (v.kernelbench) j["kernelbench"] = *v.kernelbench;
 }
@@ -119,6 +120,7 @@ void from_json(const nlohmann::json& j, JobSpec& v) {
   v.campaign_id = j.value("campaign_id", "");
   v.kernel_type = j.at("kernel_type").get<std::string>();
   v.source = j.at("source").get<std::string>();
+  v.source_hash = j.value("source_hash", "");
   v.config = j.value("config", std::map<std::string, int64_t>{});
   v.shape = j.at("shape").get<std::vector<int64_t>>();
   v.dtype = enum_from_json<DType>(j.at("dtype"), kDTypeNames, "dtype");

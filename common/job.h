@@ -91,6 +91,11 @@ struct JobSpec {
   std::string campaign_id;
   std::string kernel_type;                 // registry name, e.g. "softmax"
   std::string source;                      // full candidate source text
+  // Coordinator side only: set when the text is kept once in the coordinator's source table
+  // (xxh64_hex of it, common/hash.h; coordinator/store/STORE.md, `ak:sources`) instead of in
+  // every job; `source` is then empty. A JOB sent to a worker always carries the text and no
+  // hash. JSON key "source_hash", written only when set.
+  std::string source_hash;
   std::map<std::string, int64_t> config;   // tunables, passed as -D<NAME>=<value>
   std::vector<int64_t> shape;
   DType dtype = DType::kF32;

@@ -1,5 +1,8 @@
 #include "common/protocol.h"
 
+#include "common/json_limits.h"
+
+#include <cstdint>
 #include <stdexcept>
 #include <type_traits>
 
@@ -135,6 +138,12 @@ DecodeResult decode(std::string_view frame, size_t max_frame_bytes) {
   if (frame.size() > max_frame_bytes)
     return fail(ErrorCode::kOversized, "frame of " + std::to_string(frame.size()) + " bytes exceeds the limit of " +
                                            std::to_string(max_frame_bytes) + " bytes; send smaller sources");
+  // Before parsing: a deeply nested document costs far more to parse and free than its size says.
+  // The value cap applies to what peers send; a reply a client asked for (a larger max_frame_bytes,
+  // a result listing) may hold more.
+  if (Status s = check_json_limits(frame, kMaxJsonDepth, max_frame_bytes > kMaxFrameBytes ? SIZE_MAX : kMaxJsonValues);
+      !s.ok())
+    return fail(ErrorCode::kOversized, "frame refused: " + s.message() + "; messages nest at most a few levels");
   json env = json::parse(frame.begin(), frame.end(), nullptr, /*allow_exceptions=*/false);
   if (env.is_discarded()) return fail(ErrorCode::kMalformed, "frame is not valid JSON; expected {\"v\":1,\"type\":...,\"body\":{...}}");
   if (!env.is_object() || !env.contains("v") || !env.contains("type") || !env.contains("body") ||

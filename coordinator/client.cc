@@ -21,6 +21,12 @@ void CoordinatorClient::reconnect() {
 Result<nlohmann::json> CoordinatorClient::request(const protocol::Message& m, std::chrono::milliseconds extra_wait) {
   try {
     const std::string frame = protocol::encode(m);
+    // Refused here rather than by the coordinator: a frame past its hard cap would be dropped
+    // with the connection, and the CLI would only see a timeout.
+    if (frame.size() > protocol::kMaxFrameBytes)
+      return Status::invalid("request of " + std::to_string(frame.size()) +
+                             " bytes exceeds the coordinator's limit of " + std::to_string(protocol::kMaxFrameBytes) +
+                             " bytes (common/PROTOCOL.md, \"Limits\"); send a smaller source");
     sock_->send(zmq::buffer(frame), zmq::send_flags::none);
     zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, timeout_ + extra_wait);

@@ -1,8 +1,10 @@
 #include "coordinator/coordinator.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ak {
 
@@ -14,10 +16,16 @@ std::string user_id(zmq::message_t& m) {
   const char* v = zmq_msg_gets(m.handle(), "User-Id");
   return v ? std::string(v) : std::string();
 }
+// ZeroMQ drops the connection of a peer whose frame is larger (ZMQ_MAXMSGSIZE); frames between
+// kMaxFrameBytes and this get an OVERSIZED reply. Together with the receive high-water marks it
+// bounds what one connection can make the coordinator hold: rcvhwm x this.
+constexpr int64_t kHardFrameCapBytes = int64_t(pr::kMaxFrameBytes) + (int64_t{1} << 20);
 
 FarmCoreOptions core_options(const CoordinatorOptions& o) {
   FarmCoreOptions c;
   c.scheduler = o.scheduler;
+  c.max_jobs_per_submit = o.max_jobs_per_submit;
+  c.max_jobs_per_campaign = o.max_jobs_per_campaign;
   return c;
 }
 }  // namespace
@@ -30,7 +38,8 @@ Coordinator::Coordinator(CoordinatorOptions options, Store& store, const Clock& 
       ctx_(1),
       refusal_log_(options_.refusal_log_interval_ms),
       workers_(ctx_, zmq::socket_type::router),
-      clients_(ctx_, zmq::socket_type::router) {}
+      clients_(ctx_, zmq::socket_type::router),
+      client_limiter_(options_.client_rate) {}
 
 Coordinator::~Coordinator() = default;
 
@@ -50,6 +59,11 @@ Status Coordinator::start() {
     return Status::unavailable(
         "this libzmq has no CURVE support (built without libsodium); install libzmq5 from the "
         "distribution or run without keys on loopback");
+  // Refused frames come and go in megabytes. glibc raises its mmap threshold after such a buffer
+  // is freed, after which they come from the heap and fragment it; RSS then grows without bound
+  // under garbage (issue 19's fuzz run). A fixed threshold keeps every buffer over 128 KiB in its
+  // own mapping, returned to the kernel when freed; run() trims the heap's free pages now and then.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   FarmEffects effects;
   if (Status s = core_.start(&effects); !s.ok()) return s;
   try {
@@ -70,11 +84,16 @@ Status Coordinator::start() {
     // down). With CURVE, messages under a registered id from another key are still refused.
     workers_.set(zmq::sockopt::router_handover, 1);
     workers_.set(zmq::sockopt::linger, 0);
-    // Hard cap far above the protocol limit: frames between the two get an OVERSIZED reply,
-    // frames above it make ZeroMQ drop the peer's connection.
-    workers_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    // Hard cap above the protocol limit: frames between the two get an OVERSIZED reply, frames
+    // above it make ZeroMQ drop the peer's connection. With the receive high-water marks this
+    // bounds what one connection can queue (common/PROTOCOL.md, "Limits").
+    workers_.set(zmq::sockopt::maxmsgsize, kHardFrameCapBytes);
+    workers_.set(zmq::sockopt::rcvhwm, options_.worker_rcvhwm);
+    workers_.set(zmq::sockopt::sndhwm, options_.sndhwm);
     clients_.set(zmq::sockopt::linger, 0);
-    clients_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(pr::kMaxFrameBytes * 8));
+    clients_.set(zmq::sockopt::maxmsgsize, kHardFrameCapBytes);
+    clients_.set(zmq::sockopt::rcvhwm, options_.client_rcvhwm);
+    clients_.set(zmq::sockopt::sndhwm, options_.sndhwm);
     workers_.bind(options_.worker_endpoint);
     clients_.bind(options_.client_endpoint);
     worker_endpoint_ = workers_.get(zmq::sockopt::last_endpoint);
@@ -119,6 +138,7 @@ ClientPeer Coordinator::client_peer(const std::string& key) const {
 
 Status Coordinator::run(const std::atomic<bool>& stop) {
   int64_t next_tick = clock_.now_ms();
+  int64_t next_trim = next_tick;
   std::vector<zmq::pollitem_t> items = {{workers_.handle(), 0, ZMQ_POLLIN, 0}, {clients_.handle(), 0, ZMQ_POLLIN, 0}};
   if (zap_) items.push_back({zap_->socket().handle(), 0, ZMQ_POLLIN, 0});
   while (!stop.load()) {
@@ -168,6 +188,10 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
     if (clock_.now_ms() >= next_tick) {
       core_.on_tick(&effects);
       next_tick = clock_.now_ms() + options_.tick_ms;
+      if (clock_.now_ms() >= next_trim) {
+        malloc_trim(0);
+        next_trim = clock_.now_ms() + 1'000;
+      }
     }
     carry_out(effects);
     refresh_gauges();
@@ -175,9 +199,19 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
   return {};
 }
 
+void Coordinator::log_refusal(const std::string& peer, const std::string& what) {
+  auto suppressed = refusal_log_.admit(peer, clock_.now_ms());
+  if (!suppressed) return;
+  if (*suppressed == 0)
+    spdlog::warn("{} (peer '{}')", what, peer.substr(0, 64));
+  else
+    spdlog::warn("{} (peer '{}'; {} more refusals of this peer since its last line)", what, peer.substr(0, 64),
+                 *suppressed);
+}
+
 void Coordinator::protocol_error(const std::string& identity, pr::ErrorCode code, const std::string& message) {
   metrics_.protocol_error(code);
-  spdlog::warn("protocol error from '{}': {} {}", identity.substr(0, 64), pr::error_code_name(code), message);
+  log_refusal("worker " + identity, std::string("protocol error: ") + pr::error_code_name(code) + " " + message);
   send_worker(identity, pr::Error{code, message});
 }
 
@@ -201,10 +235,26 @@ void Coordinator::on_client_message(std::vector<zmq::message_t>& frames) {
   // REQ envelope: [identity][empty][body]
   if (frames.size() < 3) return;
   const std::string identity = frames.front().to_string();
+  // Budgets are per address, not per connection: a peer gains nothing by reconnecting.
+  const char* address = zmq_msg_gets(frames.back().handle(), "Peer-Address");
+  const std::string peer = address ? std::string(address) : identity;
+  const auto refuse = [&](const pr::Error& e) {
+    metrics_.protocol_error(e.code);
+    log_refusal("client " + peer,
+                std::string("client request refused: ") + pr::error_code_name(e.code) + " " + e.message.substr(0, 200));
+    reply_client(identity, pr::encode(e));
+  };
+  if (!client_limiter_.allow(peer, clock_.now_ms())) {
+    char limit[96];
+    std::snprintf(limit, sizeof limit, "%g requests per second (bursts of %g)", options_.client_rate.rate_per_s,
+                  options_.client_rate.burst);
+    refuse({pr::ErrorCode::kBadRequest, "too many requests from " + peer + ": this coordinator serves at most " +
+                                            limit + " per peer; retry later"});
+    return;
+  }
   auto d = pr::decode(frames.back().to_string_view());
   if (!d.ok()) {
-    metrics_.protocol_error(d.error.code);
-    reply_client(identity, pr::encode(d.error));
+    refuse(d.error);
     return;
   }
   FarmEffects effects;

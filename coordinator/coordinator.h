@@ -30,6 +30,7 @@
 
 #include "common/clock.h"
 #include "coordinator/auth.h"
+#include "common/rate_limit.h"
 #include "coordinator/farm_core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/scheduler.h"
@@ -41,6 +42,9 @@ struct CoordinatorOptions {
   std::string worker_endpoint = "tcp://127.0.0.1:5555";  // "tcp://127.0.0.1:*" picks a free port
   std::string client_endpoint = "tcp://127.0.0.1:5556";
   SchedulerOptions scheduler;
+  // FarmCoreOptions' caps (coordinator/farm_core.h).
+  int64_t max_jobs_per_submit = 20'000;
+  int64_t max_jobs_per_campaign = 20'000;
   int64_t tick_ms = 100;  // how often leases are checked [ms]
   // The coordinator's CURVE key pair; none: no authentication (loopback only, see `insecure`).
   std::optional<CurveKeyPair> curve;
@@ -49,6 +53,14 @@ struct CoordinatorOptions {
   // Without curve, bind endpoints beyond loopback anyway (every peer that reaches them is trusted).
   bool insecure = false;
   int64_t refusal_log_interval_ms = 10'000;
+  // Client requests per peer address (common/PROTOCOL.md, "Limits"): over the rate a request is
+  // answered with an ERROR instead of being decoded and served.
+  TokenBucketOptions client_rate;
+  // Messages ZeroMQ queues per peer connection before it stops reading from that peer (TCP
+  // back-pressure); with ZMQ_MAXMSGSIZE this bounds what one peer can make the coordinator hold.
+  int worker_rcvhwm = 8;
+  int client_rcvhwm = 2;
+  int sndhwm = 1000;
 };
 
 class Coordinator {
@@ -76,6 +88,8 @@ class Coordinator {
   void answer_zap();
   // The role of a client key under CURVE (kAdmin without CURVE).
   ClientPeer client_peer(const std::string& key) const;
+  // A log line for a refusal of `peer`'s frame, at most one per peer per interval.
+  void log_refusal(const std::string& peer, const std::string& what);
 
   CoordinatorOptions options_;
   const Clock& clock_;
@@ -88,6 +102,8 @@ class Coordinator {
   zmq::socket_t clients_;
   std::string worker_endpoint_;
   std::string client_endpoint_;
+  PeerRateLimiter client_limiter_;
+  LogThrottle refusal_log_;
 };
 
 }  // namespace ak

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/hash.h"
 #include "common/ids.h"
 #include "common/result_fields.h"
 #include "coordinator/campaign.h"
@@ -107,6 +108,7 @@ Status FarmCore::start(FarmEffects* out) {
   auto snap = store_.load();
   if (!snap.ok()) return Status::unavailable("cannot rebuild state from the store: " + snap.status().message());
   const int64_t now = clock_.now_ms();
+  sources_ = std::move(snap->sources);
   auto restored = scheduler_.restore(*snap, now, clock_.wall_ms());
   for (const auto& c : snap->campaigns) {
     campaigns_[c.campaign_id] = c;
@@ -142,9 +144,20 @@ Status FarmCore::start(FarmEffects* out) {
   return {};
 }
 
+void FarmCore::log_store_error(const std::string& line) {
+  auto n = log_throttle_.admit("store", clock_.now_ms());
+  if (!n) return;
+  if (*n == 0)
+    spdlog::error("{}", line);
+  else
+    spdlog::error("{} ({} more store errors since the last line)", line, *n);
+}
+
 void FarmCore::worker_error(const std::string& worker_id, pr::ErrorCode code, const std::string& message,
                             FarmEffects* out) {
-  spdlog::warn("protocol error from '{}': {} {}", worker_id.substr(0, 64), pr::error_code_name(code), message);
+  if (auto n = log_throttle_.admit("worker " + worker_id, clock_.now_ms()))
+    spdlog::warn("protocol error from '{}': {} {}{}", worker_id.substr(0, 64), pr::error_code_name(code), message,
+                 *n ? " (" + std::to_string(*n) + " more from this worker since its last line)" : "");
   out->errors.push_back(code);
   out->to_workers.push_back({worker_id, pr::Error{code, message}});
 }
@@ -219,6 +232,72 @@ void FarmCore::on_tick(FarmEffects* out) {
   check_invariants();
 }
 
+Status FarmCore::add_sources(std::map<std::string, std::string> sources, FarmEffects* out) {
+  for (auto it = sources.begin(); it != sources.end();) {
+    auto known = sources_.find(it->first);
+    if (known == sources_.end()) {
+      ++it;
+      continue;
+    }
+    // xxh64 is no cryptographic hash: a text crafted to collide with a stored one must not make
+    // its jobs run the stored text (or another campaign's jobs run it).
+    if (known->second != it->second)
+      return Status::invalid("the candidate source has the xxh64 " + it->first +
+                             " of another stored source but a different text; change it (a comment will do)");
+    it = sources.erase(it);
+  }
+  if (sources.empty()) return {};
+  if (Status s = store_.put_sources(sources); !s.ok()) {
+    ++out->store_errors;
+    return s;
+  }
+  sources_.merge(sources);
+  return {};
+}
+
+Status FarmCore::intern_sources(std::vector<JobSpec>* jobs, FarmEffects* out) {
+  std::map<std::string, std::string> fresh;
+  for (JobSpec& j : *jobs) {
+    if (j.source.empty() || !j.source_hash.empty()) continue;
+    j.source_hash = xxh64_hex(j.source);
+    if (auto known = sources_.find(j.source_hash); known == sources_.end())
+      fresh.emplace(j.source_hash, j.source);
+    else if (known->second != j.source)
+      return Status::invalid("a proposal's source collides by xxh64 with another stored source");
+    j.source.clear();
+    j.source.shrink_to_fit();
+  }
+  return add_sources(std::move(fresh), out);
+}
+
+JobSpec FarmCore::with_source(const JobSpec& spec) const {
+  JobSpec s = spec;
+  if (s.source_hash.empty()) return s;
+  if (auto it = sources_.find(s.source_hash); it != sources_.end()) {
+    s.source = it->second;
+    s.source_hash.clear();
+  } else {
+    spdlog::error("job {} names source {}, which is not in the source table; it is sent without its source", s.job_id,
+                  s.source_hash);
+  }
+  return s;
+}
+
+PlanLimits FarmCore::plan_limits() const {
+  PlanLimits l;
+  l.max_jobs = options_.max_jobs_per_submit;
+  // Per backend the largest memory announced; a worker that announced none makes it unknown.
+  std::map<Backend, bool> unknown;
+  for (const auto& [id, w] : scheduler_.workers())
+    for (Backend b : w.caps.backends) {
+      if (w.caps.memory_bytes <= 0) unknown[b] = true;
+      l.device_memory_bytes[b] = std::max(l.device_memory_bytes[b], w.caps.memory_bytes);
+    }
+  for (const auto& [b, u] : unknown)
+    if (u) l.device_memory_bytes.erase(b);
+  return l;
+}
+
 StudyProgress FarmCore::progress_of(const std::string& campaign_id) const {
   std::vector<const JobRecord*> jobs;
   const std::string prefix = campaign_id + "-s";
@@ -262,8 +341,22 @@ void FarmCore::drive_studies(FarmEffects* out) {
     return campaigns_[*a.first].submitted_wall_ms < campaigns_[*b.first].submitted_wall_ms;
   });
   for (auto& [cid, p] : progress) {
+    const int64_t room = options_.max_jobs_per_campaign - campaigns_[*cid].job_count;
+    if (room <= 0) {
+      if (capped_.insert(*cid).second)
+        spdlog::warn(
+            "study campaign {} reached the cap of {} jobs per campaign (--max-jobs-per-campaign); it "
+            "proposes no more",
+            *cid, options_.max_jobs_per_campaign);
+      continue;
+    }
     std::vector<JobSpec> jobs = propose_study_jobs(studies_.at(*cid), *cid, p, &free, smem);
+    if (int64_t(jobs.size()) > room) jobs.resize(size_t(room));
     if (jobs.empty()) continue;
+    if (Status s = intern_sources(&jobs, out); !s.ok()) {
+      log_store_error("study campaign " + *cid + ": proposals not submitted, their source not stored: " + s.message());
+      continue;
+    }
     const size_t n = jobs.size();
     auto actions = scheduler_.submit(std::move(jobs), clock_.now_ms());
     if (!actions.ok()) {
@@ -293,12 +386,14 @@ void FarmCore::offer_best(const JobRecord& job, const ResultRecord& result, Farm
       it != best_.end() && !(result.m.latency_us < it->second.m.latency_us))
     return;
   const auto caps = worker_caps_.find(result.worker_id);
-  auto entry = tuned_entry_from(job, result, caps == worker_caps_.end() ? nullptr : &caps->second);
+  JobRecord sourced = job;  // the entry keeps the full source
+  sourced.spec = with_source(job.spec);
+  auto entry = tuned_entry_from(sourced, result, caps == worker_caps_.end() ? nullptr : &caps->second);
   if (!entry) return;
   bool stored = false;
   if (Status s = store_best(*entry, &stored, out); !s.ok())
-    spdlog::error("tuning database: best entry of {} not stored (it is offered again at the next start): {}",
-                  result.job_id, s.to_string());
+    log_store_error("tuning database: best entry of " + result.job_id +
+                    " not stored (it is offered again at the next start): " + s.to_string());
 }
 
 json FarmCore::import_best(const json& document, const ClientPeer& peer, pr::Error* error, FarmEffects* out) {
@@ -347,7 +442,7 @@ void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
     Status s = store_.put_jobs(batch);
     if (!s.ok()) {
       ++out->store_errors;
-      spdlog::error("store: {}", s.to_string());
+      log_store_error("store: " + s.to_string());
       for (const auto& j : batch)
         if (j.state == JobState::kLeased) unstored_leases.insert({j.spec.job_id, j.attempt});
     }
@@ -366,13 +461,15 @@ void FarmCore::execute(std::vector<Action> actions, FarmEffects* out) {
       if (unstored_leases.count({sj->job.spec.job_id, sj->job.attempt})) continue;
       ++out->dispatched;
       first_dispatch_ms_.emplace(sj->job.spec.job_id, clock_.now_ms());
+      // The job on the wire carries its source (the worker never sees the table).
+      if (!sj->job.spec.source_hash.empty()) sj->job.spec = with_source(sj->job.spec);
       out->to_workers.push_back({sj->worker_id, std::move(sj->job)});
     } else if (auto* pr_ = std::get_if<PersistResult>(&a)) {
       bool inserted = false;
       Status s = store_.put_result(pr_->result, pr_->job, &inserted);
       if (!s.ok()) {
         ++out->store_errors;
-        spdlog::error("result of {} not stored, not acknowledging: {}", pr_->result.job_id, s.to_string());
+        log_store_error("result of " + pr_->result.job_id + " not stored, not acknowledging: " + s.to_string());
         unstored.insert(pr_->result.job_id);
         continue;
       }
@@ -453,6 +550,13 @@ json FarmCore::handle_client(const pr::Message& m, const ClientPeer& peer, pr::E
       *error = {pr::ErrorCode::kBadRequest, sc.status().message()};
       return {};
     }
+    if (int64_t(sc->studies.size()) > options_.max_jobs_per_submit) {
+      *error = {pr::ErrorCode::kBadRequest, "study campaign has " + std::to_string(sc->studies.size()) +
+                                                " studies; this coordinator accepts at most " +
+                                                std::to_string(options_.max_jobs_per_submit) +
+                                                " per campaign (--max-jobs-per-submit); split it"};
+      return {};
+    }
     CampaignRecord rec = study_record(*sc, s->campaign, id, clock_.wall_ms());
     rec.owner = peer.key;
     Status st = store_.put_campaign(rec);
@@ -470,13 +574,22 @@ json FarmCore::handle_client(const pr::Message& m, const ClientPeer& peer, pr::E
   }
   if (auto* s = std::get_if<pr::Submit>(&m)) {
     const std::string id = new_campaign_id();
-    auto plan = is_kernelbench_document(s->campaign) ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms())
-                                                     : plan_campaign(s->campaign, id, clock_.wall_ms());
+    const PlanLimits limits = plan_limits();
+    auto plan = is_kernelbench_document(s->campaign)
+                    ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms(), limits)
+                    : plan_campaign(s->campaign, id, clock_.wall_ms(), limits);
     if (!plan.ok()) {
       *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
       return {};
     }
     plan->record.owner = peer.key;
+    // Sources before the campaign and its jobs, which name them.
+    if (Status st = add_sources(std::move(plan->sources), out); !st.ok()) {
+      *error = st.code() == StatusCode::kInvalidArgument
+                   ? pr::Error{pr::ErrorCode::kBadRequest, st.message()}
+                   : pr::Error{pr::ErrorCode::kStoreUnavailable, "campaign not stored: " + st.message()};
+      return {};
+    }
     Status st = store_.put_campaign(plan->record);
     if (!st.ok()) {
       ++out->store_errors;

@@ -23,7 +23,9 @@
 
 #include "common/clock.h"
 #include "common/protocol.h"
+#include "common/rate_limit.h"
 #include "common/status.h"
+#include "coordinator/campaign.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/store/store.h"
 #include "coordinator/study.h"
@@ -45,6 +47,11 @@ struct ClientPeer {
 
 struct FarmCoreOptions {
   SchedulerOptions scheduler;
+  // Jobs one SUBMIT may plan (a plain or KernelBench campaign's jobs, a study campaign's studies),
+  // and jobs a study campaign may propose over its life; more is refused naming the count and
+  // the cap (common/PROTOCOL.md, "Limits").
+  int64_t max_jobs_per_submit = 20'000;
+  int64_t max_jobs_per_campaign = 20'000;
   // Run Scheduler::check_invariants after every event. On in debug builds; tests turn it on.
 #ifdef NDEBUG
   bool check_invariants = false;
@@ -137,6 +144,15 @@ class FarmCore {
   // study, and on ticks (wall-time budgets).
   void drive_studies(FarmEffects* out);
   StudyProgress progress_of(const std::string& campaign_id) const;
+  // What a SUBMIT may plan now: the caps and the device memory of the connected workers.
+  PlanLimits plan_limits() const;
+  // The source table: each candidate source once, by xxh64_hex (JobSpec::source_hash). Stores
+  // the entries not known yet, then keeps them; kUnavailable when the store refused them.
+  Status add_sources(std::map<std::string, std::string> sources, FarmEffects* out);
+  // Moves the text of jobs that carry one inline into the table (study proposals).
+  Status intern_sources(std::vector<JobSpec>* jobs, FarmEffects* out);
+  // The spec with its source text, as a worker or the tuning database needs it.
+  JobSpec with_source(const JobSpec& spec) const;
   // The tuning database: offers a stored result to the store's best entries and keeps best_ in
   // step. A failed write is logged and counted; start() offers every stored result again, so an
   // entry lost to a crash or an unavailable store comes back on the next start.
@@ -147,6 +163,9 @@ class FarmCore {
   nlohmann::json cancel_campaign(const protocol::Cancel& q, const ClientPeer& peer, protocol::Error* error,
                                  FarmEffects* out);
   void check_invariants();
+  // Store failures come in floods while Redis is down: one line per 10 s, with the count of the
+  // lines left out (common/rate_limit.h). Worker protocol errors likewise, per worker.
+  void log_store_error(const std::string& line);
 
   FarmCoreOptions options_;
   Store& store_;
@@ -157,7 +176,9 @@ class FarmCore {
   // Study campaigns found complete (every study done, nothing in flight), which they then stay:
   // drive_studies() no longer rebuilds their progress on every event and tick.
   std::set<std::string> studies_complete_;
+  std::set<std::string> capped_;  // study campaigns that reached max_jobs_per_campaign (logged once)
   std::map<std::string, ResultRecord> results_;
+  std::map<std::string, std::string> sources_;       // xxh64_hex -> candidate source
   std::map<std::string, TunedEntry> best_;           // by tuning_key
   std::map<std::string, Capabilities> worker_caps_;  // each worker's last READY, for provenance
   std::map<std::string, std::string> worker_keys_;   // worker id -> CURVE key of the READY that registered it
@@ -173,6 +194,7 @@ class FarmCore {
   };
   std::vector<Waiter> waiters_;
   Status broken_invariant_;
+  LogThrottle log_throttle_{10'000};
 };
 
 }  // namespace ak

@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include "common/hash.h"
+
 namespace ak {
 
 using nlohmann::json;
@@ -25,7 +27,17 @@ std::string pad3(int v) {
 
 }  // namespace
 
-Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::string& campaign_id, int64_t wall_ms) {
+namespace {
+Status check_job_count(int64_t n, const PlanLimits& limits) {
+  if (n <= limits.max_jobs) return {};
+  return Status::invalid("KernelBench campaign plans " + std::to_string(n) +
+                         " jobs; this coordinator accepts at most " + std::to_string(limits.max_jobs) +
+                         " per campaign (--max-jobs-per-submit); split it");
+}
+}  // namespace
+
+Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::string& campaign_id, int64_t wall_ms,
+                                                  const PlanLimits& limits) {
   if (Status s = check_keys(doc, kKeys, "a KernelBench campaign"); !s.ok()) return s;
   try {
     const std::string task = doc.value("task", "baseline");
@@ -53,8 +65,9 @@ Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::st
     base.strict = doc.value("strict", base.strict);
     base.switches = doc.value("switches", json::object());
     if (!base.switches.is_object()) return Status::invalid("'switches' must be an object");
-    const int64_t timeout_ms = doc.value("timeout_ms", int64_t{180'000});
-    if (timeout_ms <= 0) return Status::invalid("'timeout_ms' must be positive");
+    auto timeout = read_timeout_ms(doc, 180'000);
+    if (!timeout.ok()) return timeout.status();
+    const int64_t timeout_ms = *timeout;
 
     std::map<std::pair<int, int>, json> problems;
     if (!doc.contains("problems") || !doc["problems"].is_array() || doc["problems"].empty())
@@ -78,7 +91,10 @@ Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::st
         j.job_id = campaign_id + "-kb-l" + std::to_string(p["level"].get<int>()) + "-p" +
                    pad3(p["problem_id"].get<int>()) + "-" + suffix + (models.size() > 1 ? "-g" + std::to_string(g) : "");
         j.kernel_type = "kernelbench";
-        j.source = source;
+        if (!source.empty()) {
+          j.source_hash = xxh64_hex(source);
+          plan.sources.emplace(j.source_hash, source);
+        }
         j.dtype = base.precision == "fp16" ? DType::kF16 : base.precision == "bf16" ? DType::kBF16 : DType::kF32;
         j.requires_.backend = *backend;
         j.requires_.gpu_model = models[g];
@@ -96,6 +112,8 @@ Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::st
     if (task == "baseline") {
       std::vector<std::string> modes = doc.value("baselines", std::vector<std::string>{"eager", "compile"});
       if (modes.empty()) return Status::invalid("'baselines' is empty; give eager and/or compile");
+      if (Status st = check_job_count(int64_t(problems.size() * modes.size() * models.size()), limits); !st.ok())
+        return st;
       for (const auto& [key, p] : problems)
         for (const auto& m : modes) {
           KernelBenchTask t = base;
@@ -115,6 +133,7 @@ Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::st
     } else {
       if (!doc.contains("samples") || !doc["samples"].is_array() || doc["samples"].empty())
         return Status::invalid("a candidates campaign needs 'samples': [{level, problem_id, sample_id, code, backend}]");
+      if (Status st = check_job_count(int64_t(doc["samples"].size() * models.size()), limits); !st.ok()) return st;
       for (const auto& s : doc["samples"]) {
         if (Status st = check_keys(s, {"level", "problem_id", "sample_id", "code", "backend"}, "a sample"); !st.ok())
           return st;

@@ -31,7 +31,9 @@ inline bool is_kernelbench_document(const nlohmann::json& doc) {
   return doc.is_object() && doc.contains("kind") && doc["kind"].is_string() && doc["kind"] == "kernelbench";
 }
 
+// limits.max_jobs caps the jobs it plans (counted before any is built); the other limits do not
+// apply (KernelBench problems have no kernel spec).
 Result<PlannedCampaign> plan_kernelbench_campaign(const nlohmann::json& doc, const std::string& campaign_id,
-                                                  int64_t wall_ms);
+                                                  int64_t wall_ms, const PlanLimits& limits = {});
 
 }  // namespace ak

@@ -180,16 +180,12 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
     // Validate the strategy options and the custom space once.
     if (auto st = search::make_strategy(c.strategy, c.space, c.seed, c.options); !st.ok()) return st.status();
 
-    c.base.timeout_ms = doc.value("timeout_ms", c.base.timeout_ms);
-    if (c.base.timeout_ms <= 0) return Status::invalid("'timeout_ms' must be positive");
-    if (doc.contains("measure")) {
-      if (Status s = check_keys(doc["measure"],
-                                {"warmup", "min_samples", "max_samples", "max_time_ms", "noise_target", "cold"},
-                                "'measure'");
-          !s.ok())
-        return s;
-      c.base.measure = doc["measure"].get<MeasureOptions>();
-    }
+    auto timeout = read_timeout_ms(doc, c.base.timeout_ms);
+    if (!timeout.ok()) return timeout.status();
+    c.base.timeout_ms = *timeout;
+    auto measure = read_measure(doc);
+    if (!measure.ok()) return measure.status();
+    c.base.measure = *measure;
     c.base.tag = doc.value("tag", "");
     c.base.description = doc.value("description", c.source.empty() ? "starter source" : "custom source");
 
@@ -217,13 +213,24 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
       auto bit = spec->backends.find(*backend);
       if (bit == spec->backends.end()) return Status::invalid("kernel " + type + " has no " + bs + " source");
       std::vector<std::vector<int64_t>> shapes;
-      if (t.contains("shape")) shapes.push_back(t["shape"].get<std::vector<int64_t>>());
-      if (t.contains("shapes"))
-        for (const auto& s : t["shapes"]) shapes.push_back(s.get<std::vector<int64_t>>());
+      std::vector<json> shape_docs;
+      if (t.contains("shape")) shape_docs.push_back(t["shape"]);
+      if (t.contains("shapes")) {
+        if (!t["shapes"].is_array()) return Status::invalid("target " + type + ": 'shapes' must be a list of shapes");
+        for (const auto& s : t["shapes"]) shape_docs.push_back(s);
+      }
+      for (const auto& d : shape_docs) {
+        auto shape = read_shape(d);
+        if (!shape.ok()) return Status::invalid("target " + type + ": " + shape.status().message());
+        shapes.push_back(std::move(*shape));
+      }
       if (shapes.empty()) shapes = bit->second.default_shapes;
-      for (const auto& s : shapes)
+      for (const auto& s : shapes) {
         if (std::string why = spec->check_shape(s); !why.empty())
           return Status::invalid("target " + type + ": bad shape " + shape_string(s) + ": " + why);
+        for (DType dt : spec->dtypes)
+          if (Status st = check_shape_size(*spec, s, dt, *backend, PlanLimits{}); !st.ok()) return st;
+      }
       std::vector<DType> dtypes;
       std::vector<std::string> dnames;
       if (t.contains("dtype")) dnames.push_back(t["dtype"].get<std::string>());

@@ -21,6 +21,12 @@ Status MemoryStore::put_jobs(const std::vector<JobRecord>& jobs) {
   return {};
 }
 
+Status MemoryStore::put_sources(const std::map<std::string, std::string>& sources) {
+  if (auto s = check(); !s.ok()) return s;
+  sources_.insert(sources.begin(), sources.end());
+  return {};
+}
+
 Status MemoryStore::put_result(const ResultRecord& result, const JobRecord& job, bool* inserted) {
   if (auto s = check(); !s.ok()) return s;
   *inserted = !results_.count(result.job_id);
@@ -39,6 +45,7 @@ Result<StoreSnapshot> MemoryStore::load() {
   for (const auto& [id, c] : campaigns_) snap.campaigns.push_back(c);
   for (const auto& id : jobs_order_) snap.jobs.push_back(jobs_.at(id));
   for (const auto& id : results_order_) snap.results.push_back(results_.at(id));
+  snap.sources = sources_;
   return snap;
 }
 

@@ -12,6 +12,7 @@ class MemoryStore final : public Store {
  public:
   Status put_campaign(const CampaignRecord& c) override;
   Status put_jobs(const std::vector<JobRecord>& jobs) override;
+  Status put_sources(const std::map<std::string, std::string>& sources) override;
   Status put_result(const ResultRecord& result, const JobRecord& job, bool* inserted) override;
   Result<StoreSnapshot> load() override;
   Result<int64_t> result_count() override;
@@ -29,6 +30,7 @@ class MemoryStore final : public Store {
   std::map<std::string, ResultRecord> results_;
   std::vector<std::string> results_order_;
   std::map<std::string, TunedEntry> best_;
+  std::map<std::string, std::string> sources_;
 };
 
 }  // namespace ak

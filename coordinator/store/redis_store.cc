@@ -276,6 +276,19 @@ Status RedisStore::put_jobs(const std::vector<JobRecord>& jobs) {
   return {};
 }
 
+Status RedisStore::put_sources(const std::map<std::string, std::string>& sources) {
+  if (sources.empty()) return {};
+  // One HSETNX per source: a command carries at most one source (4 MiB), and a source already
+  // there is not sent again by the coordinator, which keeps the table in memory.
+  std::vector<Command> commands;
+  for (const auto& [hash, text] : sources) commands.push_back({"HSETNX", sources_key(), hash, text});
+  auto replies = exec(commands);
+  if (!replies.ok()) return replies.status();
+  for (const auto& r : *replies)
+    if (r->type == REDIS_REPLY_ERROR) return error_reply_status("HSETNX " + sources_key(), reply_text(r.get()));
+  return {};
+}
+
 Result<RedisStore::ReplyPtr> RedisStore::eval(const std::string& sha, const char* script, const Command& keys_and_args,
                                               int key_count, const std::string& what) {
   const auto call = [&](const char* verb, const std::string& body) {
@@ -344,7 +357,8 @@ Result<StoreSnapshot> RedisStore::load() {
   auto replies = exec({{"HGETALL", campaigns_key()},
                        {"HGETALL", jobs_key()},
                        {"HGETALL", results_key()},
-                       {"LRANGE", results_order_key(), "0", "-1"}});
+                       {"LRANGE", results_order_key(), "0", "-1"},
+                       {"HGETALL", sources_key()}});
   if (!replies.ok()) return replies.status();
   for (const auto& r : *replies)
     if (r->type == REDIS_REPLY_ERROR) return error_reply_status("load", reply_text(r.get()));
@@ -390,6 +404,9 @@ Result<StoreSnapshot> RedisStore::load() {
     if (!r.ok()) return r.status();
     snap.results.push_back(std::move(*r));
   }
+  const redisReply* sources = rs[4].get();
+  for (size_t i = 0; i + 1 < sources->elements; i += 2)
+    snap.sources.emplace(reply_text(sources->element[i]), reply_text(sources->element[i + 1]));
   return snap;
 }
 

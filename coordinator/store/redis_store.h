@@ -70,6 +70,7 @@ class RedisStore final : public Store {
 
   Status put_campaign(const CampaignRecord& c) override;
   Status put_jobs(const std::vector<JobRecord>& jobs) override;
+  Status put_sources(const std::map<std::string, std::string>& sources) override;
   Status put_result(const ResultRecord& result, const JobRecord& job, bool* inserted) override;
   // Campaigns sorted by campaign_id; jobs sorted by (submitted_wall_ms, job_id), since a hash keeps
   // no order; results in first-insert order. A stored record that does not parse is kInternal
@@ -90,6 +91,7 @@ class RedisStore final : public Store {
   std::string results_order_key() const { return prefix_ + "results:order"; }
   std::string best_key() const { return prefix_ + "best"; }
   std::string best_latency_key() const { return prefix_ + "best:latency"; }
+  std::string sources_key() const { return prefix_ + "sources"; }
 
  private:
   struct ContextFree {

@@ -8,6 +8,7 @@
 // failed put_result (it is one transaction).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ struct StoreSnapshot {
   std::vector<CampaignRecord> campaigns;
   std::vector<JobRecord> jobs;
   std::vector<ResultRecord> results;  // in the order they were first stored
+  // The source table: xxh64_hex(text) -> text, for jobs whose JobSpec::source_hash is set.
+  std::map<std::string, std::string> sources;
 };
 
 class Store {
@@ -30,6 +33,9 @@ class Store {
   virtual Status put_campaign(const CampaignRecord& c) = 0;
   // Writes (or overwrites) job records; a batch is written in one round trip.
   virtual Status put_jobs(const std::vector<JobRecord>& jobs) = 0;
+  // Adds candidate sources to the source table, keyed by xxh64_hex of their text; a key there
+  // already keeps its text (the same text, by the hash). Written before the jobs that name them.
+  virtual Status put_sources(const std::map<std::string, std::string>& sources) = 0;
   // Atomically: stores `result` as the one result row of result.job_id unless a row exists
   // already (then the stored row is kept), and writes `job`. `*inserted` tells which happened.
   virtual Status put_result(const ResultRecord& result, const JobRecord& job, bool* inserted) = 0;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/json_limits.h"
 #include "common/result_fields.h"
 #include "tests/common/records.h"
 
@@ -241,6 +242,39 @@ TEST(ProtocolDecode, AFrameOfExactlyTheLimitIsNotOversized) {
   std::string frame = head + std::string(kMaxFrameBytes - head.size() - tail.size(), 'x') + tail;
   ASSERT_EQ(frame.size(), kMaxFrameBytes);
   EXPECT_TRUE(decode(frame).ok());
+}
+
+TEST(ProtocolDecode, DeeplyNestedJsonIsRefusedBeforeParsing) {
+  // 1 MiB of nesting inside a valid envelope: refused by the depth scan, naming the limit.
+  const std::string deep = std::string(1 << 19, '[') + std::string(1 << 19, ']');
+  const std::string frame = R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + deep + "}}";
+  DecodeResult r = decode(frame);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.code, ErrorCode::kOversized);
+  EXPECT_NE(r.error.message.find("deeper than 64 levels"), std::string::npos) << r.error.message;
+}
+
+TEST(ProtocolDecode, AFrameWithMoreValuesThanTheCapIsRefusedButALargeReplyIsNot) {
+  std::string many = "[";
+  for (size_t i = 0; i < ak::kMaxJsonValues + 1; ++i) many += "1,";
+  many += "1]";
+  const std::string frame = R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + many + "}}";
+  ASSERT_LE(frame.size(), kMaxFrameBytes);
+  DecodeResult r = decode(frame);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error.code, ErrorCode::kOversized);
+  EXPECT_NE(r.error.message.find("more than 100000 values"), std::string::npos) << r.error.message;
+  EXPECT_TRUE(decode(frame, size_t{1} << 30).ok());  // a reply the client asked for
+}
+
+TEST(ProtocolDecode, NestingUpToTheLimitStillDecodes) {
+  // The envelope and body take two levels; the campaign may use the remaining 62.
+  const std::string frame =
+      R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + std::string(62, '[') + std::string(62, ']') + "}}";
+  EXPECT_TRUE(decode(frame).ok()) << decode(frame).error.message;
+  const std::string one_more =
+      R"({"v":1,"type":"SUBMIT","body":{"campaign":)" + std::string(63, '[') + std::string(63, ']') + "}}";
+  EXPECT_EQ(code_of(one_more), ErrorCode::kOversized);
 }
 
 TEST(ProtocolDecode, AnExplicitLimitReplacesTheDefaultOne) {

@@ -18,9 +18,13 @@ TEST(CampaignTest, DefaultCpuCampaignTriesEveryConfigurationAtEveryDefaultShapeA
   for (const auto& j : p->jobs) {
     ids.insert(j.job_id);
     EXPECT_EQ(j.requires_.backend, Backend::kCpu);
-    EXPECT_FALSE(j.source.empty());
+    // The starter source is kept once for all jobs, named by its hash.
+    EXPECT_TRUE(j.source.empty());
+    ASSERT_EQ(p->sources.count(j.source_hash), 1u);
+    EXPECT_FALSE(p->sources.at(j.source_hash).empty());
     EXPECT_EQ(j.campaign_id, "c1");
   }
+  EXPECT_EQ(p->sources.size(), 1u);
   EXPECT_EQ(ids.size(), p->jobs.size());
   EXPECT_EQ(p->record.job_count, 216);
 }
@@ -90,12 +94,89 @@ TEST(CampaignTest, BadCampaignsAreRefusedWithAReasonThatNamesTheProblem) {
       {with("requires", {{"gpu", "x"}}), "gpu"},
       {with("measure", {{"samples", 3}}), "samples"},
       {with("timeout_ms", -1), "timeout_ms"},
+      // Accepted before though wrong (issue 19): each names the field and its valid range.
+      {with("configs", json::array()), "'configs' is an empty list"},
+      {with("configs", {1, 2}), "each entry of 'configs' must be an object"},
+      {with("configs", {{{"AK_VEC", 1e30}}}), "'configs: AK_VEC' must be an integer"},
+      {with("timeout_ms", INT64_MAX),
+       "'timeout_ms' must be an integer within 1000..3600000, got number 9223372036854775807"},
+      {with("timeout_ms", 500), "'timeout_ms' must be an integer within 1000..3600000"},
+      {with("timeout_ms", 1.5e4 + 0.5), "'timeout_ms' must be an integer"},
+      {with("timeout_ms", "60000"), "got string"},
+      {with("measure", {{"warmup", -1}}), "'measure.warmup' must be an integer within 0..10000"},
+      {with("measure", {{"min_samples", 0}}), "'measure.min_samples' must be an integer within 1..100000"},
+      {with("measure", {{"max_samples", 1e9}}), "'measure.max_samples' must be an integer within 10..100000"},
+      {with("measure", {{"min_samples", 500}}), "'measure.max_samples' (default 200) must be at least"},
+      {with("measure", {{"max_time_ms", -5}}), "'measure.max_time_ms' must be an integer within 1..3600000"},
+      {with("measure", {{"noise_target", -0.1}}), "'measure.noise_target' must be a number within 0..1"},
+      {with("measure", {{"noise_target", 1e30}}), "'measure.noise_target'"},
+      {with("measure", {{"cold", "yes"}}), "'measure.cold' must be true or false"},
+      {with("shapes", {{1e30, 4}}), "'shapes' must be an integer within 0..1099511627776, got number 1e+30"},
+      {with("shapes", {{-3, 4}}), "'shapes' must be an integer"},
+      {with("shapes", {{64.5, 4}}), "'shapes' must be an integer"},
+      {with("shapes", {json::array()}), "each shape must be a list of 1 to 8 integers"},
+      {with("shapes", {{1'000'000, 1'000'000}}),
+       "moves 8e+03 GB per call; this coordinator plans at most 68.7 GB per job"},
+      {with("repeat", 1e30), "'repeat' must be an integer within 1..100000"},
   };
   for (const auto& c : cases) {
     auto p = plan_campaign(c.doc, "cx", 0);
     ASSERT_FALSE(p.ok()) << c.doc.dump();
     EXPECT_NE(p.status().message().find(c.needle), std::string::npos) << p.status().message();
   }
+}
+
+TEST(CampaignTest, IntegralFloatsWithinRangeAreTheirIntegers) {
+  // TOML writes 4096.0 for a float; it is the integer, not a refusal.
+  json doc = {{"kernel_type", "softmax"}, {"backend", "cpu"},     {"shapes", {{8.0, 64.0}}},
+              {"timeout_ms", 20000.0},    {"configs", "default"}, {"dtypes", {"fp32"}}};
+  auto p = plan_campaign(doc, "cf", 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->jobs.at(0).shape, (std::vector<int64_t>{8, 64}));
+  EXPECT_EQ(p->jobs.at(0).timeout_ms, 20000);
+}
+
+TEST(CampaignTest, ACampaignOverTheJobCapIsRefusedNamingTheCountAndTheCap) {
+  json doc = {{"kernel_type", "softmax"}, {"backend", "cpu"}, {"shapes", {{8, 64}, {16, 64}}},
+              {"dtypes", {"fp32"}},       {"configs", "all"}, {"repeat", 3}};
+  PlanLimits limits;
+  limits.max_jobs = 100;
+  auto p = plan_campaign(doc, "cj", 0, limits);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("campaign plans 3 x 48 = 144 jobs"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("at most 100 per campaign"), std::string::npos) << p.status().message();
+  limits.max_jobs = 144;
+  EXPECT_TRUE(plan_campaign(doc, "cj", 0, limits).ok());
+  // A repeat far over the cap is refused by the count alone, before any job is built.
+  doc["repeat"] = 100'000;
+  doc["shapes"] = json::array();
+  for (int i = 1; i <= 100; ++i) doc["shapes"].push_back({i, 64});
+  p = plan_campaign(doc, "cj", 0);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("= 240000000 jobs"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("at most 20000"), std::string::npos) << p.status().message();
+}
+
+TEST(CampaignTest, AShapeLargerThanTheConnectedWorkersMemoryIsRefusedAtPlanning) {
+  json doc = {{"kernel_type", "softmax"},
+              {"backend", "cpu"},
+              {"shapes", {{65536, 65536}}},
+              {"dtypes", {"fp32"}},
+              {"configs", "default"}};
+  EXPECT_TRUE(plan_campaign(doc, "cm", 0).ok());  // nothing known about the workers: only the cap
+  PlanLimits limits;
+  limits.device_memory_bytes[Backend::kCpu] = int64_t{8} << 30;
+  auto p = plan_campaign(doc, "cm", 0, limits);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("shape 65536x65536 of softmax fp32 needs 34.4 GB of device memory; the largest "
+                                      "connected cpu worker has 8.59 GB"),
+            std::string::npos)
+      << p.status().message();
+  limits.device_memory_bytes[Backend::kCpu] = int64_t{64} << 30;
+  EXPECT_TRUE(plan_campaign(doc, "cm", 0, limits).ok());
+  limits.device_memory_bytes.clear();
+  limits.device_memory_bytes[Backend::kCuda] = 1;  // another backend's workers do not count
+  EXPECT_TRUE(plan_campaign(doc, "cm", 0, limits).ok());
 }
 
 }  // namespace

@@ -10,7 +10,12 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <sstream>
+
+#include "common/hash.h"
 #include "coordinator/store/memory_store.h"
 #include "tests/coordinator/scheduler_harness.h"
 #include "tests/integration/data/study_space.h"
@@ -137,6 +142,105 @@ class FarmCoreTest : public ::testing::Test {
 };
 
 // ---- submit
+
+TEST_F(FarmCoreTest, ASubmitOverTheJobCapIsRefusedNamingTheCountAndTheCapAndStoresNothing) {
+  FarmCoreOptions o;
+  o.max_jobs_per_submit = 10;
+  o.check_invariants = true;
+  core = std::make_unique<FarmCore>(o, store, clock);
+  FarmEffects started;
+  ASSERT_TRUE(core->start(&started).ok());
+  const pr::Error e = error_of(client(pr::Submit{softmax_campaign()}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("campaign plans 1 x 24 = 24 jobs"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("at most 10 per campaign"), std::string::npos) << e.message;
+  EXPECT_TRUE(store.load()->campaigns.empty());
+  EXPECT_EQ(core->scheduler().jobs().size(), 0u);
+}
+
+TEST_F(FarmCoreTest, AShapeOverTheConnectedWorkersMemoryIsRefusedAtSubmit) {
+  Capabilities small = cpu_caps();
+  small.memory_bytes = int64_t{1} << 20;  // 1 MiB
+  worker("w-small", pr::Ready{"w-small", small, 1});
+  json doc = softmax_campaign();
+  doc["shapes"] = {{1024, 1024}};  // 8 MiB moved per call in fp32
+  const pr::Error e = error_of(client(pr::Submit{doc}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("the largest connected cpu worker has 0.00105 GB"), std::string::npos) << e.message;
+  EXPECT_EQ(submit(softmax_campaign()).jobs, kSoftmaxJobs);  // 8x64 fits
+}
+
+TEST_F(FarmCoreTest, StoreErrorsAreLoggedOncePerIntervalWithTheCountLeftOut) {
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  submit(softmax_campaign());
+  store.set_available(false);
+  for (int i = 0; i < 20; ++i) ready("w-" + std::to_string(i), 1);  // each lease is a failed write
+  auto lines = [&]() {
+    std::istringstream in(log.str());
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);)
+      if (l.find("store") != std::string::npos && l.find("[error]") != std::string::npos) out.push_back(l);
+    return out;
+  };
+  EXPECT_EQ(lines().size(), 1u) << log.str();
+  clock.advance(std::chrono::seconds(10));
+  ready("w-late", 1);
+  spdlog::set_default_logger(previous);
+  const auto all = lines();
+  ASSERT_EQ(all.size(), 2u) << log.str();
+  EXPECT_NE(all[1].find("(19 more store errors since the last line)"), std::string::npos) << all[1];
+}
+
+TEST_F(FarmCoreTest, ACampaignKeepsItsSourceOnceAndEveryJobSentCarriesItAlsoAfterARestart) {
+  json doc = softmax_campaign();
+  const std::string source = "// candidate\n" + std::string(1 << 20, ' ');
+  doc["source"] = source;
+  EXPECT_EQ(submit(doc).jobs, kSoftmaxJobs);
+  const std::string hash = xxh64_hex(source);
+  // Stored once, named by every job; the queued jobs in memory hold no copy.
+  auto snap = store.load();
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->sources.size(), 1u);
+  EXPECT_EQ(snap->sources.at(hash), source);
+  ASSERT_EQ(snap->jobs.size(), size_t(kSoftmaxJobs));
+  for (const auto& j : snap->jobs) {
+    EXPECT_EQ(j.spec.source_hash, hash);
+    EXPECT_TRUE(j.spec.source.empty());
+  }
+  for (const auto& [id, j] : core->scheduler().jobs()) EXPECT_TRUE(j.spec.source.empty()) << id;
+  // On the wire a job carries its text and no hash: the worker protocol is unchanged.
+  const auto sent = jobs_sent(ready("w1", 2));
+  ASSERT_EQ(sent.size(), 2u);
+  for (const auto& j : sent) {
+    EXPECT_EQ(j.spec.source, source);
+    EXPECT_TRUE(j.spec.source_hash.empty());
+    EXPECT_EQ(json::parse(pr::encode(j)).at("body").at("spec").count("source_hash"), 0u);
+  }
+  // A restarted coordinator finds the text again in the store.
+  core = make_core();
+  const auto after = jobs_sent(ready("w2", 3));
+  ASSERT_EQ(after.size(), 3u);
+  for (const auto& j : after) EXPECT_EQ(j.spec.source, source);
+  // A second campaign with the same source adds no second copy.
+  submit(doc);
+  EXPECT_EQ(store.load()->sources.size(), 1u);
+}
+
+TEST_F(FarmCoreTest, ASourceWhoseHashIsTakenByAnotherTextIsRefusedNotMerged) {
+  // xxh64 is no cryptographic hash; a stored text under the hash of another stands for a collision.
+  const std::string source = "// mine";
+  ASSERT_TRUE(store.put_sources({{xxh64_hex(source), "// someone else's"}}).ok());
+  core = make_core();
+  json doc = softmax_campaign();
+  doc["source"] = source;
+  const pr::Error e = error_of(client(pr::Submit{doc}));
+  EXPECT_EQ(e.code, pr::ErrorCode::kBadRequest);
+  EXPECT_NE(e.message.find("of another stored source but a different text"), std::string::npos) << e.message;
+  EXPECT_EQ(core->scheduler().jobs().size(), 0u);
+}
 
 TEST_F(FarmCoreTest, SubmitStoresTheCampaignQueuesItsJobsAndNamesItInTheReply) {
   const pr::SubmitReply r = submit(softmax_campaign("first"));

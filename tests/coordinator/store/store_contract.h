@@ -166,12 +166,30 @@ TYPED_TEST_P(StoreContract, TunedEntriesOfDifferentKeysLoadSortedByKey) {
   for (size_t i = 1; i < best->size(); ++i) EXPECT_LT(tuning_key((*best)[i - 1]), tuning_key((*best)[i]));
 }
 
+TYPED_TEST_P(StoreContract, SourcesLoadBackOncePerHashAndJobsKeepTheirHash) {
+  const std::string big(1 << 20, 'k');
+  ASSERT_TRUE(this->store().put_sources({{"00000000000000aa", big}, {"00000000000000bb", "small"}}).ok());
+  // A hash stored again keeps its text.
+  ASSERT_TRUE(this->store().put_sources({{"00000000000000aa", big}}).ok());
+  JobRecord j = sample_job("job-1");
+  j.spec.source.clear();
+  j.spec.source_hash = "00000000000000aa";
+  ASSERT_TRUE(this->store().put_jobs({j}).ok());
+  const StoreSnapshot snap = this->load_ok();
+  ASSERT_EQ(snap.sources.size(), 2u);
+  EXPECT_EQ(snap.sources.at("00000000000000aa"), big);
+  EXPECT_EQ(snap.sources.at("00000000000000bb"), "small");
+  ASSERT_EQ(snap.jobs.size(), 1u);
+  EXPECT_EQ(snap.jobs[0].spec.source_hash, "00000000000000aa");
+  EXPECT_TRUE(snap.jobs[0].spec.source.empty());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(StoreContract, AnEmptyStoreLoadsAnEmptySnapshot, ACampaignLoadsBackWithEveryField,
                             JobsLoadBackWithEveryField, PuttingAJobAgainOverwritesIt,
                             ABatchLargerThanOneCommandIsStoredWhole, TheFirstResultOfAJobIsInserted,
                             ASecondResultForTheSameJobKeepsTheFirstRow, ADuplicateResultStillWritesTheJobRecord,
                             ResultsLoadInTheOrderTheyWereFirstStored, ResultCountCountsOneRowPerJob,
                             TheFirstTunedEntryOfAKeyIsStoredWithEveryField, OnlyAFasterEntryReplacesTheStoredOne,
-                            TunedEntriesOfDifferentKeysLoadSortedByKey);
+                            TunedEntriesOfDifferentKeysLoadSortedByKey, SourcesLoadBackOncePerHashAndJobsKeepTheirHash);
 
 }  // namespace ak::testing
