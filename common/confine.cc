@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -204,7 +205,7 @@ ConfinementSupport probe_confinement(const ProbeOptions& options) {
   Confinement pid = base;
   pid.pid_namespace = true;
   const bool have_pid = record(ConfinementLayer::kPidNamespace, can_ns ? try_child(pid) : no_ns,
-                               "the child is pid 1 of its own namespace; its tree ends with it");
+                               "the child runs under its own init; its tree ends with it");
   Confinement proc = mnt;
   proc.pid_namespace = true;
   proc.fresh_proc = true;
@@ -445,9 +446,7 @@ uint32_t ConfinementPolicy::child_gid() const {
   return static_cast<uint32_t>(getegid());
 }
 
-Confinement ConfinementPolicy::for_child(const std::vector<Confinement::Bind>& binds,
-                                         const std::vector<std::string>& extra_hidden,
-                                         const std::vector<std::string>& cgroups) const {
+Confinement ConfinementPolicy::for_child(const ChildView& view) const {
   Confinement c;
   if (unconfined) return c;
   using L = ConfinementLayer;
@@ -460,9 +459,31 @@ Confinement ConfinementPolicy::for_child(const std::vector<Confinement::Bind>& b
     c.private_dirs = {"/tmp"};
     std::error_code ec;
     if (fs::is_directory("/dev/shm", ec)) c.private_dirs.push_back("/dev/shm");
-    c.hidden = hidden;
-    c.hidden.insert(c.hidden.end(), extra_hidden.begin(), extra_hidden.end());
-    c.binds = binds;
+    std::vector<std::string> needed;
+    for (const std::string& n : view.needed) {
+      std::error_code nc;
+      needed.push_back(fs::weakly_canonical(n, nc).string());
+      needed.push_back(fs::absolute(n, nc).lexically_normal().string());
+    }
+    for (const auto* list : {&hidden, &view.hidden})
+      for (const std::string& h : *list) {
+        std::error_code hc;
+        const std::string canon = fs::weakly_canonical(h, hc).string();
+        const auto above = std::find_if(needed.begin(), needed.end(), [&](const std::string& n) {
+          return n == canon ||
+                 (n.size() > canon.size() && n.compare(0, canon.size(), canon) == 0 && n[canon.size()] == '/');
+        });
+        if (above == needed.end()) {
+          c.hidden.push_back(h);
+        } else {
+          static std::mutex mu;
+          static std::set<std::string> logged;
+          std::lock_guard<std::mutex> lock(mu);
+          if (logged.insert(canon).second)
+            spdlog::warn("confinement: {} stays visible to children: {} is under it", canon, *above);
+        }
+      }
+    c.binds = view.binds;
     c.read_only_root = support.has(L::kReadOnlyRoot);
   }
   c.network_namespace = support.has(L::kNetworkNamespace);
@@ -472,7 +493,7 @@ Confinement ConfinementPolicy::for_child(const std::vector<Confinement::Bind>& b
   c.drop_capabilities = support.has(L::kCapabilities);
   c.no_new_privs = support.has(L::kNoNewPrivs);
   if (support.has(L::kSeccomp)) c.seccomp_bpf = seccomp_bpf;
-  c.cgroups = cgroups;
+  c.cgroups = view.cgroups;
   return c;
 }
 
@@ -494,7 +515,8 @@ Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<s
   p.memory_limit_bytes = memory_limit_bytes;
   p.pids_max = pids_max;
   p.support = probe_confinement();
-  for (const char* path : {"/run", "/var/run", "/root", "/home", "/etc/shadow", "/etc/gshadow"}) hidden.push_back(path);
+  for (const char* path : {"/run", "/var/run", "/root", "/home", "/etc/shadow", "/etc/gshadow", "/var/lib/redis"})
+    hidden.push_back(path);
   p.hidden = std::move(hidden);
   if (p.support.has(ConfinementLayer::kSeccomp)) {
     auto bpf = candidate_seccomp_filter();
@@ -514,7 +536,9 @@ Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<s
         "candidates with the worker's rights");
   // Every layer together, as a candidate gets them.
   auto group = p.make_cgroup("probe-all-" + std::to_string(getpid()));
-  if (Status s = try_child(p.for_child({}, {}, group.dirs())); !s.ok())
+  ConfinementPolicy::ChildView view;
+  view.cgroups = group.dirs();
+  if (Status s = try_child(p.for_child(view)); !s.ok())
     return Status::unavailable("the confinement layers each work but not together: " + s.message() +
                                "; pass --unconfined to run candidates with the worker's rights");
   return p;

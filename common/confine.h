@@ -122,13 +122,18 @@ struct ConfinementPolicy {
   uint32_t unprivileged_uid = 65534;
   uint32_t unprivileged_gid = 65534;
 
-  // A Confinement with every available layer: private tmpfs on /tmp and /dev/shm, `hidden` plus
-  // `extra_hidden`, `binds`, and the cgroups in `cgroups` (CgroupJob::dirs()). With
-  // allow_network the network namespace and the socket rules are left out (a step that needs a
-  // loopback server of its own is not a case today; kept for tests). Empty when unconfined.
-  Confinement for_child(const std::vector<Confinement::Bind>& binds = {},
-                        const std::vector<std::string>& extra_hidden = {},
-                        const std::vector<std::string>& cgroups = {}) const;
+  // A Confinement with every available layer: private tmpfs on /tmp and /dev/shm, the policy's
+  // `hidden` plus the view's, the view's binds and cgroups. A hidden path above one of the view's
+  // `needed` paths (the child's executable, its interpreter's prefix) stays visible (logged once).
+  // Nothing when unconfined.
+  struct ChildView {
+    std::vector<Confinement::Bind> binds;
+    std::vector<std::string> hidden;
+    std::vector<std::string> needed;
+    std::vector<std::string> cgroups;  // CgroupJob::dirs()
+  };
+  Confinement for_child(const ChildView& view) const;
+  Confinement for_child() const { return for_child(ChildView{}); }
   // The uid a confined child runs as, seen from outside (files it must write are chowned to it).
   uint32_t child_uid() const;
   uint32_t child_gid() const;

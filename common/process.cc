@@ -187,18 +187,24 @@ Status prepare_confinement(const Confinement& c, PreparedConfinement& p) {
     if (b.source.empty()) return Status::invalid("bind source " + c.binds[i].source + " does not exist");
     std::error_code ec;
     b.source_is_dir = std::filesystem::is_directory(b.source, ec);
-    b.target = std::filesystem::path(c.binds[i].target).lexically_normal().string();
+    std::error_code tc;
+    b.target = std::filesystem::weakly_canonical(c.binds[i].target, tc).string();
+    if (tc) b.target = std::filesystem::path(c.binds[i].target).lexically_normal().string();
     if (b.target.empty() || b.target[0] != '/')
       return Status::invalid("bind target " + c.binds[i].target + " is not absolute");
     b.read_only = c.binds[i].read_only;
-    // Parents of the target from the first one below a private directory (they do not exist in the
-    // fresh tmpfs); elsewhere the target must exist already.
+    // Parents of the target below a private or hidden directory (they do not exist in that fresh
+    // tmpfs); elsewhere the target must exist already.
+    auto in_fresh = [&](const std::string& d) {
+      for (const auto* list : {&p.private_dirs, &p.hidden_dirs})
+        for (const std::string& f : *list)
+          if (is_under(d, f) && d != f) return true;
+      return false;
+    };
     const std::filesystem::path target(b.target);
     std::vector<std::string> chain;
     for (auto d = target.parent_path(); !d.empty() && d != d.root_path(); d = d.parent_path())
-      if (in_private(d.string()) &&
-          std::find(p.private_dirs.begin(), p.private_dirs.end(), d.string()) == p.private_dirs.end())
-        chain.insert(chain.begin(), d.string());
+      if (in_fresh(d.string())) chain.insert(chain.begin(), d.string());
     b.make_dirs = std::move(chain);
     p.binds.push_back(std::move(b));
   }
@@ -382,8 +388,9 @@ const char* apply_confinement(const PreparedConfinement& p) {
       bind_fds[i] = open(p.binds[i].source.c_str(), O_PATH | O_CLOEXEC);
       if (bind_fds[i] < 0) return "open a bind source";
     }
+    // Writable until the binds below have made their mount points in them.
     for (const std::string& d : p.hidden_dirs)
-      if (mount("tmpfs", d.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "mode=0755,size=4k") != 0)
+      if (mount("tmpfs", d.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") != 0)
         return "hide a directory";
     for (const std::string& f : p.hidden_files)
       if (mount("/dev/null", f.c_str(), nullptr, MS_BIND, nullptr) != 0) return "hide a file";
@@ -408,6 +415,9 @@ const char* apply_confinement(const PreparedConfinement& p) {
         return "make a bind read-only";
     }
     for (size_t i = 0; i < p.binds.size(); ++i) close(bind_fds[i]);
+    for (const std::string& d : p.hidden_dirs)
+      if (mount(nullptr, d.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+        return "make a hidden directory read-only";
     if (c.fresh_proc && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
       return "mount a fresh /proc";
     if (c.read_only_root && mount(nullptr, "/", nullptr, p.root_flags, nullptr) != 0) return "remount / read-only";

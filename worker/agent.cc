@@ -415,6 +415,7 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   sopt.device_index = options.device_index;
   sopt.stderr_path = options.sandbox_log;
   sopt.start_timeout = std::chrono::milliseconds(options.sandbox_start_timeout_ms);
+  sopt.confinement = options.confinement;
   auto supervisor = std::make_unique<SandboxSupervisor>(sopt);
   if (Status st = supervisor->start(); !st.ok()) return st;
   // The sandbox's calibration (and datasheet match) is what the worker announces as its ceilings.

@@ -449,8 +449,8 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
   } else if (verdict == "runtime_error") {
     out.status = ResultStatus::kFail;
     out.stage = "runtime";
-    out.reason = short_text(meta.value("runtime_error_name", std::string()) + ": " +
-                            meta.value("runtime_error", std::string()));
+    out.reason =
+        short_text(meta.value("runtime_error_name", std::string()) + ": " + meta.value("runtime_error", std::string()));
   } else if (verdict == "incorrect") {
     out.status = ResultStatus::kFail;
     out.stage = "correctness";
