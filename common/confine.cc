@@ -183,7 +183,10 @@ ConfinementSupport probe_confinement(const ProbeOptions& options) {
   userns.user_namespace = true;
   const bool have_userns =
       record(ConfinementLayer::kUserNamespace, try_child(userns), "the child's own uid mapped to itself");
-  if (have_userns) base = userns;
+  // A root worker makes the namespaces and mounts with its own rights and only then becomes the
+  // unprivileged user (it can open what the mounts need, e.g. an interpreter under /root); a user
+  // namespace is for a worker that is not root.
+  if (have_userns && !root) base = userns;
   const bool can_ns = have_userns || root;
   const Status no_ns = Status::unavailable("needs a user namespace or a root worker; neither is available");
 
@@ -453,37 +456,31 @@ Confinement ConfinementPolicy::for_child(const ChildView& view) const {
   c.drop_root = running_as_root() && support.has(L::kUnprivilegedUser);
   c.unprivileged_uid = unprivileged_uid;
   c.unprivileged_gid = unprivileged_gid;
-  c.user_namespace = support.has(L::kUserNamespace);
+  // Root makes the namespaces itself (see probe_confinement); others need a user namespace.
+  c.user_namespace = !running_as_root() && support.has(L::kUserNamespace);
   c.mount_namespace = support.has(L::kMountNamespace);
   if (c.mount_namespace) {
     c.private_dirs = {"/tmp"};
     std::error_code ec;
     if (fs::is_directory("/dev/shm", ec)) c.private_dirs.push_back("/dev/shm");
-    std::vector<std::string> needed;
+    c.hidden = hidden;
+    c.hidden.insert(c.hidden.end(), view.hidden.begin(), view.hidden.end());
+    c.binds = view.binds;
+    // What the child needs below a hidden path (an interpreter under /root) comes back read-only.
     for (const std::string& n : view.needed) {
       std::error_code nc;
-      needed.push_back(fs::weakly_canonical(n, nc).string());
-      needed.push_back(fs::absolute(n, nc).lexically_normal().string());
-    }
-    for (const auto* list : {&hidden, &view.hidden})
-      for (const std::string& h : *list) {
-        std::error_code hc;
-        const std::string canon = fs::weakly_canonical(h, hc).string();
-        const auto above = std::find_if(needed.begin(), needed.end(), [&](const std::string& n) {
-          return n == canon ||
-                 (n.size() > canon.size() && n.compare(0, canon.size(), canon) == 0 && n[canon.size()] == '/');
-        });
-        if (above == needed.end()) {
-          c.hidden.push_back(h);
-        } else {
-          static std::mutex mu;
-          static std::set<std::string> logged;
-          std::lock_guard<std::mutex> lock(mu);
-          if (logged.insert(canon).second)
-            spdlog::warn("confinement: {} stays visible to children: {} is under it", canon, *above);
+      const std::string canon = fs::weakly_canonical(n, nc).string();
+      for (const std::string& h : c.hidden) {
+        const std::string hidden_canon = fs::weakly_canonical(h, nc).string();
+        if (canon == hidden_canon ||
+            (canon.size() > hidden_canon.size() && canon.compare(0, hidden_canon.size(), hidden_canon) == 0 &&
+             canon[hidden_canon.size()] == '/')) {
+          c.binds.push_back({canon, canon, true});
+          break;
         }
       }
-    c.binds = view.binds;
+    }
+
     c.read_only_root = support.has(L::kReadOnlyRoot);
   }
   c.network_namespace = support.has(L::kNetworkNamespace);

@@ -123,9 +123,9 @@ struct ConfinementPolicy {
   uint32_t unprivileged_gid = 65534;
 
   // A Confinement with every available layer: private tmpfs on /tmp and /dev/shm, the policy's
-  // `hidden` plus the view's, the view's binds and cgroups. A hidden path above one of the view's
-  // `needed` paths (the child's executable, its interpreter's prefix) stays visible (logged once).
-  // Nothing when unconfined.
+  // `hidden` plus the view's, the view's binds and cgroups. Each of the view's `needed` paths (the
+  // child's executable, its interpreter's prefix) that lies below a hidden path is bound back
+  // read-only at its place. Nothing when unconfined.
   struct ChildView {
     std::vector<Confinement::Bind> binds;
     std::vector<std::string> hidden;

@@ -73,7 +73,7 @@ std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& op
       cuda ? kb_dir + "/gpu" + std::to_string(options.device_index) + ".lock" : std::string(),
       // torch.compile's worker pools share the cores between the slots.
       kb_slots > 1 ? static_cast<int>(std::max(1u, cpus / static_cast<unsigned>(kb_slots))) : 0,
-      options.kernelbench_fork_server};
+      options.kernelbench_fork_server, options.confinement};
 
   // Every job the agent holds may be a kernel candidate: compiling ahead is bounded by the slots.
   SandboxJobRunnerOptions so;

@@ -41,7 +41,7 @@ const ConfinementSupport& support() {
 Confinement base() {
   Confinement c;
   c.drop_root = geteuid() == 0 && support().has(ConfinementLayer::kUnprivilegedUser);
-  c.user_namespace = support().has(ConfinementLayer::kUserNamespace);
+  c.user_namespace = geteuid() != 0 && support().has(ConfinementLayer::kUserNamespace);
   return c;
 }
 
@@ -112,6 +112,7 @@ TEST(ConfineUser, ARootParentsChildRunsAsNobodyAndCannotReadRootsFilesOrBecomeRo
 TEST(ConfineUser, TheUserNamespaceMapsOnlyTheChildsOwnUidAndLeavesNoCapabilityAfterExec) {
   AK_REQUIRE_LAYER(ConfinementLayer::kUserNamespace);
   Confinement c = base();
+  c.user_namespace = true;  // also under a root parent, which drops to nobody first
   c.drop_capabilities = true;
   Outcome id = run_child({"id"}, c);
   ASSERT_TRUE(id.spawned.ok()) << id.spawned.message();
