@@ -406,6 +406,7 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   CompilerOptions copt;
   copt.cache_dir = options.cache_dir;
   copt.python = options.python;
+  copt.confinement = options.confinement;
   auto compiler = make_compiler(copt);
   if (!compiler) return Status::internal("make_compiler returned no compiler");
 
