@@ -126,5 +126,4 @@ struct CalibrateArgs {
 };
 int calibrate(const CalibrateArgs& a);
 
-
 }  // namespace ak::cli

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   coord->add_option("--data-dir", co.data_dir, "where a private Redis keeps its AOF")->capture_default_str();
   coord->add_option("--workers-bind", co.workers_bind, "ZeroMQ endpoint for workers")->capture_default_str();
   coord->add_option("--clients-bind", co.clients_bind, "ZeroMQ endpoint for the CLI")->capture_default_str();
-  coord->add_option("--metrics", co.metrics_bind, "host:port for Prometheus /metrics; empty to disable")->capture_default_str();
+  coord->add_option("--metrics", co.metrics_bind, "host:port for Prometheus /metrics; empty to disable")
+      ->capture_default_str();
   coord->add_option("--lease-ms", co.lease_ms, "job lease, renewed by heartbeats")->capture_default_str();
   coord->add_option("--worker-timeout-ms", co.worker_timeout_ms, "silence after which a worker is forgotten")->capture_default_str();
   coord->add_option("--max-attempts", co.max_attempts, "deliveries before a job ends LOST")->capture_default_str()->check(CLI::Range(1, 100));

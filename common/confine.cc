@@ -505,6 +505,30 @@ CgroupJob ConfinementPolicy::make_cgroup(const std::string& name) const {
   return std::move(*job);
 }
 
+namespace {
+
+// Removes the per-child groups (<kind>-<pid>-...) of workers that are gone: a worker killed with
+// SIGKILL leaves its groups behind (their tasks died with it: PR_SET_PDEATHSIG).
+void remove_groups_of_dead_workers(const std::string& root) {
+  if (root.empty()) return;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory()) continue;
+    const std::string name = e.path().filename().string();
+    const size_t dash = name.find('-');
+    if (dash == std::string::npos) continue;
+    const long pid = std::atol(name.c_str() + dash + 1);
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::ifstream procs(e.path() / "cgroup.procs");
+    long task = 0;
+    while (procs >> task)
+      if (task > 1) ::kill(static_cast<pid_t>(task), SIGKILL);
+    rmdir(e.path().c_str());  // a group whose tasks are still exiting stays for the next sweep
+  }
+}
+
+}  // namespace
+
 Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<std::string> hidden,
                                                   int64_t memory_limit_bytes, int64_t pids_max) {
   ConfinementPolicy p;
@@ -512,6 +536,8 @@ Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<s
   p.memory_limit_bytes = memory_limit_bytes;
   p.pids_max = pids_max;
   p.support = probe_confinement();
+  remove_groups_of_dead_workers(p.support.memory_cgroup_root);
+  remove_groups_of_dead_workers(p.support.pids_cgroup_root);
   for (const char* path : {"/run", "/var/run", "/root", "/home", "/etc/shadow", "/etc/gshadow", "/var/lib/redis"})
     hidden.push_back(path);
   p.hidden = std::move(hidden);

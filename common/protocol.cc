@@ -18,7 +18,8 @@ const char* error_code_name(ErrorCode c) {
     case ErrorCode::kUnknownWorker: return "UNKNOWN_WORKER";
     case ErrorCode::kIdentityMismatch: return "IDENTITY_MISMATCH";
     case ErrorCode::kBadRequest: return "BAD_REQUEST";
-    case ErrorCode::kStoreUnavailable: return "STORE_UNAVAILABLE";
+    case ErrorCode::kStoreUnavailable:
+      return "STORE_UNAVAILABLE";
     case ErrorCode::kInternal: return "INTERNAL";
   }
   return "UNKNOWN";

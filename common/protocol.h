@@ -33,15 +33,15 @@ inline constexpr size_t kMaxFrameBytes = 4u << 20;
 
 enum class ErrorCode {
   kUnknown = 0,
-  kMalformed,        // not JSON, or JSON without the envelope fields
+  kMalformed,  // not JSON, or JSON without the envelope fields
   kUnknownType,
   kBadVersion,
   kOversized,
-  kBadBody,          // envelope fine, body does not match the message's schema
-  kUnknownWorker,    // a worker message from a peer that has not sent READY (re-send READY)
-  kIdentityMismatch, // worker_id in the body differs from the connection's routing id
-  kBadRequest,       // a client request the coordinator cannot satisfy (bad campaign ...)
-  kStoreUnavailable, // the coordinator could not write to Redis; retry later
+  kBadBody,           // envelope fine, body does not match the message's schema
+  kUnknownWorker,     // a worker message from a peer that has not sent READY (re-send READY)
+  kIdentityMismatch,  // worker_id in the body differs from the connection's routing id
+  kBadRequest,        // a client request the coordinator cannot satisfy (bad campaign ...)
+  kStoreUnavailable,  // the coordinator could not write to Redis; retry later
   kInternal,
 };
 const char* error_code_name(ErrorCode c);  // "MALFORMED", ...; used as a metric label

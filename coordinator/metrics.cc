@@ -25,7 +25,8 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<Registry>(
                    .Add({}, Histogram::BucketBoundaries{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300});
   heartbeats_missed_ = &BuildCounter().Name(mn::kHeartbeatsMissed).Help("Workers forgotten after missing heartbeats").Register(*registry_).Add({});
   protocol_errors_ = &BuildCounter().Name(mn::kProtocolErrors).Help("Bad frames and requests, by kind").Register(*registry_);
-  store_errors_ = &BuildCounter().Name(mn::kStoreErrors).Help("Failed writes or reads of the store").Register(*registry_).Add({});
+  store_errors_ =
+      &BuildCounter().Name(mn::kStoreErrors).Help("Failed writes or reads of the store").Register(*registry_).Add({});
   duplicates_ = &BuildCounter().Name(mn::kDuplicateResults).Help("Results received for jobs that already had one").Register(*registry_).Add({});
 }
 

@@ -72,6 +72,7 @@ struct ProcessResult {
 struct Sandboxing {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   Confinement confinement;
+  CgroupJob cgroup;  // the compile's memory and pids limits; what it left is killed with it
   bool scrub_env = false;
   std::vector<std::string> env;  // NAME=value on top
 };
@@ -324,6 +325,8 @@ class RealCompiler final : public Compiler {
       ConfinementPolicy::ChildView view;
       view.binds = {{work.string(), work.string(), false}};
       view.needed = std::move(needed);
+      box.cgroup = policy.make_cgroup("compile-" + std::to_string(getpid()) + "-" + work.filename().string());
+      view.cgroups = box.cgroup.dirs();
       box.confinement = policy.for_child(view);
     }
     return box;

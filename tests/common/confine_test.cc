@@ -329,3 +329,27 @@ TEST(ConfinePolicy, EveryAvailableLayerTogetherStillRunsAProgram) {
 
 }  // namespace
 }  // namespace ak
+
+namespace ak {
+namespace {
+
+TEST(ConfinePolicy, GroupsLeftByAWorkerThatDiedAreRemovedWhenTheNextPolicyIsMade) {
+  if (!support().has(ConfinementLayer::kCgroupPids)) GTEST_SKIP() << "no pids cgroup here";
+  // A pid that has just ended: a child that exited and was reaped.
+  SpawnOptions o;
+  o.null_stdin = true;
+  auto child = ChildProcess::spawn({"true"}, o);
+  ASSERT_TRUE(child.ok());
+  child->wait();
+  const std::string dead = support().pids_cgroup_root + "/sandbox-" + std::to_string(child->pid()) + "-0";
+  const std::string alive = support().pids_cgroup_root + "/sandbox-" + std::to_string(getpid()) + "-test";
+  ASSERT_EQ(mkdir(dead.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(alive.c_str(), 0755), 0);
+  auto policy = make_confinement_policy(false, {});
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(alive)) << "a live worker's group stays";
+  rmdir(alive.c_str());
+}
+
+}  // namespace
+}  // namespace ak

@@ -589,8 +589,7 @@ TEST(SchedulerTest, RestoreCountsStoredResultsByStatus) {
   pass.status = ResultStatus::kPass;
   lost.job_id = "b";
   lost.status = ResultStatus::kLost;
-  h.sched.restore(snapshot_with({record("a", JobState::kDone, 1), record("b", JobState::kLost, 3)},
-                                {pass, lost}),
+  h.sched.restore(snapshot_with({record("a", JobState::kDone, 1), record("b", JobState::kLost, 3)}, {pass, lost}),
                   h.now);
   auto c = h.sched.counts();
   EXPECT_EQ(c.done, 1);

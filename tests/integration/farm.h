@@ -38,6 +38,9 @@ class Farm {
     int64_t lease_ms = 2000;
     int64_t worker_timeout_ms = 3000;
     int max_attempts = 3;
+    // Appended to every worker's command line (e.g. --unconfined for a test whose candidate talks
+    // to it through files in the farm's folder, which confinement hides from candidates).
+    std::vector<std::string> worker_args;
   };
 
   explicit Farm(Options o) : options_(o) {
@@ -67,12 +70,12 @@ class Farm {
     std::string cb = clients_ep_.empty() ? "tcp://127.0.0.1:*" : clients_ep_;
     ChildProcess::Options o;
     o.capture_stdout = true;
-    auto c = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "coordinator", "--redis", redis_->url(),
-                                  "--workers-bind", wb, "--clients-bind", cb, "--metrics", "127.0.0.1:0",
-                                  "--lease-ms", std::to_string(options_.lease_ms), "--worker-timeout-ms",
-                                  std::to_string(options_.worker_timeout_ms), "--max-attempts",
-                                  std::to_string(options_.max_attempts)},
-                                 o);
+    auto c = ChildProcess::spawn(
+        {bin("autokernel"), "--log-level", "warn", "coordinator", "--redis", redis_->url(), "--workers-bind", wb,
+         "--clients-bind", cb, "--metrics", "127.0.0.1:0", "--lease-ms", std::to_string(options_.lease_ms),
+         "--worker-timeout-ms", std::to_string(options_.worker_timeout_ms), "--max-attempts",
+         std::to_string(options_.max_attempts)},
+        o);
     if (!c.ok()) throw std::runtime_error(c.status().message());
     auto line = c->wait_for_line("READY ", std::chrono::seconds(30));
     if (!line.ok()) throw std::runtime_error("coordinator: " + line.status().message());
@@ -92,10 +95,26 @@ class Farm {
   }
 
   void start_worker(const std::string& id, int slots = 2, const std::string& backend = "cpu") {
-    auto w = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "worker", "--backend", backend, "--id", id,
-                                  "--coordinator", workers_ep_, "--slots", std::to_string(slots), "--heartbeat-ms",
-                                  "200", "--cache-dir", dir_ + "/cache", "--state-dir", dir_ + "/state-" + id},
-                                 {});
+    std::vector<std::string> argv = {bin("autokernel"),
+                                     "--log-level",
+                                     "warn",
+                                     "worker",
+                                     "--backend",
+                                     backend,
+                                     "--id",
+                                     id,
+                                     "--coordinator",
+                                     workers_ep_,
+                                     "--slots",
+                                     std::to_string(slots),
+                                     "--heartbeat-ms",
+                                     "200",
+                                     "--cache-dir",
+                                     dir_ + "/cache",
+                                     "--state-dir",
+                                     dir_ + "/state-" + id};
+    argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
+    auto w = ChildProcess::spawn(argv, {});
     if (!w.ok()) throw std::runtime_error(w.status().message());
     workers_.emplace(id, std::move(*w));
   }
