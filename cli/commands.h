@@ -42,7 +42,7 @@ struct WorkerArgs {
   bool unconfined = false;        // run candidates with the worker's rights (common/confine.h)
   bool confinement_report = false;  // print which confinement layers this machine allows, then exit
   int64_t candidate_memory_mb = 0;  // cgroup memory limit per sandbox / step; 0: none
-  int64_t candidate_pids = 512;     // cgroup pids limit per sandbox / step; 0: none
+  int64_t candidate_pids = 4096;    // cgroup pids limit (tasks: threads count) per sandbox / step; 0: none
 };
 int worker(const WorkerArgs& a);
 

@@ -118,7 +118,7 @@ struct ConfinementPolicy {
   std::vector<std::string> hidden;
   std::vector<unsigned char> seccomp_bpf;
   int64_t memory_limit_bytes = 0;  // per child's cgroup; 0: none
-  int64_t pids_max = 512;          // per child's cgroup; 0: none
+  int64_t pids_max = 4096;         // per child's cgroup (tasks: threads count too); 0: none
   uint32_t unprivileged_uid = 65534;
   uint32_t unprivileged_gid = 65534;
 
@@ -145,6 +145,6 @@ struct ConfinementPolicy {
 // Probes, builds the filter and fills the policy. Errors: kUnavailable when the layers found are not
 // sufficient() and `unconfined` is false (the message lists the table and names --unconfined).
 Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<std::string> hidden,
-                                                  int64_t memory_limit_bytes = 0, int64_t pids_max = 512);
+                                                  int64_t memory_limit_bytes = 0, int64_t pids_max = 4096);
 
 }  // namespace ak
