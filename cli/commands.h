@@ -52,6 +52,10 @@ struct WorkerArgs {
   int64_t heartbeat_ms = 500;
   int kb_slots = 1;              // KernelBench jobs at once per GPU
   bool kb_fork_server = false;    // harness steps forked from one process that imported torch once
+  bool unconfined = false;        // run candidates with the worker's rights (common/confine.h)
+  bool confinement_report = false;  // print which confinement layers this machine allows, then exit
+  int64_t candidate_memory_mb = 0;  // cgroup memory limit per sandbox / step; 0: none
+  int64_t candidate_pids = 4096;    // cgroup pids limit (tasks: threads count) per sandbox / step; 0: none
 };
 int worker(const WorkerArgs& a);
 

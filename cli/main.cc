@@ -92,6 +92,16 @@ int main(int argc, char** argv) {
   work->add_flag("--kb-fork-server", wo.kb_fork_server,
                  "fork each KernelBench harness step from one process per slot that imported torch, dynamo and "
                  "inductor once, instead of starting Python per step (kernelbench/HARNESS.md, \"Fork server\")");
+  work->add_flag("--unconfined", wo.unconfined,
+                 "run candidates with this worker's rights (rlimits only) where the machine allows no confinement; "
+                 "see worker/sandbox/VERIFICATION.md, \"Confinement\"");
+  work->add_flag("--confinement-report", wo.confinement_report,
+                 "print which confinement layers this machine allows (one line each), then exit");
+  work->add_option("--candidate-memory-mb", wo.candidate_memory_mb,
+                   "cgroup memory limit of each sandbox and KernelBench step [MiB]; 0: none")
+      ->capture_default_str();
+  work->add_option("--candidate-pids", wo.candidate_pids, "cgroup limit on processes of each sandbox and step; 0: none")
+      ->capture_default_str();
 
   ClientArgs cl;
   std::string client_key, coordinator_key;

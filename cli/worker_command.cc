@@ -5,8 +5,13 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
 #include "cli/commands.h"
+
+#include <filesystem>
+
 #include "common/clock.h"
+#include "common/confine.h"
 #include "common/process.h"
 #include "coordinator/auth.h"
 #include "worker/agent.h"
@@ -15,6 +20,25 @@
 namespace ak::cli {
 
 int worker(const WorkerArgs& a) {
+  if (a.confinement_report) {
+    const ConfinementSupport support = probe_confinement();
+    std::cout << "confinement layers on this machine (uid " << geteuid() << "):\n" << support.table();
+    std::cout << (support.sufficient() ? "candidates can be confined\n"
+                                       : "candidates cannot be confined here: the worker needs --unconfined\n");
+    return 0;
+  }
+  // Probed once for every agent: the layers, the filter and what candidates must not see.
+  std::vector<std::string> hidden;
+  for (const std::string& dir : {a.cache_dir, a.state_dir}) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    hidden.push_back(std::filesystem::absolute(dir, ec).string());
+  }
+  auto policy = make_confinement_policy(a.unconfined, hidden, a.candidate_memory_mb << 20, a.candidate_pids);
+  if (!policy.ok()) {
+    std::cerr << "autokernel worker: " << policy.status().message() << "\n";
+    return 1;
+  }
   Backend backend = Backend::kCpu;
   std::vector<int> devices;
   if (a.backend == "auto" || a.backend == "cuda") {
@@ -89,6 +113,7 @@ int worker(const WorkerArgs& a) {
     o.heartbeat_ms = a.heartbeat_ms;
     o.kernelbench_slots = a.kb_slots;
     o.kernelbench_fork_server = a.kb_fork_server;
+    o.confinement = *policy;
     if (!a.id.empty()) o.worker_id = devices.size() == 1 ? a.id : a.id + "-gpu" + std::to_string(d);
     auto agent = make_worker_agent(o, clock);
     if (!agent.ok()) {

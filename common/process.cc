@@ -1,10 +1,18 @@
 #include "common/process.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +36,18 @@ extern char** environ;
 namespace ak {
 
 namespace {
+
+// The first line of a small file (a /proc entry), "" when it cannot be read.
+std::string read_first_line(const char* path) {
+  std::string out;
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[256];
+  const ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  if (n > 0) out.assign(buf, static_cast<size_t>(n));
+  return out.substr(0, out.find('\n'));
+}
 
 int decode_wait_status(int st) {
   if (WIFEXITED(st)) return WEXITSTATUS(st);
@@ -56,11 +76,14 @@ const char* describe(ChildStep step) {
 struct ChildFailure {
   ChildStep step;
   int err;
+  // A string literal naming the call that failed (confinement), or nullptr. The child is a fork
+  // of this process, so the literal's address is the same on both sides.
+  const char* what;
 };
 
 // In the child: reports the failed step to the parent and exits.
-[[noreturn]] void fail_in_child(int err_fd, ChildStep step, int err) {
-  const ChildFailure f{step, err};
+[[noreturn]] void fail_in_child(int err_fd, ChildStep step, int err, const char* what = nullptr) {
+  const ChildFailure f{step, err, what};
   (void)!write(err_fd, &f, sizeof f);
   _exit(127);
 }
@@ -72,12 +95,360 @@ bool move_fd(int fd, int target) {
   return flags >= 0 && fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) == 0;
 }
 
-// In the child, step 7: applies `c` and returns 0, or the errno of what failed. Confinement has no
-// fields yet; namespaces, the uid, the seccomp filter and cgroup membership go here, in that
-// order (seccomp last: it may forbid the calls before it).
-int apply_confinement(const Confinement& c) {
-  (void)c;
-  return 0;
+// Confinement prepared in the parent: everything that allocates or formats, so that the child
+// only makes system calls (apply_confinement).
+struct PreparedConfinement {
+  const Confinement* c = nullptr;
+  bool active = false;
+  bool root = false;             // this process runs as root (euid 0)
+  std::vector<int> cgroup_fds;   // <dir>/cgroup.procs, opened for writing
+  std::string uid_map, gid_map;  // "<uid> <uid> 1\n"
+  int unshare_flags = 0;
+  std::vector<std::string> hidden_dirs, hidden_files;
+  std::vector<std::string> private_dirs;
+  std::string tmpfs_options;  // for private_dirs
+  struct Bind {
+    std::string source, target;
+    std::vector<std::string> make_dirs;  // created before the mount, in order
+    bool source_is_dir = true;
+    bool read_only = true;
+  };
+  std::vector<Bind> binds;
+  unsigned long root_flags = 0;  // the locked flags of / for a read-only remount
+  int cap_last = 40;
+  sock_fprog prog{};
+
+  ~PreparedConfinement() {
+    for (int fd : cgroup_fds) close(fd);
+  }
+};
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path == dir ||
+         (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && (dir == "/" || path[dir.size()] == '/'));
+}
+
+// The canonical path of an existing `p`, or "" when it does not exist.
+std::string existing_canonical(const std::string& p) {
+  std::error_code ec;
+  auto c = std::filesystem::canonical(p, ec);
+  return ec ? std::string() : c.string();
+}
+
+Status prepare_confinement(const Confinement& c, PreparedConfinement& p) {
+  p.c = &c;
+  p.active = c.any();
+  if (!p.active) return Status::ok_status();
+  p.root = geteuid() == 0;
+  for (const std::string& dir : c.cgroups) {
+    const std::string path = dir + "/cgroup.procs";
+    const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return Status::unavailable("cannot open " + path + " to join the cgroup: " + strerror(errno));
+    p.cgroup_fds.push_back(fd);
+  }
+  if (c.user_namespace) {
+    const uint32_t uid = c.drop_root && p.root ? c.unprivileged_uid : static_cast<uint32_t>(geteuid());
+    const uint32_t gid = c.drop_root && p.root ? c.unprivileged_gid : static_cast<uint32_t>(getegid());
+    p.uid_map = std::to_string(uid) + " " + std::to_string(uid) + " 1\n";
+    p.gid_map = std::to_string(gid) + " " + std::to_string(gid) + " 1\n";
+    p.unshare_flags |= CLONE_NEWUSER;
+  }
+  if (c.mount_namespace) p.unshare_flags |= CLONE_NEWNS;
+  if (c.network_namespace) p.unshare_flags |= CLONE_NEWNET;
+  if (c.pid_namespace) p.unshare_flags |= CLONE_NEWPID;
+  if (c.ipc_namespace) p.unshare_flags |= CLONE_NEWIPC;
+  if (c.uts_namespace) p.unshare_flags |= CLONE_NEWUTS;
+  if (!c.mount_namespace &&
+      (!c.hidden.empty() || !c.private_dirs.empty() || !c.binds.empty() || c.fresh_proc || c.read_only_root))
+    return Status::invalid("mounts (hidden, private_dirs, binds, fresh_proc, read_only_root) need mount_namespace");
+  if (c.fresh_proc && !c.pid_namespace) return Status::invalid("a fresh /proc needs pid_namespace");
+  for (const std::string& d : c.private_dirs) {
+    const std::string canon = existing_canonical(d);
+    if (canon.empty()) return Status::invalid("private directory " + d + " does not exist");
+    p.private_dirs.push_back(canon);
+  }
+  auto in_private = [&](const std::string& path) {
+    return std::any_of(p.private_dirs.begin(), p.private_dirs.end(),
+                       [&](const std::string& d) { return is_under(path, d); });
+  };
+  for (const std::string& h : c.hidden) {
+    const std::string canon = existing_canonical(h);
+    if (canon.empty() || canon == "/" || in_private(canon)) continue;  // nothing to hide, or hidden anyway
+    std::error_code ec;
+    auto& list = std::filesystem::is_directory(canon, ec) ? p.hidden_dirs : p.hidden_files;
+    if (std::find(list.begin(), list.end(), canon) == list.end()) list.push_back(canon);
+  }
+  p.tmpfs_options = "mode=1777,size=" + std::to_string(std::max<int64_t>(1, c.private_dir_size_mb)) + "m";
+  // The sources are opened by the child once it has its own mount tree (a bind mount's source
+  // must belong to the caller's namespace), and mounted from /proc/self/fd/<n>.
+  for (size_t i = 0; i < c.binds.size(); ++i) {
+    PreparedConfinement::Bind b;
+    b.source = existing_canonical(c.binds[i].source);
+    if (b.source.empty()) return Status::invalid("bind source " + c.binds[i].source + " does not exist");
+    std::error_code ec;
+    b.source_is_dir = std::filesystem::is_directory(b.source, ec);
+    std::error_code tc;
+    b.target = std::filesystem::weakly_canonical(c.binds[i].target, tc).string();
+    if (tc) b.target = std::filesystem::path(c.binds[i].target).lexically_normal().string();
+    if (b.target.empty() || b.target[0] != '/')
+      return Status::invalid("bind target " + c.binds[i].target + " is not absolute");
+    b.read_only = c.binds[i].read_only;
+    // Parents of the target below a private or hidden directory (they do not exist in that fresh
+    // tmpfs); elsewhere the target must exist already.
+    auto in_fresh = [&](const std::string& d) {
+      for (const auto* list : {&p.private_dirs, &p.hidden_dirs})
+        for (const std::string& f : *list)
+          if (is_under(d, f) && d != f) return true;
+      return false;
+    };
+    const std::filesystem::path target(b.target);
+    std::vector<std::string> chain;
+    for (auto d = target.parent_path(); !d.empty() && d != d.root_path(); d = d.parent_path())
+      if (in_fresh(d.string())) chain.insert(chain.begin(), d.string());
+    b.make_dirs = std::move(chain);
+    p.binds.push_back(std::move(b));
+  }
+  if (c.read_only_root) {
+    struct statvfs st {};
+    if (statvfs("/", &st) != 0) return Status::unavailable(std::string("cannot statvfs /: ") + strerror(errno));
+    unsigned long f = MS_REMOUNT | MS_BIND | MS_RDONLY;
+    if (st.f_flag & ST_NOSUID) f |= MS_NOSUID;
+    if (st.f_flag & ST_NODEV) f |= MS_NODEV;
+    if (st.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    if (st.f_flag & ST_NOATIME) f |= MS_NOATIME;
+    if (st.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+    if (st.f_flag & ST_RELATIME) f |= MS_RELATIME;
+    p.root_flags = f;
+  }
+  if (auto last = read_first_line("/proc/sys/kernel/cap_last_cap"); !last.empty()) p.cap_last = std::atoi(last.c_str());
+  if (!c.seccomp_bpf.empty()) {
+    if (c.seccomp_bpf.size() % sizeof(sock_filter) != 0 || c.seccomp_bpf.size() / sizeof(sock_filter) > BPF_MAXINSNS)
+      return Status::invalid("the seccomp filter is not a whole number of BPF instructions (or too long)");
+    p.prog.len = static_cast<unsigned short>(c.seccomp_bpf.size() / sizeof(sock_filter));
+    p.prog.filter = reinterpret_cast<sock_filter*>(const_cast<unsigned char*>(c.seccomp_bpf.data()));
+  }
+  return Status::ok_status();
+}
+
+// In the child: `prefix` followed by the decimal digits of `v` >= 0, in `out` (64 bytes).
+void format_number(char* out, const char* prefix, long v) {
+  size_t n = 0;
+  while (prefix[n] != 0 && n < 40) {
+    out[n] = prefix[n];
+    ++n;
+  }
+  char digits[24];
+  int d = 0;
+  do {
+    digits[d++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && d < 20);
+  while (d > 0) out[n++] = digits[--d];
+  out[n] = 0;
+}
+
+// In the child: writes all of `text` to `path` (uid_map and friends); false with errno set.
+bool write_to(const char* path, const std::string& text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = write(fd, text.data(), text.size());
+  const int err = errno;
+  close(fd);
+  errno = err;
+  return n == static_cast<ssize_t>(text.size());
+}
+
+// Signals forwarded into a pid namespace (Confinement d), and where to: the namespace's init as
+// seen from the child outside it, or the program as seen from that init.
+volatile pid_t g_forward_to = 0;
+void forward_signal(int sig) {
+  if (g_forward_to > 0) kill(g_forward_to, sig);
+}
+
+void forward_signals_to(pid_t pid) {
+  g_forward_to = pid;
+  struct sigaction fwd {};
+  fwd.sa_handler = forward_signal;
+  sigemptyset(&fwd.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaction(sig, &fwd, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+// Closes every descriptor but `keep`: nothing of the parent's stays open in a process that does not
+// exec (the pipes' EOF must follow the program).
+void close_all_but(int keep) {
+  if (keep > 0) close_range(0, static_cast<unsigned>(keep - 1), 0);
+  close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
+}
+
+// The child that stays outside the new pid namespace: forwards signals to `init`, then ends as
+// the program ended (its raw wait status comes through `status_fd`; init's own when none came).
+[[noreturn]] void relay_namespace_init(pid_t init, int status_fd) {
+  close_all_but(status_fd);
+  forward_signals_to(init);
+  int st = 0;
+  while (waitpid(init, &st, 0) < 0) {
+    if (errno != EINTR) _exit(127);
+  }
+  int program = 0;
+  if (read(status_fd, &program, sizeof program) == static_cast<ssize_t>(sizeof program)) st = program;
+  if (WIFSIGNALED(st)) {
+    const int sig = WTERMSIG(st);
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    kill(getpid(), sig);
+    _exit(128 + sig);
+  }
+  _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+}
+
+// Pid 1 of the new namespace: a minimal init that reaps orphans, forwards signals to `program`
+// (the namespace's init ignores signals it has no handler for, so the program must not be pid 1),
+// and when the program ends, reports its wait status through `status_fd` and exits, which ends
+// everything else in the namespace.
+[[noreturn]] void namespace_init(pid_t program, int status_fd) {
+  close_all_but(status_fd);
+  // Its memory is a copy of the parent's: nobody in the namespace may read it through /proc.
+  prctl(PR_SET_DUMPABLE, 0);
+  forward_signals_to(program);
+  for (;;) {
+    int st = 0;
+    const pid_t pid = waitpid(-1, &st, 0);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0) _exit(127);
+    if (pid == program) {
+      (void)!write(status_fd, &st, sizeof st);
+      _exit(0);
+    }
+  }
+}
+
+// In the child, the uid/gid switch of a root parent's child (Confinement b and g): raw system
+// calls, which change only the calling thread, the only one here.
+bool become_unprivileged(const Confinement& c) {
+  return syscall(SYS_setgroups, 0, nullptr) == 0 &&
+         syscall(SYS_setresgid, c.unprivileged_gid, c.unprivileged_gid, c.unprivileged_gid) == 0 &&
+         syscall(SYS_setresuid, c.unprivileged_uid, c.unprivileged_uid, c.unprivileged_uid) == 0;
+}
+
+// In the child, step 7: applies the prepared confinement; returns nullptr, or names the call that
+// failed (errno set).
+const char* apply_confinement(const PreparedConfinement& p) {
+  if (!p.active) return nullptr;
+  const Confinement& c = *p.c;
+  // a. cgroups
+  if (!p.cgroup_fds.empty()) {
+    char pid[64];
+    format_number(pid, "", getpid());
+    const size_t n = strlen(pid);
+    for (int fd : p.cgroup_fds)
+      if (write(fd, pid, n) != static_cast<ssize_t>(n)) return "join the cgroup";
+  }
+  bool dropped = false;
+  // b, c. namespaces
+  if (c.user_namespace && c.drop_root && p.root) {
+    if (!become_unprivileged(c)) return "become the unprivileged user";
+    dropped = true;
+    // A uid change makes /proc/self root's; the maps below are written as the new user.
+    prctl(PR_SET_DUMPABLE, 1);
+  }
+  if (p.unshare_flags != 0 && unshare(p.unshare_flags) != 0) return "unshare the namespaces";
+  if (c.user_namespace) {
+    if (!write_to("/proc/self/setgroups", "deny")) return "deny setgroups in the user namespace";
+    if (!write_to("/proc/self/uid_map", p.uid_map)) return "write uid_map";
+    if (!write_to("/proc/self/gid_map", p.gid_map)) return "write gid_map";
+  }
+  // d. pid namespace: the child stays outside, its child is the namespace's init, and that one's
+  // child (after the mounts below) goes on to exec
+  int status_pipe[2] = {-1, -1};
+  if (c.pid_namespace) {
+    if (pipe2(status_pipe, O_CLOEXEC) != 0) return "make the pid namespace's status pipe";
+    const pid_t init = _Fork();
+    if (init < 0) return "fork into the pid namespace";
+    if (init > 0) relay_namespace_init(init, status_pipe[0]);
+    close(status_pipe[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  }
+  // e. mounts
+  if (c.mount_namespace) {
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return "make / private";
+    // At most 64 binds: their sources' descriptors live on this stack.
+    int bind_fds[64];
+    if (p.binds.size() > 64) {
+      errno = E2BIG;
+      return "open the bind sources";
+    }
+    for (size_t i = 0; i < p.binds.size(); ++i) {
+      bind_fds[i] = open(p.binds[i].source.c_str(), O_PATH | O_CLOEXEC);
+      if (bind_fds[i] < 0) return "open a bind source";
+    }
+    // Writable until the binds below have made their mount points in them.
+    for (const std::string& d : p.hidden_dirs)
+      if (mount("tmpfs", d.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") != 0)
+        return "hide a directory";
+    for (const std::string& f : p.hidden_files)
+      if (mount("/dev/null", f.c_str(), nullptr, MS_BIND, nullptr) != 0) return "hide a file";
+    for (const std::string& d : p.private_dirs)
+      if (mount("tmpfs", d.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, p.tmpfs_options.c_str()) != 0)
+        return "mount a private tmpfs";
+    for (size_t i = 0; i < p.binds.size(); ++i) {
+      const auto& b = p.binds[i];
+      for (const std::string& d : b.make_dirs)
+        if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return "make a bind target's directory";
+      if (b.source_is_dir) {
+        if (mkdir(b.target.c_str(), 0755) != 0 && errno != EEXIST) return "make a bind target";
+      } else {
+        const int fd = open(b.target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) close(fd);
+      }
+      char source[64];
+      format_number(source, "/proc/self/fd/", bind_fds[i]);
+      if (mount(source, b.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) return "bind a path";
+      if (b.read_only && mount(nullptr, b.target.c_str(), nullptr,
+                               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
+        return "make a bind read-only";
+    }
+    for (size_t i = 0; i < p.binds.size(); ++i) close(bind_fds[i]);
+    for (const std::string& d : p.hidden_dirs)
+      if (mount(nullptr, d.c_str(), nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+        return "make a hidden directory read-only";
+    if (c.fresh_proc && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+      return "mount a fresh /proc";
+    if (c.read_only_root && mount(nullptr, "/", nullptr, p.root_flags, nullptr) != 0) return "remount / read-only";
+  }
+  if (c.pid_namespace) {
+    const pid_t program = _Fork();
+    if (program < 0) return "fork the program in the pid namespace";
+    if (program > 0) namespace_init(program, status_pipe[1]);
+    close(status_pipe[1]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  }
+  // f. bounding and ambient sets (a non-root child without a user namespace holds no capability
+  // and may not change its bounding set: nothing to drop there)
+  if (c.drop_capabilities) {
+    const bool may = p.root || c.user_namespace;
+    for (int cap = 0; may && cap <= p.cap_last; ++cap)
+      if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return "clear the capability bounding set";
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  }
+  // g. the user of a root parent's child without a user namespace
+  if (c.drop_root && p.root && !dropped && !become_unprivileged(c)) return "become the unprivileged user";
+  // h. capabilities
+  if (c.drop_capabilities) {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    if (syscall(SYS_capset, &header, data) != 0) return "drop the capabilities";
+  }
+  // i, j.
+  if ((c.no_new_privs || p.prog.len > 0) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "set no_new_privs";
+  if (p.prog.len > 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p.prog) != 0) return "load the seccomp filter";
+  return nullptr;
 }
 
 std::string name_of(const std::string& entry) { return entry.substr(0, entry.find('=')); }
@@ -155,6 +526,9 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
     if (file.fd < 0) return failed("open the output file " + o.output_path);
   }
   if (!make_pipe(err_read, err_write)) return failed("make a pipe");
+  PreparedConfinement confinement;
+  if (Status s = prepare_confinement(o.confinement, confinement); !s.ok())
+    return Status(s.code(), "cannot confine '" + argv[0] + "': " + s.message());
 
   // Everything the child needs is built here: between fork and exec it may only make
   // async-signal-safe calls (this process has other threads).
@@ -218,7 +592,7 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
     // 6. descriptors (kernels before 5.11 refuse; what lacks O_CLOEXEC then stays open)
     if (o.close_other_fds) close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     // 7. confinement
-    if (const int e = apply_confinement(o.confinement); e != 0) fail_in_child(err_fd, ChildStep::kConfinement, e);
+    if (const char* what = apply_confinement(confinement)) fail_in_child(err_fd, ChildStep::kConfinement, errno, what);
     // 8. exec
     execve(program.c_str(), args.data(), envp.data());
     if (errno == ENOEXEC) {
@@ -244,7 +618,8 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv, c
     if (failure.step == ChildStep::kExec)
       return Status::unavailable("cannot execute '" + program + "': " + strerror(failure.err));
     return Status::unavailable(std::string("cannot ") + describe(failure.step) +
-                               (failure.step == ChildStep::kWorkingDir ? " " + o.working_dir : "") + " for '" +
+                               (failure.step == ChildStep::kWorkingDir ? " " + o.working_dir : "") +
+                               (failure.what ? std::string(" (") + failure.what + ")" : std::string()) + " for '" +
                                argv[0] + "': " + strerror(failure.err));
   }
   ChildProcess c;
@@ -466,6 +841,38 @@ int remove_leftovers_of_dead_processes_once(const std::string& root, const std::
     if (!swept.emplace(root, prefix).second) return 0;
   }
   return remove_leftovers_of_dead_processes(root, prefix);
+}
+
+bool Confinement::any() const {
+  return !cgroups.empty() || drop_root || user_namespace || mount_namespace || network_namespace || pid_namespace ||
+         ipc_namespace || uts_namespace || drop_capabilities || no_new_privs || !seccomp_bpf.empty();
+}
+
+std::string Confinement::describe() const {
+  if (!any()) return "none";
+  std::vector<std::string> parts;
+  if (drop_root) parts.push_back("uid " + std::to_string(unprivileged_uid) + " (for a root parent)");
+  std::string ns;
+  for (auto [on, name] : {std::pair{user_namespace, "user"},
+                          {mount_namespace, "mount"},
+                          {network_namespace, "net"},
+                          {pid_namespace, "pid"},
+                          {ipc_namespace, "ipc"},
+                          {uts_namespace, "uts"}})
+    if (on) ns += (ns.empty() ? "" : "+") + std::string(name);
+  if (!ns.empty()) parts.push_back(ns + " namespaces");
+  if (!hidden.empty()) parts.push_back(std::to_string(hidden.size()) + " paths hidden");
+  if (!private_dirs.empty()) parts.push_back(std::to_string(private_dirs.size()) + " private tmpfs");
+  if (!binds.empty()) parts.push_back(std::to_string(binds.size()) + " binds");
+  if (fresh_proc) parts.push_back("fresh /proc");
+  if (read_only_root) parts.push_back("read-only /");
+  if (drop_capabilities) parts.push_back("no capabilities");
+  if (no_new_privs) parts.push_back("no_new_privs");
+  if (!seccomp_bpf.empty()) parts.push_back("seccomp");
+  if (!cgroups.empty()) parts.push_back(std::to_string(cgroups.size()) + " cgroups");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
 }
 
 std::string self_exe_path() {

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,12 +26,71 @@
 
 namespace ak {
 
-// What a later issue ("Nobody can fool the farm") will confine a child with: user, network, mount
-// and PID namespaces, an unprivileged uid/gid, a seccomp filter, cgroup limits. Each will be a
-// field here, applied in the child after its stdio and working directory are set up and before
-// exec (step 7 of "In the child" below); a failure is reported like a failed exec. Empty today:
-// applying it does nothing.
-struct Confinement {};
+// How a child is confined (issue 19, "Candidates confined"): step 7 of "In the child" below, in
+// this order, each step only when its field asks for it:
+//   a. cgroups: the child writes its pid into <dir>/cgroup.procs of each of `cgroups` (groups the
+//      caller made, common/confine.h CgroupJob), while it still has the rights to;
+//   b. with user_namespace and a root parent: it first becomes unprivileged_uid/gid (supplementary
+//      groups emptied), so that the namespace's one mapped uid is not root's;
+//   c. unshare of the namespaces asked for; with user_namespace the child maps its single outer
+//      uid and gid to themselves (setgroups denied), so it keeps no capability once it execs;
+//   d. with pid_namespace: two more forks. The child that spawn() returns stays outside; its child
+//      is pid 1 of the new namespace, a minimal init (reaps orphans, forwards signals) whose child
+//      execs the program (pid 2: the namespace's init would ignore signals it has no handler
+//      for). SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1/2 to the outer child reach the program; the
+//      outer child ends as the program ended (same exit code or signal); SIGKILL to it kills the
+//      init (its death signal), and with it everything in the namespace;
+//   e. mounts (mount_namespace): / becomes private (MS_REC|MS_PRIVATE); `hidden` get an empty
+//      read-only tmpfs (directories) or /dev/null (files); `private_dirs` a fresh writable tmpfs
+//      (mode 1777, private_dir_size_mb); `binds` are mounted at their targets (sources resolved
+//      before anything was hidden; targets created in a private dir where missing); a fresh /proc
+//      (fresh_proc, needs pid_namespace); / remounted read-only (read_only_root);
+//   f. drop_capabilities: the bounding and ambient sets are cleared;
+//   g. without user_namespace and with a root parent: setgroups(0), setresgid, setresuid to
+//      unprivileged_uid/gid (which empties the capability sets);
+//   h. drop_capabilities: capset to empty;
+//   i. no_new_privs (also whenever a seccomp filter is given): PR_SET_NO_NEW_PRIVS;
+//   j. seccomp_bpf: the filter is loaded last, so it may forbid the calls above.
+// Everything that allocates is prepared in the parent; the child makes only async-signal-safe
+// calls. A failure is reported like a failed exec: spawn() returns kUnavailable "cannot confine the
+// child (<which call>) for '<argv[0]>': <errno text>". Which of these the kernel allows is probed
+// at worker start (common/confine.h, probe_confinement); a field set here is always applied.
+// The default (nothing set) applies nothing.
+struct Confinement {
+  struct Bind {
+    std::string source;  // a file or directory of the parent's view
+    std::string target;  // where the child sees it
+    bool read_only = true;
+  };
+  std::vector<std::string> cgroups;
+  // The user a root parent's child becomes (b or g); a child of a non-root parent keeps its uid.
+  bool drop_root = false;
+  uint32_t unprivileged_uid = 65534;
+  uint32_t unprivileged_gid = 65534;
+  bool user_namespace = false;
+  bool mount_namespace = false;
+  bool network_namespace = false;
+  bool pid_namespace = false;
+  bool ipc_namespace = false;
+  bool uts_namespace = false;
+  // Mounts: only with mount_namespace. Paths that do not exist in the parent are left out.
+  std::vector<std::string> hidden;
+  std::vector<std::string> private_dirs;
+  int64_t private_dir_size_mb = 1024;
+  std::vector<Bind> binds;
+  bool fresh_proc = false;
+  bool read_only_root = false;
+  bool drop_capabilities = false;
+  bool no_new_privs = false;
+  // A classic BPF program as an array of struct sock_filter (8 bytes each), built in the parent
+  // (common/confine.h, candidate_seccomp_filter); empty: no filter.
+  std::vector<unsigned char> seccomp_bpf;
+
+  // True when any field asks for something.
+  bool any() const;
+  // The fields in one line, for logs: "uid 65534, user+mount+net+pid namespaces, seccomp, ...".
+  std::string describe() const;
+};
 
 // How to start a child. The defaults give a child that shares this process's environment, working
 // directory, stdin, stdout and stderr, and dies with the thread that started it.
@@ -43,7 +103,7 @@ struct Confinement {};
 //      output_path;
 //   5. working directory: chdir(working_dir);
 //   6. descriptors: every descriptor above 2 is closed at exec (close_other_fds);
-//   7. confinement (empty today);
+//   7. confinement (see Confinement above);
 //   8. exec of argv[0] (searched on this process's PATH when it has no '/'; a file without "#!"
 //      runs under /bin/sh, as with execvp) with the environment built in the parent (inherit_env,
 //      keep_env, env).

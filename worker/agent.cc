@@ -73,7 +73,7 @@ std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& op
       cuda ? kb_dir + "/gpu" + std::to_string(options.device_index) + ".lock" : std::string(),
       // torch.compile's worker pools share the cores between the slots.
       kb_slots > 1 ? static_cast<int>(std::max(1u, cpus / static_cast<unsigned>(kb_slots))) : 0,
-      options.kernelbench_fork_server};
+      options.kernelbench_fork_server, options.confinement};
 
   // Every job the agent holds may be a kernel candidate: compiling ahead is bounded by the slots.
   SandboxJobRunnerOptions so;
@@ -411,6 +411,7 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   CompilerOptions copt;
   copt.cache_dir = options.cache_dir;
   copt.python = options.python;
+  copt.confinement = options.confinement;
   auto compiler = make_compiler(copt);
   if (!compiler) return Status::internal("make_compiler returned no compiler");
 
@@ -420,6 +421,7 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   sopt.device_index = options.device_index;
   sopt.stderr_path = options.sandbox_log;
   sopt.start_timeout = std::chrono::milliseconds(options.sandbox_start_timeout_ms);
+  sopt.confinement = options.confinement;
   auto supervisor = std::make_unique<SandboxSupervisor>(sopt);
   if (Status st = supervisor->start(); !st.ok()) return st;
   // The sandbox's calibration (and datasheet match) is what the worker announces as its ceilings.

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/confine.h"
 #include "common/job.h"
 #include "common/protocol.h"
 #include "common/status.h"
@@ -92,6 +93,9 @@ struct WorkerOptions {
   // Each KernelBench runner forks its harness steps from one process that imported torch once
   // (KernelBenchRunnerOptions::fork_server).
   bool kernelbench_fork_server = false;
+  // How candidates are confined (common/confine.h): the sandbox, the KernelBench steps and the
+  // compiles. The default confines nothing; `autokernel worker` probes and fills it.
+  ConfinementPolicy confinement;
 };
 
 class WorkerAgent {

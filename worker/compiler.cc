@@ -10,15 +10,17 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include "common/file.h"
 #include "common/hash.h"
 #include "common/process.h"
@@ -66,16 +68,40 @@ struct ProcessResult {
   std::string output;  // stdout and stderr together
 };
 
+// How a compile runs: until `deadline`, with `confinement`, in `work_dir` (its private folder).
+struct Sandboxing {
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  Confinement confinement;
+  CgroupJob cgroup;  // the compile's memory and pids limits; what it left is killed with it
+  bool scrub_env = false;
+  std::vector<std::string> env;  // NAME=value on top
+};
+
 // Runs argv[0] (searched in PATH) with stdin from /dev/null and stdout and stderr captured in
-// `log_path`, and waits for it.
-Result<ProcessResult> run_process(const std::vector<std::string>& argv, const fs::path& log_path) {
+// `log_path`, and waits for it (kTimedOut, its process group killed, past the deadline).
+Result<ProcessResult> run_process(const std::vector<std::string>& argv, const fs::path& log_path,
+                                  const Sandboxing& box = {}) {
   SpawnOptions o;
   o.null_stdin = true;
   o.output_path = log_path.string();
+  o.new_process_group = true;
+  o.confinement = box.confinement;
+  if (box.scrub_env) {
+    o.inherit_env = false;
+    o.keep_env = {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"};
+    o.env = {"HOME=/tmp", "TMPDIR=/tmp"};
+  }
+  o.env.insert(o.env.end(), box.env.begin(), box.env.end());
   auto child = ChildProcess::spawn(argv, o);
   if (!child.ok())
     return Status::unavailable(child.status().message() + "; install a C++ compiler or set CompilerOptions::host_cxx");
-  child->wait();
+  if (!child->wait_until(box.deadline)) {
+    child->kill_group();
+    std::error_code ec;
+    fs::remove(log_path, ec);
+    return Status::timed_out("the compiler ran past the job's timeout and was killed");
+  }
+  child->kill_group();  // what it started goes with it
   const int wstatus = child->wait_status().value_or(0);
   ProcessResult r;
   r.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
@@ -85,6 +111,66 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const fs
   fs::remove(log_path, ec);
   return r;
 }
+
+// An `#include` whose path is absolute or climbs with "..": refused before any compiler reads it
+// (the error names the line, never the file's contents).
+Status check_includes(const std::string& source) {
+  std::istringstream in(source);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos || line[i] != '#') continue;
+    i = line.find_first_not_of(" \t", i + 1);
+    if (i == std::string::npos || line.compare(i, 7, "include") != 0) continue;
+    const size_t open = line.find_first_of("\"<", i + 7);
+    if (open == std::string::npos) continue;
+    const char close = line[open] == '<' ? '>' : '"';
+    const size_t end = line.find(close, open + 1);
+    const std::string path = line.substr(open + 1, end == std::string::npos ? std::string::npos : end - open - 1);
+    if (!path.empty() && (path[0] == '/' || path.find("..") != std::string::npos))
+      return Status::invalid("line " + std::to_string(number) +
+                             ": #include of an absolute path or one with '..' is refused; a candidate is one "
+                             "source and may include only the toolchain's headers");
+  }
+  return Status::ok_status();
+}
+
+// The compiler log with every diagnostic located outside `own` (the candidate's source file)
+// withheld: an included file's text (and tokens a diagnostic quotes from it) never leave the worker.
+std::string withhold_foreign_diagnostics(const std::string& log, const std::vector<std::string>& own) {
+  std::istringstream in(log);
+  std::string line, out;
+  bool keep_context = false;  // source lines quoted under a kept diagnostic
+  int withheld = 0;
+  while (std::getline(in, line)) {
+    // "file:line:col: kind: ..." (host compilers) or "file(line): kind: ..." (NVRTC).
+    static const std::regex kLocated(R"(^[^ ].*?(:[0-9]+(:[0-9]+)?:|\([0-9]+\):) )");
+    const bool located = std::regex_search(line, kLocated);
+    bool mine = false;
+    for (const std::string& o : own) mine = mine || line.rfind(o, 0) == 0;
+    if (located) {
+      keep_context = mine;
+      if (mine) {
+        out += line + "\n";
+      } else {
+        ++withheld;
+      }
+      continue;
+    }
+    if (line.rfind("In file included from ", 0) == 0 || line.rfind("                 from ", 0) == 0) continue;
+    if (keep_context || line.find("compilation terminated") != std::string::npos ||
+        line.find("error detected in the compilation") != std::string::npos)
+      out += line + "\n";
+  }
+  if (withheld > 0)
+    out += "[" + std::to_string(withheld) + " diagnostic(s) located outside the candidate's source withheld]\n";
+  return out;
+}
+
+// The xxh64 stored beside a cached artefact.
+std::string hash_path(const fs::path& artefact) { return artefact.string() + ".xxh64"; }
 
 // "sm_90a" for Hopper (arch-specific features such as wgmma need it), other architectures as given.
 Result<std::string> nvrtc_arch(const Capabilities& caps) {
@@ -135,6 +221,8 @@ class RealCompiler final : public Compiler {
     for (const auto& [name, value] : job.config)
       if (!is_identifier(name)) return Status::invalid("config name '" + name + "' is not a C identifier");
     const std::string& source = job.source.empty() ? bs->second.source : job.source;
+    if (backend != Backend::kTriton)
+      if (Status s = check_includes(source); !s.ok()) return s;
 
     std::error_code ec;
     fs::create_directories(options_.cache_dir, ec);
@@ -181,6 +269,9 @@ class RealCompiler final : public Compiler {
   // file or none); the temporary is removed if that fails.
   static Status install(const fs::path& tmp, const fs::path& final_path) {
     std::error_code ec;
+    if (auto bytes = read_file(tmp.string()); bytes.ok()) {
+      if (Status s = write_file_atomically(hash_path(final_path), xxh64_hex(*bytes)); !s.ok()) return s;
+    }
     fs::rename(tmp, final_path, ec);
     if (!ec) return {};
     std::error_code ignored;
@@ -197,7 +288,48 @@ class RealCompiler final : public Compiler {
     art.path = final_path.string();
     std::error_code ec;
     art.cache_hit = fs::exists(final_path, ec);
+    if (art.cache_hit) {
+      // Verified on every read: bytes that do not match the hash stored beside them are a miss.
+      auto bytes = read_file(final_path.string());
+      auto stored = read_file(hash_path(final_path));
+      if (!bytes.ok() || !stored.ok() || xxh64_hex(*bytes) != *stored) {
+        spdlog::error("compile cache: {} does not match its stored hash ({}); compiling it again", final_path.string(),
+                      stored.ok() ? "mismatch" : "no hash stored");
+        art.cache_hit = false;
+      }
+    }
     return art;
+  }
+
+  // The Python's installation and its virtual environment (bin/python -> <prefix>), which a
+  // confined triton compile needs to see.
+  std::vector<std::string> python_prefixes() const {
+    const std::string python = find_executable(options_.python);
+    std::error_code ec;
+    return {fs::absolute(python, ec).parent_path().parent_path().string(),
+            fs::weakly_canonical(python, ec).parent_path().parent_path().string()};
+  }
+
+  // A compile of `job` in its private folder `work`: until the job's timeout, confined by the
+  // policy (the folder bound writable, handed to the child's uid), with a scrubbed environment.
+  Sandboxing sandboxing(const JobSpec& job, const fs::path& work, std::vector<std::string> needed = {}) {
+    Sandboxing box;
+    box.scrub_env = true;
+    box.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, job.timeout_ms));
+    const ConfinementPolicy& policy = options_.confinement;
+    if (policy.for_child().any()) {
+      std::error_code ec;
+      for (const auto& e : fs::recursive_directory_iterator(work, ec))
+        (void)!lchown(e.path().c_str(), policy.child_uid(), policy.child_gid());
+      (void)!chown(work.c_str(), policy.child_uid(), policy.child_gid());
+      ConfinementPolicy::ChildView view;
+      view.binds = {{work.string(), work.string(), false}};
+      view.needed = std::move(needed);
+      box.cgroup = policy.make_cgroup("compile-" + std::to_string(getpid()) + "-" + work.filename().string());
+      view.cgroups = box.cgroup.dirs();
+      box.confinement = policy.for_child(view);
+    }
+    return box;
   }
 
   Result<CompiledArtifact> compile_cpu(const JobSpec& job, const Capabilities& caps, const std::string& source,
@@ -214,20 +346,30 @@ class RealCompiler final : public Compiler {
     std::error_code ec;
 
     const auto t0 = std::chrono::steady_clock::now();
-    const fs::path src_path = temp_path(dir, key.cache_key, ".cc");
-    const fs::path out_path = temp_path(dir, key.cache_key, ".so");
+    // The compiler's private folder: its only writable view; the worker installs the result.
+    const fs::path work = temp_path(dir, key.cache_key, ".compile");
+    fs::create_directories(work, ec);
+    if (ec) return Status::internal("cannot create " + work.string() + ": " + ec.message());
+    struct Cleanup {
+      fs::path p;
+      ~Cleanup() {
+        std::error_code e;
+        fs::remove_all(p, e);
+      }
+    } cleanup{work};
+    const fs::path src_path = work / "candidate.cc";
+    const fs::path out_path = work / "candidate.so";
     if (Status s = write_file(src_path.string(), source); !s.ok()) return s;
-    std::vector<std::string> argv = {options_.host_cxx};
+    Sandboxing box = sandboxing(job, work);
+    std::vector<std::string> argv = {options_.host_cxx, "-fno-diagnostics-show-caret"};
     argv.insert(argv.end(), options.begin(), options.end());
     argv.insert(argv.end(), {"-o", out_path.string(), src_path.string()});
-    auto run = run_process(argv, temp_path(dir, key.cache_key, ".log"));
-    fs::remove(src_path, ec);
+    auto run = run_process(argv, temp_path(dir, key.cache_key, ".log"), box);
     if (!run.ok()) return run.status();
     if (run->exit_code != 0) {
-      fs::remove(out_path, ec);
       return Status::invalid("host compiler failed (exit " + std::to_string(run->exit_code) + ") for " +
                              job.kernel_type + " config " + config_string(job.config) + ":\n" +
-                             truncate_log(run->output));
+                             truncate_log(withhold_foreign_diagnostics(run->output, {src_path.string()})));
     }
     if (Status s = install(out_path, final_path); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -266,6 +408,7 @@ class RealCompiler final : public Compiler {
     const auto t0 = std::chrono::steady_clock::now();
     auto cubin = nvrtc_compile(job, source, options, arch.value());
     if (!cubin.ok()) return cubin.status();
+    if (Status s = write_file_atomically(hash_path(final_path), xxh64_hex(cubin.value())); !s.ok()) return s;
     if (Status s = write_file_atomically(final_path.string(), cubin.value()); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return art;
@@ -355,7 +498,10 @@ class RealCompiler final : public Compiler {
                                        out.string()};
       argv.insert(argv.end(), options.begin(), options.end());
       argv.insert(argv.end(), extra.begin(), extra.end());
-      auto run = run_process(argv, work / ("compile" + suffix + ".log"));
+      Sandboxing box = sandboxing(job, work, python_prefixes());
+      box.env = {"TRITON_CACHE_DIR=" + (work / "cache").string()};
+      if (box.confinement.any()) box.confinement.binds.push_back({triton_script_, triton_script_, true});
+      auto run = run_process(argv, dir / (".tmp-" + key.cache_key + "-compile" + suffix + ".log"), box);
       if (!run.ok()) return run.status();
       if (run->exit_code != 0)
         return Status::invalid("triton compile failed (exit " + std::to_string(run->exit_code) + ") for " +
@@ -396,7 +542,7 @@ class RealCompiler final : public Compiler {
       }
       return Status::invalid(std::string("nvrtc failed (") + nvrtcGetErrorString(rc) + ") for " + job.kernel_type +
                              " " + dtype_name(job.dtype) + " config " + config_string(job.config) + " on " + arch +
-                             ":\n" + truncate_log(log));
+                             ":\n" + truncate_log(withhold_foreign_diagnostics(log, {name})));
     }
     size_t size = 0;
     AK_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &size));

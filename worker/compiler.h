@@ -11,7 +11,13 @@
 // by xxh64(source, options, compiler version, arch); concurrent compiles of the same key from
 // several threads or processes are safe (write to a temp file, rename).
 // compile() is thread-safe. A compile error is returned as a non-ok Status of code
-// kInvalidArgument whose message holds the compiler log (truncated to 8 KiB).
+// kInvalidArgument whose message holds the compiler log (truncated to 8 KiB), from which every
+// diagnostic located outside the candidate's own source is withheld (an included file's text never
+// reaches a result). An `#include` of an absolute path or one with ".." is refused before any
+// compiler runs (kInvalidArgument). A spawned compiler that runs past the job's timeout_ms is killed
+// with its process group: kTimedOut. Each cached artefact has its xxh64 beside it (<file>.xxh64);
+// an artefact whose bytes do not match it is a cache miss, logged as an error, and compiled again.
+// NVRTC still runs in this process (a compile of it is not bounded by the timeout).
 //
 // Details of make_compiler()'s compiler: an empty JobSpec::source means the registry's starter
 // source for the backend; the entry name always comes from the registry (kernels/registry.h).
@@ -22,6 +28,7 @@
 #include <memory>
 #include <string>
 
+#include "common/confine.h"
 #include "common/job.h"
 #include "common/status.h"
 
@@ -47,6 +54,10 @@ struct CompilerOptions {
   std::string host_cxx = "c++";
   // Python with triton 3.6, for the triton backend (searched in PATH unless a path).
   std::string python = "python3";
+  // How candidate compiles (host compiler, triton) are confined (common/confine.h): they run with a
+  // scrubbed environment, in a private folder that is their only writable view (the cache itself is
+  // hidden from them), and the worker moves the result into the cache. The default confines nothing.
+  ConfinementPolicy confinement;
 };
 
 // The real compiler for both backends.

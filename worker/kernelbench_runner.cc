@@ -1,6 +1,8 @@
 #include "worker/kernelbench_runner.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -107,7 +110,13 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
       return step;
     }
   }
-  if (!(options_.fork_server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step);
+  const bool server = options_.fork_server && !options_.confinement.for_child().any();
+  if (options_.fork_server && !server) {
+    static std::once_flag logged;
+    std::call_once(logged,
+                   [] { spdlog::warn("KernelBench fork server off: confined steps each start a fresh Python"); });
+  }
+  if (!(server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step);
   step.log_tail = tail_of(log, 2000);
   std::ifstream in(request["result_path"].get<std::string>());
   if (in) {
@@ -130,6 +139,50 @@ void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
   o.output_path = log.string();
   o.new_process_group = true;
   o.env = step_env();
+  CgroupJob cgroup;
+  const ConfinementPolicy& policy = options_.confinement;
+  if (policy.for_child().any()) {
+    // The job's folder is the step's only writable view of the worker's; its HOME too.
+    const fs::path dir = req.parent_path();
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+      (void)!lchown(e.path().c_str(), policy.child_uid(), policy.child_gid());
+    (void)!chown(dir.c_str(), policy.child_uid(), policy.child_gid());
+    ConfinementPolicy::ChildView view;
+    view.binds = {{dir.string(), dir.string(), false}, {harness_path(), harness_path(), true}};
+    if (!options_.gpu_lock_path.empty()) {
+      for (const std::string& f : {options_.gpu_lock_path, options_.gpu_lock_path + ".gate"}) {
+        const int fd = open(f.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+          (void)!fchmod(fd, 0666);
+          close(fd);
+        }
+        view.binds.push_back({f, f, false});
+      }
+    }
+    // The interpreter's installation and its virtual environment (bin/python -> <prefix>).
+    const std::string python = find_executable(options_.python);
+    std::error_code pc;
+    view.needed = {fs::absolute(python, pc).parent_path().parent_path().string(),
+                   fs::weakly_canonical(python, pc).parent_path().parent_path().string()};
+    cgroup = policy.make_cgroup("kernelbench-" + std::to_string(getpid()) + "-" + std::to_string(index_) + "-" +
+                                dir.filename().string());
+    view.cgroups = cgroup.dirs();
+    o.confinement = policy.for_child(view);
+    o.inherit_env = false;
+    o.keep_env = {"PATH",
+                  "LD_LIBRARY_PATH",
+                  "LANG",
+                  "LC_ALL",
+                  "CUDA_VISIBLE_DEVICES",
+                  "CUDA_DEVICE_ORDER",
+                  "NVIDIA_VISIBLE_DEVICES",
+                  "CUDA_MODULE_LOADING",
+                  "PYTHONPATH"};
+    o.env.push_back("HOME=" + dir.string());
+    o.env.push_back("TMPDIR=/tmp");
+    o.env.push_back("TRITON_CACHE_DIR=" + (dir / "build" / "triton").string());
+  }
   auto child = ChildProcess::spawn({options_.python, harness_path(), req.string()}, o);
   if (!child.ok()) {
     step.exit_code = -1;
@@ -147,8 +200,9 @@ void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
   auto rc = child->wait_until(deadline);
   step.timed_out = !rc;
   // The step's group goes, at its deadline or after its exit: what it started (compilers,
-  // candidate threads' processes) goes with it.
+  // candidate threads' processes) goes with it, and so does its pid namespace and its cgroup.
   step.exit_code = child->kill_group();
+  cgroup.remove();
   {
     std::lock_guard<std::mutex> lock(mu_);
     step_group_ = -1;

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/confine.h"
 #include "common/job.h"
 #include "common/process.h"
 
@@ -45,6 +46,11 @@ struct KernelBenchRunnerOptions {
   // server that cannot start, or refuses (CUDA's driver loaded in it), leaves this runner on fresh
   // processes.
   bool fork_server = false;
+  // How each step is confined (common/confine.h): every available layer, its own cgroup, a
+  // scrubbed environment, the job's folder (handed to the child's uid) and the harness as its only
+  // views of the worker's folders. A confined runner starts a fresh Python per step: the fork
+  // server would hand every job the same view (and its pids are not ours inside a pid namespace).
+  ConfinementPolicy confinement;
 };
 
 struct KernelBenchOutcome {

@@ -34,6 +34,7 @@ Stats summarize(std::vector<double> v) {
   s.n = int(v.size());
   if (v.empty()) return s;
   s.rel_se = rel_se_of_median(v);
+  if (!std::isfinite(s.rel_se)) s.rel_se = kRelSeUnknown;
   std::sort(v.begin(), v.end());
   s.median = percentile(v, 0.5);
   s.p10 = percentile(v, 0.1);

@@ -20,8 +20,12 @@ struct Stats {
   int n = 0;
   double median = 0, mean = 0, p10 = 0, p90 = 0, min = 0, max = 0;
   double cv = 0;      // population stdev / mean
-  double rel_se = 0;  // relative standard error of the median (rel_se_of_median)
+  // Relative standard error of the median (rel_se_of_median), or kRelSeUnknown where it is not
+  // finite (one sample, or a median <= 0): results travel as JSON, which has no infinity (it would
+  // be sent as null, and a reader refuses a null number).
+  double rel_se = 0;
 };
+constexpr double kRelSeUnknown = -1;
 
 // Linear interpolation between order statistics; `sorted` ascending, q in [0, 1].
 double percentile(const std::vector<double>& sorted, double q);

@@ -92,6 +92,9 @@ ResultRecord SandboxJobRunner::compile_failure(const Held& h, const std::optiona
   } else if (art->status().code() == StatusCode::kInvalidArgument) {
     r.status = ResultStatus::kCompileError;
     r.reason = art->status().message();
+  } else if (art->status().code() == StatusCode::kTimedOut) {
+    r.status = ResultStatus::kTimeout;
+    r.reason = art->status().message() + " (timeout_ms " + std::to_string(h.job.spec.timeout_ms) + ")";
   } else {
     // Not the candidate's fault (cache directory, missing toolchain ...): report it as such.
     r.status = ResultStatus::kCrash;
@@ -131,6 +134,9 @@ void SandboxJobRunner::compile_loop() {
         if (cancelled) {
           result = cancelled_before_measurement("compile");  // never measured
         } else if (!shutdown_) {
+          // The compile counts in the job's timeout: the sandbox gets what is left of it.
+          const auto spent = std::chrono::milliseconds(clock_.now_ms() - t0);
+          h.timeout = std::max(std::chrono::milliseconds(1), h.timeout - spent);
           run_queue_.push_back(Compiled{std::move(h), std::move(art->value())});
           run_cv_.notify_one();
           continue;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -19,6 +20,8 @@
 
 namespace ak {
 namespace {
+
+namespace fs = std::filesystem;
 
 using steady = std::chrono::steady_clock;
 
@@ -78,6 +81,7 @@ std::string SandboxSupervisor::reap(bool kill_first, int* wait_status) {
   if (kill_first || !child_.wait_for(options_.exit_grace)) child_.kill_group();
   const int status = child_.wait_status().value_or(0);
   child_ = ChildProcess();
+  cgroup_.remove();  // what the candidate left in it goes too
   buffer_.clear();
   remove_tmp_dir();
   if (wait_status) *wait_status = status;
@@ -115,6 +119,31 @@ Status SandboxSupervisor::start() {
                                errno_text(err));
   }
   tmp_dir_ = tmpl;
+  const ConfinementPolicy& policy = options_.confinement;
+  const Confinement probe = policy.for_child();
+  confined_ = probe.any();
+  if (confined_) {
+    // The child's own uid owns its temporary directory; the staged artefacts stay the worker's.
+    std::error_code ec;
+    fs::create_directories(fs::path(tmp_dir_) / "in", ec);
+    fs::permissions(tmp_dir_,
+                    fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                        fs::perms::others_exec,
+                    ec);
+    if (chown(tmp_dir_.c_str(), policy.child_uid(), policy.child_gid()) != 0) {
+      const int err = errno;
+      remove_tmp_dir();
+      return Status::unavailable("cannot hand the sandbox's temporary directory to uid " +
+                                 std::to_string(policy.child_uid()) + ": " + errno_text(err));
+    }
+    cgroup_ = policy.make_cgroup("sandbox-" + std::to_string(getpid()) + "-" + std::to_string(starts_));
+  }
+  ConfinementPolicy::ChildView view;
+  view.binds = {{tmp_dir_, tmp_dir_, false}, {tmp_dir_ + "/in", tmp_dir_ + "/in", true}};
+  view.needed = {options_.executable};
+  view.cgroups = cgroup_.dirs();
+  const Confinement confinement = policy.for_child(view);
+  expected_descendants_ = confinement.pid_namespace ? 2 : 0;
 
   int64_t as_mb = options_.address_space_mb;
   if (as_mb < 0) as_mb = options_.backend == Backend::kCpu ? 16 * 1024 : 0;
@@ -134,11 +163,14 @@ Status SandboxSupervisor::start() {
   o.inherit_env = false;
   o.keep_env = inherited_env();
   for (const char* name : {"TMPDIR", "HOME", "CUDA_CACHE_PATH"}) o.env.push_back(std::string(name) + "=" + tmp_dir_);
+  o.env.push_back("TRITON_CACHE_DIR=" + tmp_dir_ + "/triton");
   o.env.insert(o.env.end(), options_.extra_env.begin(), options_.extra_env.end());
+  o.confinement = confinement;
   // The sandbox arms PR_SET_PDEATHSIG(SIGKILL) itself first thing (worker/sandbox/main.cc); the
   // default death signal here also covers the moments before its main runs.
   auto child = ChildProcess::spawn(args, o);
   if (!child.ok()) {
+    cgroup_.remove();
     remove_tmp_dir();
     return Status::unavailable("cannot start sandbox '" + options_.executable + "': " + child.status().message() +
                                "; check the sandbox path (--sandbox)");
@@ -185,6 +217,7 @@ Status SandboxSupervisor::start() {
   std::string gemm;
   for (const auto& [dtype, tflops] : hello_.ceilings.gemm_tflops)
     gemm += (gemm.empty() ? ", GEMM TFLOP/s " : " ") + dtype + " " + std::to_string(int(tflops + 0.5));
+  if (starts_ == 1) spdlog::info("sandbox confinement: {}", confinement.describe());
   spdlog::info("sandbox pid {} ready: device '{}', copy bandwidth {:.1f} GB/s{}, datasheet {}, torch {}", pid,
                hello_.device, hello_.copy_bandwidth_gbps, gemm,
                hello_.ceilings.datasheet_name.empty() ? "none" : hello_.ceilings.datasheet_name, hello_.torch_version);
@@ -251,27 +284,102 @@ bool SandboxSupervisor::exited_while_idle() {
   spdlog::warn("sandbox pid {} {} between jobs; starting a fresh one", child_.pid(),
                describe_wait_status(child_.wait_status().value_or(0)));
   child_ = ChildProcess();
+  cgroup_.remove();
   buffer_.clear();
   remove_tmp_dir();
   return true;
 }
 
 SandboxReply SandboxSupervisor::run(const SandboxRequest& request, std::chrono::milliseconds timeout) {
-  std::string line;
-  try {
-    line = nlohmann::json(request).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  } catch (const std::exception& e) {
-    return failure(ResultStatus::kCrash, std::string("cannot encode the sandbox request: ") + e.what());
-  }
-  line += '\n';
   const auto deadline = steady::now() + timeout;
   const std::string timeout_reason = "no reply within " + std::to_string(timeout.count()) + " ms; sandbox killed";
   // A sandbox that died between jobs is not this job's fault: it is replaced once, and the
   // request goes to the fresh one.
   bool gone = false;
-  SandboxReply reply = run_once(request, line, deadline, timeout_reason, &gone);
-  if (gone) reply = run_once(request, line, deadline, timeout_reason, &gone);
+  SandboxReply reply;
+  for (int attempt = 0; attempt < 2 && (attempt == 0 || gone); ++attempt) {
+    exited_while_idle();
+    if (Status s = start(); !s.ok())
+      return failure(ResultStatus::kCrash, "sandbox could not be started: " + s.message());
+    std::string staged_dir;
+    auto staged = stage(request, &staged_dir);
+    if (!staged.ok()) return failure(ResultStatus::kCrash, staged.status().message());
+    std::string line;
+    try {
+      line = nlohmann::json(*staged).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } catch (const std::exception& e) {
+      return failure(ResultStatus::kCrash, std::string("cannot encode the sandbox request: ") + e.what());
+    }
+    line += '\n';
+    reply = run_once(request, line, deadline, timeout_reason, &gone);
+    if (!staged_dir.empty()) {
+      std::error_code ec;
+      fs::remove_all(staged_dir, ec);
+    }
+  }
+  // Whatever the candidate started ends with its job: a sandbox whose tree or cgroup holds more
+  // than itself is killed whole, and the next job starts a fresh one.
+  if (running()) {
+    if (const int stray = stray_processes(); stray > 0) {
+      spdlog::warn("sandbox pid {} holds {} process(es) besides itself after job {}; killing its tree", child_.pid(),
+                   stray, request.job.job_id);
+      reap(true);
+    }
+  }
   return reply;
+}
+
+Result<SandboxRequest> SandboxSupervisor::stage(const SandboxRequest& request, std::string* staged_dir) {
+  if (!confined_ || request.artifact_path.empty()) return request;
+  const fs::path dir = fs::path(tmp_dir_) / "in" / std::to_string(staged_++);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::unavailable("cannot stage the artefact in " + dir.string() + ": " + ec.message());
+  *staged_dir = dir.string();
+  // The artefact and its siblings of the same stem (triton: <stem>.json, <stem>.div16.cubin, ...).
+  const fs::path artefact(request.artifact_path);
+  const std::string stem = artefact.stem().string();
+  for (const auto& e : fs::directory_iterator(artefact.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name != artefact.filename().string() && name.rfind(stem + ".", 0) != 0) continue;
+    std::error_code lc;
+    fs::create_hard_link(e.path(), dir / name, lc);
+    if (lc) fs::copy_file(e.path(), dir / name, lc);
+    if (lc) return Status::unavailable("cannot stage " + e.path().string() + " for the sandbox: " + lc.message());
+  }
+  if (ec) return Status::unavailable("cannot read " + artefact.parent_path().string() + ": " + ec.message());
+  SandboxRequest staged = request;
+  staged.artifact_path = (dir / artefact.filename()).string();
+  return staged;
+}
+
+int SandboxSupervisor::stray_processes() {
+  // Every process below the sandbox's pid (children files of each thread, CONFIG_PROC_CHILDREN).
+  int below = 0;
+  std::vector<pid_t> todo = {child_.pid()};
+  while (!todo.empty() && below < 100'000) {
+    const pid_t pid = todo.back();
+    todo.pop_back();
+    std::error_code ec;
+    for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream in(task.path() / "children");
+      long child = 0;
+      while (in >> child) {
+        todo.push_back(static_cast<pid_t>(child));
+        ++below;
+      }
+    }
+  }
+  int stray = std::max(0, below - expected_descendants_);
+  // Those that left the tree (double fork without a pid namespace) are still in the cgroup.
+  for (const std::string& dir : cgroup_.dirs()) {
+    std::ifstream in(dir + "/cgroup.procs");
+    long pid = 0;
+    int n = 0;
+    while (in >> pid) ++n;
+    stray = std::max(stray, n - 1 - expected_descendants_);
+  }
+  return stray;
 }
 
 SandboxReply SandboxSupervisor::run_once(const SandboxRequest& request, const std::string& request_line,
@@ -279,9 +387,6 @@ SandboxReply SandboxSupervisor::run_once(const SandboxRequest& request, const st
                                          bool* gone) {
   const bool first = !*gone;
   *gone = false;
-  exited_while_idle();
-  if (Status s = start(); !s.ok())
-    return failure(ResultStatus::kCrash, "sandbox could not be started: " + s.message());
   const pid_t pid = child_.pid();
   if (Status written = write_all(request_line, deadline); !written.ok()) {
     if (written.code() == StatusCode::kTimedOut) {

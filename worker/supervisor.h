@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/confine.h"
 #include "common/job.h"
 #include "common/process.h"
 #include "common/status.h"
@@ -54,6 +55,12 @@ struct SandboxOptions {
   // LD_LIBRARY_PATH, the CUDA_* / NVIDIA_* device selection variables and extra_env pass.
   std::string tmp_root = "/tmp";
   std::vector<std::string> extra_env;  // "NAME=value", added after the scrub
+  // How the sandbox is confined (common/confine.h; the worker probes it at start). Where it confines
+  // at all, each sandbox gets its own cgroup, its temporary directory belongs to the child's uid,
+  // each request's artefact is staged (hard link, else copy) into <tmp dir>/in/<n>/, which the
+  // child sees read-only, and the request names that copy: the child never sees the compile cache.
+  // The default confines nothing.
+  ConfinementPolicy confinement;
 };
 
 // Owns at most one sandbox child: `executable --backend cpu|cuda --device N [extra_args]`, started
@@ -74,7 +81,9 @@ struct SandboxOptions {
 // A sandbox found gone before it could have read the request (it died between jobs: the write
 // fails, or it exits with code 0, its answer to EOF, without replying) is replaced once and the
 // request sent to the fresh one; that is not the job's fault.
-// After any of these the next run() starts a fresh sandbox. No zombie is left behind: every child
+// After any of these the next run() starts a fresh sandbox. So does a reply after which the sandbox's
+// tree holds processes besides the sandbox (a candidate's daemon): the tree and the sandbox's cgroup
+// are killed at the end of that job. No zombie is left behind: every child
 // is reaped, and the destructor closes its stdin, waits exit_grace, kills it if needed and reaps it.
 //
 // Not thread-safe: one thread (the agent's executor) owns a supervisor. SIGPIPE is blocked on the
@@ -113,7 +122,18 @@ class SandboxSupervisor final : public SandboxRunner {
   // Reaps the child if it has already exited; true if it had.
   bool exited_while_idle();
 
+  // The request with its artefacts staged where the confined sandbox can read them; the staged
+  // folder is removed after the job.
+  Result<SandboxRequest> stage(const SandboxRequest& request, std::string* staged_dir);
+  // Processes below the sandbox other than itself (and its pid namespace's init), plus those left in
+  // its cgroup.
+  int stray_processes();
+
   SandboxOptions options_;
+  CgroupJob cgroup_;  // the running sandbox's; empty where cgroups are unavailable
+  bool confined_ = false;
+  int expected_descendants_ = 0;
+  int64_t staged_ = 0;  // staged requests so far, naming their folders
   ChildProcess child_;  // the running sandbox; pid -1 once reaped
   std::string buffer_;  // bytes read past the last line
   std::string tmp_dir_;  // the running sandbox's private temporary directory

@@ -43,6 +43,9 @@ class Farm {
     // workers ("worker", "worker2"), clients "alice" and "mallory" (role submit) and "admin";
     // workers started with keys, client() as admin. The rogue keys ("rogue") are in no list.
     bool curve = false;
+    // Appended to every worker's command line (e.g. --unconfined for a test whose candidate talks
+    // to it through files in the farm's folder, which confinement hides from candidates).
+    std::vector<std::string> worker_args;
   };
 
   explicit Farm(Options o) : options_(o) {
@@ -161,6 +164,7 @@ class Farm {
                                      dir_ + "/state-" + id};
     if (options_.curve)
       argv.insert(argv.end(), {"--key", key_file("worker"), "--coordinator-key", pub_file("coordinator")});
+    argv.insert(argv.end(), options_.worker_args.begin(), options_.worker_args.end());
     auto w = ChildProcess::spawn(argv, {});
     if (!w.ok()) throw std::runtime_error(w.status().message());
     workers_.emplace(id, std::move(*w));

@@ -1,5 +1,6 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -307,6 +308,140 @@ TEST_F(CompilerTest, CudaToolkitHeadersAreOnTheIncludePath) {
              "extern \"C\" __global__ void ak_softmax(const __half* x, __half* y) { y[0] = __hadd(x[0], x[1]); }\n";
   auto art = compiler_->compile(j, gpu_caps("sm_90a"));
   ASSERT_TRUE(art.ok()) << art.status().to_string();
+}
+
+}  // namespace
+}  // namespace ak
+
+namespace ak {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the hostile drills of issue 19 did to the compile step: read a host file through #include,
+// compile for minutes against a short timeout, replace a cached artefact.
+class HostileCompileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ak-hostile-compile-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    o_.cache_dir = (dir_ / "cache").string();
+    o_.python = AK_PYTHON;
+    // A file of the host that the candidate must not see, with a recognisable text.
+    secret_ = (dir_ / "secret.txt").string();
+    std::ofstream(secret_) << "top_secret_token_4711 = 1;\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  JobSpec cpu_job(const std::string& source, int64_t timeout_ms = 60'000) const {
+    JobSpec j;
+    j.job_id = "hostile";
+    j.kernel_type = "softmax";
+    j.requires_.backend = Backend::kCpu;
+    j.dtype = DType::kF32;
+    j.shape = {64, 1024};
+    j.source = source;
+    j.timeout_ms = timeout_ms;
+    return j;
+  }
+  static Capabilities cpu_caps() {
+    Capabilities c;
+    c.arch = "x86_64";
+    return c;
+  }
+
+  fs::path dir_;
+  std::string secret_;
+  CompilerOptions o_;
+};
+
+TEST_F(HostileCompileTest, AnAbsoluteOrClimbingIncludeIsRefusedWithoutTheFilesText) {
+  auto compiler = make_compiler(o_);
+  for (const std::string& include : {"#include \"" + secret_ + "\"", std::string("#include \"../../etc/passwd\""),
+                                     "  #  include <" + secret_ + ">"}) {
+    auto art = compiler->compile(cpu_job(include + "\nextern \"C\" int ak_softmax_cpu() { return 0; }\n"), cpu_caps());
+    ASSERT_FALSE(art.ok()) << include;
+    EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument) << include;
+    EXPECT_NE(art.status().message().find("line 1: #include of an absolute path or one with '..' is refused"),
+              std::string::npos)
+        << art.status().message();
+    EXPECT_EQ(art.status().message().find("top_secret_token_4711"), std::string::npos);
+  }
+}
+
+TEST_F(HostileCompileTest, AnIncludeHiddenBehindAMacroFailsWithItsDiagnosticsWithheld) {
+  auto compiler = make_compiler(o_);
+  const std::string source =
+      "#define SECRET \"" + secret_ + "\"\n#include SECRET\nextern \"C\" int f() { return 0; }\n";
+  auto art = compiler->compile(cpu_job(source), cpu_caps());
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument);
+  // The compiler complains about the secret's text; none of it reaches the reason.
+  EXPECT_EQ(art.status().message().find("top_secret_token_4711"), std::string::npos) << art.status().message();
+  EXPECT_NE(art.status().message().find("withheld"), std::string::npos) << art.status().message();
+}
+
+TEST_F(HostileCompileTest, ACompileBombEndsAtTheJobsTimeoutAsTimedOut) {
+  auto compiler = make_compiler(o_);
+  // About 10^10 constant-evaluation steps: minutes of compiler time.
+  const std::string bomb =
+      "constexpr long spin() { long s = 0; for (long i = 0; i < 100000; ++i) for (long j = 0; j < 100000; ++j) "
+      "s += i ^ j; return s; }\nconstexpr long value = spin();\n"
+      "extern \"C\" int ak_softmax_cpu(const void*, void*, long, long, int) { return int(value & 1); }\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto art = compiler->compile(cpu_job(bomb, 2'000), cpu_caps());
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kTimedOut) << art.status().message();
+  EXPECT_LT(elapsed, std::chrono::seconds(30)) << "the compiler was not stopped at the job's timeout";
+}
+
+TEST_F(HostileCompileTest, ATamperedCacheEntryIsAMissAndIsBuiltAgain) {
+  auto compiler = make_compiler(o_);
+  const std::string source = kernels::find("softmax")->backends.at(Backend::kCpu).source;
+  auto a = compiler->compile(cpu_job(source), cpu_caps());
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  const std::string original = [&] {
+    std::ifstream in(a->path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }();
+  std::ofstream(a->path, std::ios::binary | std::ios::trunc) << "a replaced binary";
+  auto b = compiler->compile(cpu_job(source), cpu_caps());
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_FALSE(b->cache_hit);
+  std::ifstream in(b->path, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), original);
+  auto c = compiler->compile(cpu_job(source), cpu_caps());
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->cache_hit);
+}
+
+TEST_F(HostileCompileTest, AConfinedCompileCannotEmbedAHostFileThatTheIncludeCheckDoesNotSee) {
+  auto policy = make_confinement_policy(false, {o_.cache_dir});
+  if (!policy.ok()) GTEST_SKIP() << "no confinement here: " << policy.status().message();
+  chmod(secret_.c_str(), 0600);
+  // The assembler's .incbin reads a file at compile time; no #include names it.
+  const std::string source = "asm(\".section .rodata\\n.incbin \\\"" + secret_ +
+                             "\\\"\\n.previous\");\n"
+                             "extern \"C\" int ak_softmax_cpu(const void*, void*, long, long, int) { return 0; }\n";
+  auto contains_secret = [](const Result<CompiledArtifact>& art) {
+    if (!art.ok()) return art.status().message().find("top_secret_token_4711") != std::string::npos;
+    std::ifstream in(art->path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())
+               .find("top_secret_token_4711") != std::string::npos;
+  };
+  // Unconfined, the artefact carries the file: the drill works.
+  auto open_compiler = make_compiler(o_);
+  EXPECT_TRUE(contains_secret(open_compiler->compile(cpu_job(source), cpu_caps())));
+  fs::remove_all(o_.cache_dir);
+  o_.confinement = *policy;
+  auto confined = make_compiler(o_);
+  const auto art = confined->compile(cpu_job(source), cpu_caps());
+  EXPECT_FALSE(contains_secret(art)) << (art.ok() ? art->path : art.status().message());
+  // An honest candidate still builds.
+  auto honest = confined->compile(cpu_job(kernels::find("softmax")->backends.at(Backend::kCpu).source), cpu_caps());
+  EXPECT_TRUE(honest.ok()) << honest.status().to_string();
 }
 
 }  // namespace

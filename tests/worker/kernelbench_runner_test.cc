@@ -5,6 +5,9 @@
 // processes.
 #include "worker/kernelbench_runner.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/confine.h"
 #include "common/process.h"
 #include "kernelbench/bridge.h"
 #include "kernelbench/harness_source.h"
@@ -189,6 +193,77 @@ TEST_F(KernelBenchRunnerTest, TheHarnessCopyIsNamedByTheHashOfItsBytesAndDeadPro
                               kernelbench::xxh64_hex(std::string(kernelbench::kHarnessZipapp)) + ".pyz");
   ASSERT_TRUE(fs::exists(mine));
   EXPECT_EQ(read_file(mine), std::string(kernelbench::kHarnessZipapp));
+}
+
+}  // namespace
+}  // namespace ak
+
+namespace ak {
+namespace {
+
+// A KernelBench candidate that, at import, tries to read a file of the worker's, write into the
+// worker's folder, reach a TCP port on 127.0.0.1 and signal the worker; it raises (the job fails,
+// naming what worked) if anything worked, and is a correct matmul otherwise.
+std::string escaping_candidate(const std::string& secret, const std::string& canary, int port) {
+  return "import os, socket\n"
+         "import torch\nimport torch.nn as nn\n"
+         "done = []\n"
+         "def attempt(name, fn):\n"
+         "    try:\n        fn()\n        done.append(name)\n"
+         "    except Exception:\n        pass\n"
+         "attempt('read-secret', lambda: open('" +
+         secret +
+         "').read())\n"
+         "attempt('write-canary', lambda: open('" +
+         canary +
+         "', 'w').write('x'))\n"
+         "attempt('inet', lambda: socket.create_connection(('127.0.0.1', " +
+         std::to_string(port) +
+         "), timeout=2))\n"
+         "attempt('signal-worker', lambda: os.kill(" +
+         std::to_string(getpid()) +
+         ", 0))\n"
+         "if done:\n    raise RuntimeError('escaped: ' + ' '.join(done))\n"
+         "class ModelNew(nn.Module):\n"
+         "    def __init__(self):\n        super().__init__()\n"
+         "    def forward(self, A, B):\n        return torch.matmul(A, B)\n";
+}
+
+TEST_F(KernelBenchRunnerTest, AConfinedStepCannotReadOrWriteTheWorkersFilesReachTheNetworkOrSignalTheWorker) {
+  auto policy = make_confinement_policy(false, {(dir_ / "work").string()});
+  if (!policy.ok()) GTEST_SKIP() << "no confinement here: " << policy.status().message();
+  // What the candidate must not reach: a file in the worker's folder and a listener of the worker.
+  fs::create_directories(dir_ / "work");
+  const std::string secret = (dir_ / "work" / "secret").string();
+  std::ofstream(secret) << "worker secret";
+  const std::string canary = (dir_ / "work" / "canary").string();
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof a;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  JobSpec j = job("escape", "candidate", "linear_correct.py");
+  j.source = escaping_candidate(secret, canary, ntohs(a.sin_port));
+
+  // Unconfined, everything works: the candidate says so, and the test could fail.
+  KernelBenchRunner open_runner(options(false));
+  const auto escaped = open_runner.run(j, 120s);
+  EXPECT_NE(escaped.status, ResultStatus::kPass);
+  EXPECT_NE((escaped.reason + escaped.kernelbench.dump()).find("escaped: read-secret write-canary inet signal-worker"),
+            std::string::npos)
+      << escaped.reason;
+  fs::remove(canary);
+
+  KernelBenchRunnerOptions o = options(false);
+  o.confinement = *policy;
+  KernelBenchRunner confined(o);
+  const auto out = confined.run(j, 120s);
+  EXPECT_EQ(out.status, ResultStatus::kPass) << out.reason << "\n" << out.kernelbench.dump();
+  EXPECT_FALSE(fs::exists(canary));
+  close(listener);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "worker/nvml.h"
 
@@ -28,6 +29,26 @@ TEST(Stats, RelativeStandardErrorIsInfiniteWithoutTwoSamples) {
   EXPECT_TRUE(std::isinf(rel_se_of_median({})));
   EXPECT_TRUE(std::isinf(rel_se_of_median({3.0})));
   EXPECT_DOUBLE_EQ(rel_se_of_median({2.0, 2.0, 2.0}), 0.0);
+}
+
+TEST(Stats, OneSampleReportsTheRelativeStandardErrorAsUnknownAndTheMeasurementSurvivesJson) {
+  const Stats one = summarize({7.5});
+  EXPECT_EQ(one.n, 1);
+  EXPECT_DOUBLE_EQ(one.median, 7.5);
+  EXPECT_EQ(one.rel_se, kRelSeUnknown);
+  // The sandbox copies it into its reply; the worker parses that reply. With +inf the JSON held
+  // null and the parse failed, which the worker reported as CRASH (protocol violation).
+  Measurement m;
+  m.latency_us = one.median;
+  m.samples = one.n;
+  m.rel_se = one.rel_se;
+  const std::string wire = nlohmann::json(m).dump();
+  EXPECT_EQ(wire.find("null"), std::string::npos) << wire;
+  const Measurement back = nlohmann::json::parse(wire).get<Measurement>();
+  EXPECT_EQ(back.rel_se, kRelSeUnknown);
+  EXPECT_EQ(back.samples, 1);
+  EXPECT_EQ(summarize({-1.0, -1.0}).rel_se, kRelSeUnknown);  // a median <= 0: no relative error either
+  EXPECT_GT(summarize({1.0, 2.0}).rel_se, 0);
 }
 
 MeasureOptions options(int min, int max, double noise, int64_t max_ms) {
