@@ -200,7 +200,7 @@ Status Coordinator::run(const std::atomic<bool>& stop) {
 }
 
 void Coordinator::log_refusal(const std::string& peer, const std::string& what) {
-  auto suppressed = refusal_log_.admit(peer, clock_.now_ms());
+  auto suppressed = frame_refusal_log_.admit(peer, clock_.now_ms());
   if (!suppressed) return;
   if (*suppressed == 0)
     spdlog::warn("{} (peer '{}')", what, peer.substr(0, 64));

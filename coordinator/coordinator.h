@@ -103,7 +103,7 @@ class Coordinator {
   std::string worker_endpoint_;
   std::string client_endpoint_;
   PeerRateLimiter client_limiter_;
-  LogThrottle refusal_log_;
+  LogThrottle frame_refusal_log_;
 };
 
 }  // namespace ak
