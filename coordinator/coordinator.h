@@ -29,8 +29,8 @@
 #include <zmq_addon.hpp>
 
 #include "common/clock.h"
-#include "coordinator/auth.h"
 #include "common/rate_limit.h"
+#include "coordinator/auth.h"
 #include "coordinator/farm_core.h"
 #include "coordinator/metrics.h"
 #include "coordinator/scheduler.h"
