@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build, test and run the farm on a GPU host that has CUDA, PyTorch, cmake and ninja but no
 # package access: the Debian packages the farm needs come unpacked from a folder of .debs
-# (fetched beforehand with shared/gpu/fetch-debs.sh plus googletest, spdlog, CLI11, toml++,
-# xxhash, nlohmann-json). Logs and results go to $OUT (default ./gpu-out).
+# (fetched beforehand with scripts/fetch-gpu-debs.sh: ZeroMQ, hiredis, prometheus-cpp, Redis, googletest, spdlog, CLI11, toml++,
+# xxhash, nlohmann-json, libseccomp). Logs and results go to $OUT (default ./gpu-out).
 # Then: the device's calibration, ctest -L gpu (sandbox and hostile suites), bench/repeatability.sh
 # and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
 # bench/library.sh (the kernel library's results table), "kernelbench" KernelBench phases: baselines,
