@@ -3,8 +3,9 @@
 // correct softmax. An attack that worked sets ak_escaped, and the softmax then writes NaN, so the
 // job FAILs: the expected verdict PASS says every attack was refused or contained.
 //
-// Not a candidate: hostile_test.cc inlines it where a candidate has the line `#include "escape.h"`
-// (after `#include "prelude.h"`, whose row_softmax it uses).
+// Not a candidate: hostile_test.cc inlines it where a candidate has the line `#include "escape.h"`,
+// before or after `#include "prelude.h"` (clang-format sorts it first), whose row_softmax it
+// declares here and uses.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -22,6 +25,9 @@
 #include <vector>
 
 namespace {
+
+// Defined in prelude.h (the same unnamed namespace of this translation unit).
+void row_softmax(const float* x, float* y, int64_t cols);
 
 bool ak_escaped = false;
 
