@@ -28,11 +28,17 @@ int worker(const WorkerArgs& a) {
     return 0;
   }
   // Probed once for every agent: the layers, the filter and what candidates must not see.
+  // The folders as absolute paths from here on: a confined child resolves paths after its private
+  // /tmp is mounted and its root made read-only, where a path relative to a working directory
+  // under /tmp would name the hidden, read-only tree (every compile failed in `run` under /tmp).
+  std::string cache_dir = a.cache_dir, state_dir = a.state_dir;
   std::vector<std::string> hidden;
-  for (const std::string& dir : {a.cache_dir, a.state_dir}) {
+  for (std::string* dir : {&cache_dir, &state_dir}) {
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    hidden.push_back(std::filesystem::absolute(dir, ec).string());
+    std::filesystem::create_directories(*dir, ec);
+    const std::filesystem::path abs = std::filesystem::absolute(*dir, ec);
+    if (!ec) *dir = abs.lexically_normal().string();
+    hidden.push_back(*dir);
   }
   auto policy = make_confinement_policy(a.unconfined, hidden, a.candidate_memory_mb << 20, a.candidate_pids);
   if (!policy.ok()) {
@@ -107,9 +113,9 @@ int worker(const WorkerArgs& a) {
     o.device_index = d < 0 ? 0 : d;
     o.slots = a.slots;
     o.sandbox_path = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
-    o.cache_dir = a.cache_dir;
+    o.cache_dir = cache_dir;
     o.python = a.python;
-    o.state_dir = a.state_dir;  // the outbox file, one per worker id
+    o.state_dir = state_dir;  // the outbox file, one per worker id
     o.heartbeat_ms = a.heartbeat_ms;
     o.kernelbench_slots = a.kb_slots;
     o.kernelbench_fork_server = a.kb_fork_server;

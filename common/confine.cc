@@ -26,6 +26,12 @@
 namespace ak {
 namespace {
 
+std::string absolute_path(const std::string& p) {
+  std::error_code ec;
+  const std::filesystem::path a = std::filesystem::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
 namespace fs = std::filesystem;
 
 bool running_as_root() { return geteuid() == 0; }
@@ -466,6 +472,13 @@ Confinement ConfinementPolicy::for_child(const ChildView& view) const {
     c.hidden = hidden;
     c.hidden.insert(c.hidden.end(), view.hidden.begin(), view.hidden.end());
     c.binds = view.binds;
+    // Absolute paths: the child resolves them after its private /tmp is mounted, where a path
+    // relative to a working directory under /tmp would name the hidden tree instead of the view.
+    for (std::string& h : c.hidden) h = absolute_path(h);
+    for (Confinement::Bind& b : c.binds) {
+      b.source = absolute_path(b.source);
+      b.target = absolute_path(b.target);
+    }
     // What the child needs below a hidden path (an interpreter under /root) comes back read-only.
     for (const std::string& n : view.needed) {
       std::error_code nc;

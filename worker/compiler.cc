@@ -207,9 +207,19 @@ std::string toolkit_include_dir() {
   return "";
 }
 
+// Absolute cache folder: a confined compile resolves its folder after its private /tmp and
+// read-only root are mounted, where a path relative to a working directory under /tmp is not its
+// view.
+CompilerOptions with_absolute_cache(CompilerOptions o) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(o.cache_dir, ec);
+  if (!ec && !o.cache_dir.empty()) o.cache_dir = abs.lexically_normal().string();
+  return o;
+}
+
 class RealCompiler final : public Compiler {
  public:
-  explicit RealCompiler(CompilerOptions options) : options_(std::move(options)) {}
+  explicit RealCompiler(CompilerOptions options) : options_(with_absolute_cache(std::move(options))) {}
 
   Result<CompiledArtifact> compile(const JobSpec& job, const Capabilities& caps) override {
     const kernels::KernelSpec* spec = kernels::find(job.kernel_type);

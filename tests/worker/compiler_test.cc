@@ -444,5 +444,26 @@ TEST_F(HostileCompileTest, AConfinedCompileCannotEmbedAHostFileThatTheIncludeChe
   EXPECT_TRUE(honest.ok()) << honest.status().to_string();
 }
 
+TEST_F(HostileCompileTest, AConfinedCompileWithARelativeCacheFolderUnderTmpBuilds) {
+  // `autokernel run` in a folder under /tmp gave a relative cache folder, which a confined child
+  // resolved inside its read-only, overmounted /tmp: every compile failed.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir_);
+  struct Back {
+    fs::path p;
+    ~Back() { fs::current_path(p); }
+  } back{cwd};
+  auto policy = make_confinement_policy(false, {(dir_ / "rel-cache").string()});
+  if (!policy.ok()) GTEST_SKIP() << "no confinement here: " << policy.status().message();
+  CompilerOptions o = o_;
+  o.cache_dir = "rel-cache";
+  o.confinement = *policy;
+  auto compiler = make_compiler(o);
+  auto art = compiler->compile(cpu_job(kernels::find("softmax")->backends.at(Backend::kCpu).source), cpu_caps());
+  ASSERT_TRUE(art.ok()) << art.status().to_string();
+  EXPECT_TRUE(fs::path(art->path).is_absolute()) << art->path;
+  EXPECT_TRUE(fs::exists(art->path)) << art->path;
+}
+
 }  // namespace
 }  // namespace ak
