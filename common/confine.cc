@@ -542,6 +542,20 @@ void remove_groups_of_dead_workers(const std::string& root) {
 
 }  // namespace
 
+const std::vector<std::string>& kept_env_names() {
+  static const std::vector<std::string> names = {"PATH",
+                                                 "LD_LIBRARY_PATH",
+                                                 "LANG",
+                                                 "LC_ALL",
+                                                 "CUDA_HOME",
+                                                 "CUDA_PATH",
+                                                 "CUDA_VISIBLE_DEVICES",
+                                                 "CUDA_DEVICE_ORDER",
+                                                 "NVIDIA_VISIBLE_DEVICES",
+                                                 "CUDA_MODULE_LOADING"};
+  return names;
+}
+
 Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<std::string> hidden,
                                                   int64_t memory_limit_bytes, int64_t pids_max) {
   ConfinementPolicy p;

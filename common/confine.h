@@ -142,6 +142,11 @@ struct ConfinementPolicy {
   CgroupJob make_cgroup(const std::string& name) const;
 };
 
+// The variables a confined child (candidate, compiler, KernelBench step) keeps from the worker's
+// environment; everything else, secrets included, is dropped: search paths, locale, the toolkit's
+// location and the GPU selection.
+const std::vector<std::string>& kept_env_names();
+
 // Probes, builds the filter and fills the policy. Errors: kUnavailable when the layers found are not
 // sufficient() and `unconfined` is false (the message lists the table and names --unconfined).
 Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<std::string> hidden,

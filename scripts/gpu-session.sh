@@ -7,7 +7,9 @@
 # and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
 # bench/library.sh (the kernel library's results table), "kernelbench" KernelBench phases: baselines,
 # their agreement with KernelBench's own timing, sweeps (bench/kernelbench.sh), "study" the H200 study campaign
-# (examples/campaigns/study_h200.toml) with its tuning-database export in $OUT/study.
+# (examples/campaigns/study_h200.toml) with its tuning-database export in $OUT/study, "confine" the
+# confinement layers this host gives the worker, as this user and as an unprivileged one.
+# AK_CTEST_TIMEOUT bounds the ctest step (default 560 s).
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +40,16 @@ for step in $STEPS; do
   case $step in
     ctest)
       # -V for the verdict table the hostile suite prints
-      (cd build-gpu && timeout 560 ctest -L gpu -V -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
+      (cd build-gpu && timeout "${AK_CTEST_TIMEOUT:-560}" ctest -L gpu -V -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
       echo "ctest -L gpu rc=$?"
       grep -E "tests passed|tests failed|Failed|SKIPPED|\*\*\*|hostile suite|: +[0-9][0-9]_[a-z_]+: " "$OUT/ctest-gpu.log" | cut -c1-220 | head -60 ;;
+    confine)
+      # What a worker started here would get, then what one started by an ordinary user would.
+      { "$B/bin/autokernel" worker --confinement-report
+        if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+          setpriv --reuid=65534 --regid=65534 --clear-groups "$B/bin/autokernel" worker --confinement-report
+        fi; } > "$OUT/confinement.txt" 2>&1
+      cat "$OUT/confinement.txt" ;;
     repeat)
       timeout 300 bash bench/repeatability.sh "$B"; echo "repeatability rc=$?" ;;
     throughput)
@@ -70,6 +79,6 @@ for step in $STEPS; do
       # one file for the phases' files: a device call brings back at most 8 files from $OUT
       tar czf "$OUT/kernelbench.tgz" -C "$OUT" kernelbench && rm -rf "$OUT/kernelbench" ;;
     library)
-      timeout 540 bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
+      timeout "${AK_LIBRARY_TIMEOUT:-540}" bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac
 done

@@ -34,14 +34,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxLogBytes = 8 * 1024;
 
-#define AK_NVRTC_CHECK(call)                                                                \
-  do {                                                                                      \
-    nvrtcResult ak_nvrtc_r_ = (call);                                                       \
-    if (ak_nvrtc_r_ != NVRTC_SUCCESS)                                                       \
-      return ::ak::Status::internal(std::string(#call) + " failed at " __FILE__ ":" +       \
-                                    std::to_string(__LINE__) + ": " + nvrtcGetErrorString(ak_nvrtc_r_)); \
-  } while (0)
-
 std::string truncate_log(std::string log) {
   if (log.size() > kMaxLogBytes) {
     log.resize(kMaxLogBytes);
@@ -62,6 +54,24 @@ fs::path temp_path(const fs::path& dir, const std::string& stem, const std::stri
   static std::atomic<uint64_t> counter{0};
   return dir / (".tmp-" + stem + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ext);
 }
+
+// A compile's private folder: its only writable view (the worker installs the result from it),
+// removed with everything in it when the compile returns.
+struct PrivateFolder {
+  fs::path path;
+  explicit PrivateFolder(fs::path p) : path(std::move(p)) {}
+  PrivateFolder(const PrivateFolder&) = delete;
+  PrivateFolder& operator=(const PrivateFolder&) = delete;
+  ~PrivateFolder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  Status create() const {
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    return ec ? Status::internal("cannot create " + path.string() + ": " + ec.message()) : Status{};
+  }
+};
 
 struct ProcessResult {
   int exit_code = -1;  // -1: killed by a signal or could not start
@@ -88,7 +98,7 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, const fs
   o.confinement = box.confinement;
   if (box.scrub_env) {
     o.inherit_env = false;
-    o.keep_env = {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"};
+    o.keep_env = kept_env_names();
     o.env = {"HOME=/tmp", "TMPDIR=/tmp"};
   }
   o.env.insert(o.env.end(), box.env.begin(), box.env.end());
@@ -353,24 +363,14 @@ class RealCompiler final : public Compiler {
     const fs::path final_path = dir / ("cpu-" + key.cache_key + ".so");
     CompiledArtifact art = lookup(key, entry, final_path);
     if (art.cache_hit) return art;
-    std::error_code ec;
 
     const auto t0 = std::chrono::steady_clock::now();
-    // The compiler's private folder: its only writable view; the worker installs the result.
-    const fs::path work = temp_path(dir, key.cache_key, ".compile");
-    fs::create_directories(work, ec);
-    if (ec) return Status::internal("cannot create " + work.string() + ": " + ec.message());
-    struct Cleanup {
-      fs::path p;
-      ~Cleanup() {
-        std::error_code e;
-        fs::remove_all(p, e);
-      }
-    } cleanup{work};
-    const fs::path src_path = work / "candidate.cc";
-    const fs::path out_path = work / "candidate.so";
+    const PrivateFolder work(temp_path(dir, key.cache_key, ".compile"));
+    if (Status s = work.create(); !s.ok()) return s;
+    const fs::path src_path = work.path / "candidate.cc";
+    const fs::path out_path = work.path / "candidate.so";
     if (Status s = write_file(src_path.string(), source); !s.ok()) return s;
-    Sandboxing box = sandboxing(job, work);
+    Sandboxing box = sandboxing(job, work.path);
     std::vector<std::string> argv = {options_.host_cxx, "-fno-diagnostics-show-caret"};
     argv.insert(argv.end(), options.begin(), options.end());
     argv.insert(argv.end(), {"-o", out_path.string(), src_path.string()});
@@ -416,10 +416,35 @@ class RealCompiler final : public Compiler {
     if (art.cache_hit) return art;
 
     const auto t0 = std::chrono::steady_clock::now();
-    auto cubin = nvrtc_compile(job, source, options, arch.value());
-    if (!cubin.ok()) return cubin.status();
-    if (Status s = write_file_atomically(hash_path(final_path), xxh64_hex(cubin.value())); !s.ok()) return s;
-    if (Status s = write_file_atomically(final_path.string(), cubin.value()); !s.ok()) return s;
+    const PrivateFolder work(temp_path(dir, key.cache_key, ".nvrtc"));
+    if (Status s = work.create(); !s.ok()) return s;
+    const std::string name = job.kernel_type + ".cu";  // the program's name in diagnostics
+    const fs::path src_path = work.path / "candidate.cu";
+    const fs::path out_path = work.path / "candidate.cubin";
+    if (Status s = write_file(src_path.string(), source); !s.ok()) return s;
+    const std::string exe = nvrtc_executable();
+    Sandboxing box = sandboxing(job, work.path, {exe, include_dir_});
+    std::vector<std::string> argv = {exe, name, src_path.string(), out_path.string()};
+    argv.insert(argv.end(), options.begin(), options.end());
+    auto run = run_process(argv, temp_path(dir, key.cache_key, ".log"), box);
+    if (!run.ok()) return run.status();
+    const std::string what = job.kernel_type + " " + dtype_name(job.dtype) + " config " + config_string(job.config) +
+                             " on " + arch.value();
+    if (run->exit_code == 1) {
+      // autokernel-nvrtc: the result's name, then the log.
+      const size_t eol = run->output.find('\n');
+      const std::string result = run->output.substr(0, eol);
+      const std::string log = eol == std::string::npos ? "" : run->output.substr(eol + 1);
+      return Status::invalid("nvrtc failed (" + result + ") for " + what + ":\n" +
+                             truncate_log(withhold_foreign_diagnostics(log, {name})));
+    }
+    if (run->exit_code == -1)  // a signal: the candidate crashed the compiler (or hit its limits)
+      return Status::invalid("nvrtc crashed for " + what + " (killed by a signal):\n" +
+                             truncate_log(withhold_foreign_diagnostics(run->output, {name})));
+    if (run->exit_code != 0)
+      return Status::internal(exe + " exited " + std::to_string(run->exit_code) + " for " + what + ":\n" +
+                              truncate_log(run->output));
+    if (Status s = install(out_path, final_path); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return art;
   }
@@ -480,20 +505,11 @@ class RealCompiler final : public Compiler {
     const fs::path final_path = stem.string() + ".cubin";
     CompiledArtifact art = lookup(key, entry, final_path);
     if (art.cache_hit) return art;
-    std::error_code ec;
 
     const auto t0 = std::chrono::steady_clock::now();
-    const fs::path work = temp_path(dir, key.cache_key, ".triton");
-    fs::create_directories(work, ec);
-    if (ec) return Status::internal("cannot create " + work.string() + ": " + ec.message());
-    struct Cleanup {
-      fs::path p;
-      ~Cleanup() {
-        std::error_code e;
-        fs::remove_all(p, e);
-      }
-    } cleanup{work};
-    const fs::path src_path = work / "candidate.py";
+    const PrivateFolder work(temp_path(dir, key.cache_key, ".triton"));
+    if (Status s = work.create(); !s.ok()) return s;
+    const fs::path src_path = work.path / "candidate.py";
     if (Status s = write_file(src_path.string(), source); !s.ok()) return s;
     // The generic build, then (if the type names any) the one that assumes 16-divisible values.
     std::vector<std::pair<std::string, std::vector<std::string>>> builds = {{"", {}}};
@@ -503,13 +519,13 @@ class RealCompiler final : public Compiler {
       builds.push_back({".div16", div});
     }
     for (const auto& [suffix, extra] : builds) {
-      const fs::path out = work / ("out" + suffix);
+      const fs::path out = work.path / ("out" + suffix);
       std::vector<std::string> argv = {options_.python, triton_script_, "--source", src_path.string(), "--out-dir",
                                        out.string()};
       argv.insert(argv.end(), options.begin(), options.end());
       argv.insert(argv.end(), extra.begin(), extra.end());
-      Sandboxing box = sandboxing(job, work, python_prefixes());
-      box.env = {"TRITON_CACHE_DIR=" + (work / "cache").string()};
+      Sandboxing box = sandboxing(job, work.path, python_prefixes());
+      box.env = {"TRITON_CACHE_DIR=" + (work.path / "cache").string()};
       if (box.confinement.any()) box.confinement.binds.push_back({triton_script_, triton_script_, true});
       auto run = run_process(argv, dir / (".tmp-" + key.cache_key + "-compile" + suffix + ".log"), box);
       if (!run.ok()) return run.status();
@@ -520,47 +536,19 @@ class RealCompiler final : public Compiler {
     }
     // Metadata first, the generic cubin last: its presence is the cache hit.
     for (const auto& [suffix, extra] : builds) {
-      const fs::path out = work / ("out" + suffix);
+      const fs::path out = work.path / ("out" + suffix);
       if (Status s = install(out / "kernel.json", stem.string() + suffix + ".json"); !s.ok()) return s;
       if (!suffix.empty())
         if (Status s = install(out / "kernel.cubin", stem.string() + suffix + ".cubin"); !s.ok()) return s;
     }
-    if (Status s = install(work / "out" / "kernel.cubin", final_path); !s.ok()) return s;
+    if (Status s = install(work.path / "out" / "kernel.cubin", final_path); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return art;
   }
 
-  static Result<std::string> nvrtc_compile(const JobSpec& job, const std::string& source,
-                                           const std::vector<std::string>& options, const std::string& arch) {
-    nvrtcProgram prog = nullptr;
-    const std::string name = job.kernel_type + ".cu";
-    AK_NVRTC_CHECK(nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr));
-    struct Destroy {
-      nvrtcProgram* p;
-      ~Destroy() { nvrtcDestroyProgram(p); }
-    } destroy{&prog};
-    std::vector<const char*> copts;
-    for (const std::string& o : options) copts.push_back(o.c_str());
-    nvrtcResult rc = nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());
-    if (rc != NVRTC_SUCCESS) {
-      size_t log_size = 0;
-      std::string log;
-      if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
-        log.resize(log_size);
-        if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
-        while (!log.empty() && log.back() == '\0') log.pop_back();
-      }
-      return Status::invalid(std::string("nvrtc failed (") + nvrtcGetErrorString(rc) + ") for " + job.kernel_type +
-                             " " + dtype_name(job.dtype) + " config " + config_string(job.config) + " on " + arch +
-                             ":\n" + truncate_log(withhold_foreign_diagnostics(log, {name})));
-    }
-    size_t size = 0;
-    AK_NVRTC_CHECK(nvrtcGetCUBINSize(prog, &size));
-    if (size == 0)
-      return Status::internal("nvrtc produced no cubin for " + arch + "; expected a real architecture, not PTX only");
-    std::string cubin(size, '\0');
-    AK_NVRTC_CHECK(nvrtcGetCUBIN(prog, cubin.data()));
-    return cubin;
+  // autokernel-nvrtc: the configured one, else the one beside this process's executable.
+  std::string nvrtc_executable() const {
+    return options_.nvrtc_path.empty() ? self_exe_dir() + "/autokernel-nvrtc" : options_.nvrtc_path;
   }
 
   const CompilerOptions options_;

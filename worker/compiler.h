@@ -17,7 +17,8 @@
 // compiler runs (kInvalidArgument). A spawned compiler that runs past the job's timeout_ms is killed
 // with its process group: kTimedOut. Each cached artefact has its xxh64 beside it (<file>.xxh64);
 // an artefact whose bytes do not match it is a cache miss, logged as an error, and compiled again.
-// NVRTC still runs in this process (a compile of it is not bounded by the timeout).
+// NVRTC runs in its own process (autokernel-nvrtc, worker/nvrtc_main.cc) under the same
+// confinement and timeout as the host compiler; an NVRTC that crashes is a compile error.
 //
 // Details of make_compiler()'s compiler: an empty JobSpec::source means the registry's starter
 // source for the backend; the entry name always comes from the registry (kernels/registry.h).
@@ -54,6 +55,8 @@ struct CompilerOptions {
   std::string host_cxx = "c++";
   // Python with triton 3.6, for the triton backend (searched in PATH unless a path).
   std::string python = "python3";
+  // autokernel-nvrtc, for the cuda backend; empty: the one beside this process's executable.
+  std::string nvrtc_path;
   // How candidate compiles (host compiler, triton) are confined (common/confine.h): they run with a
   // scrubbed environment, in a private folder that is their only writable view (the cache itself is
   // hidden from them), and the worker moves the result into the cache. The default confines nothing.

@@ -170,15 +170,8 @@ void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
     view.cgroups = cgroup.dirs();
     o.confinement = policy.for_child(view);
     o.inherit_env = false;
-    o.keep_env = {"PATH",
-                  "LD_LIBRARY_PATH",
-                  "LANG",
-                  "LC_ALL",
-                  "CUDA_VISIBLE_DEVICES",
-                  "CUDA_DEVICE_ORDER",
-                  "NVIDIA_VISIBLE_DEVICES",
-                  "CUDA_MODULE_LOADING",
-                  "PYTHONPATH"};
+    o.keep_env = kept_env_names();
+    o.keep_env.push_back("PYTHONPATH");
     o.env.push_back("HOME=" + dir.string());
     o.env.push_back("TMPDIR=/tmp");
     o.env.push_back("TRITON_CACHE_DIR=" + (dir / "build" / "triton").string());

@@ -56,19 +56,6 @@ SandboxReply failure(ResultStatus status, std::string reason) {
   return r;
 }
 
-// The variables a sandbox inherits; everything else of the worker's environment is dropped.
-const std::vector<std::string>& inherited_env() {
-  static const std::vector<std::string> names = {"PATH",
-                                                 "LD_LIBRARY_PATH",
-                                                 "LANG",
-                                                 "LC_ALL",
-                                                 "CUDA_VISIBLE_DEVICES",
-                                                 "CUDA_DEVICE_ORDER",
-                                                 "NVIDIA_VISIBLE_DEVICES",
-                                                 "CUDA_MODULE_LOADING"};
-  return names;
-}
-
 }  // namespace
 
 SandboxSupervisor::SandboxSupervisor(SandboxOptions options) : options_(std::move(options)) {}
@@ -161,7 +148,7 @@ Status SandboxSupervisor::start() {
   // Own process group, so a kill reaches the candidate's helpers too.
   o.new_process_group = true;
   o.inherit_env = false;
-  o.keep_env = inherited_env();
+  o.keep_env = kept_env_names();
   for (const char* name : {"TMPDIR", "HOME", "CUDA_CACHE_PATH"}) o.env.push_back(std::string(name) + "=" + tmp_dir_);
   o.env.push_back("TRITON_CACHE_DIR=" + tmp_dir_ + "/triton");
   o.env.insert(o.env.end(), options_.extra_env.begin(), options_.extra_env.end());

@@ -397,6 +397,60 @@ TEST_F(HostileCompileTest, ACompileBombEndsAtTheJobsTimeoutAsTimedOut) {
   EXPECT_LT(elapsed, std::chrono::seconds(30)) << "the compiler was not stopped at the job's timeout";
 }
 
+TEST_F(HostileCompileTest, AnNvrtcCompileBombEndsAtTheJobsTimeoutAsTimedOut) {
+  auto compiler = make_compiler(o_);
+  JobSpec j = cpu_job("", 2'000);
+  j.requires_.backend = Backend::kCuda;
+  // NVRTC caps the steps of one constant evaluation, not their number: 65,536 template
+  // instantiations of 200,000 steps each (64 of them take NVRTC about 2 s): most of an hour.
+  j.source =
+      "constexpr long spin(long k) { long s = 0; for (long i = 0; i < 200000; ++i) s += i ^ k; return s; }\n"
+      "template <long Lo, long Hi, bool Leaf = (Hi - Lo == 1)> struct R {\n"
+      "  static constexpr long v = R<Lo, (Lo + Hi) / 2>::v + R<(Lo + Hi) / 2, Hi>::v; };\n"
+      "template <long Lo, long Hi> struct R<Lo, Hi, true> { static constexpr long v = spin(Lo); };\n"
+      "constexpr long value = R<0, 65536>::v;\n"
+      "extern \"C\" __global__ void ak_softmax(float* y) { y[0] = float(value & 1); }\n";
+  Capabilities caps;
+  caps.arch = "sm_90a";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto art = compiler->compile(j, caps);
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kTimedOut) << art.status().message();
+  EXPECT_LT(elapsed, std::chrono::seconds(30)) << "NVRTC was not stopped at the job's timeout";
+  // The compiler is not worn out by it: an honest candidate builds next.
+  j = cpu_job("", 60'000);
+  j.requires_.backend = Backend::kCuda;
+  j.source = kernels::find("softmax")->backends.at(Backend::kCuda).source;
+  j.config = kernels::default_config(kernels::find("softmax")->backends.at(Backend::kCuda).space);
+  auto honest = compiler->compile(j, caps);
+  EXPECT_TRUE(honest.ok()) << honest.status().to_string();
+}
+
+TEST_F(HostileCompileTest, AConfinedNvrtcCompileBuildsAndCannotReadAHostFile) {
+  auto policy = make_confinement_policy(false, {o_.cache_dir});
+  if (!policy.ok()) GTEST_SKIP() << "no confinement here: " << policy.status().message();
+  chmod(secret_.c_str(), 0600);
+  o_.confinement = *policy;
+  auto compiler = make_compiler(o_);
+  Capabilities caps;
+  caps.arch = "sm_90a";
+  JobSpec j = cpu_job("");
+  j.requires_.backend = Backend::kCuda;
+  j.source = kernels::find("softmax")->backends.at(Backend::kCuda).source;
+  j.config = kernels::default_config(kernels::find("softmax")->backends.at(Backend::kCuda).space);
+  auto honest = compiler->compile(j, caps);
+  ASSERT_TRUE(honest.ok()) << honest.status().to_string();
+  EXPECT_FALSE(honest->cache_hit);
+  // An include path handed in through a macro slips past the include check; confined, NVRTC
+  // cannot open the file (it runs as another user), and nothing of it reaches the reason.
+  j.source = "#define SECRET \"" + secret_ + "\"\n#include SECRET\nextern \"C\" __global__ void ak_softmax() {}\n";
+  auto art = compiler->compile(j, caps);
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument) << art.status().message();
+  EXPECT_EQ(art.status().message().find("top_secret_token_4711"), std::string::npos) << art.status().message();
+}
+
 TEST_F(HostileCompileTest, ATamperedCacheEntryIsAMissAndIsBuiltAgain) {
   auto compiler = make_compiler(o_);
   const std::string source = kernels::find("softmax")->backends.at(Backend::kCpu).source;

@@ -11,6 +11,7 @@ ak_test(datasheet_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/datasheet_test.cc LIBS 
 ak_test(compiler_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/compiler_test.cc ${CMAKE_SOURCE_DIR}/worker/compiler.cc
   LIBS ak_kernels ak_triton_script CUDA::nvrtc CUDA::toolkit ${CMAKE_DL_LIBS})
+add_dependencies(compiler_test autokernel-nvrtc)
 
 if(AK_BUILD_SANDBOX)
   # The comparison rule on hand-made tensors (libtorch on the CPU, no sandbox process).
@@ -32,6 +33,6 @@ if(AK_BUILD_SANDBOX)
     if(kind STREQUAL "gpu")
       target_compile_definitions(${name} PRIVATE AK_SANDBOX_GPU_TESTS=1)
     endif()
-    add_dependencies(${name} autokernel-sandbox)
+    add_dependencies(${name} autokernel-sandbox autokernel-nvrtc)
   endforeach()
 endif()
