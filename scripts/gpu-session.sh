@@ -9,6 +9,8 @@
 # their agreement with KernelBench's own timing, sweeps (bench/kernelbench.sh), "study" the H200 study campaign
 # (examples/campaigns/study_h200.toml) with its tuning-database export in $OUT/study, "confine" the
 # confinement layers this host gives the worker, as this user and as an unprivileged one.
+# "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
+# and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
 # AK_CTEST_TIMEOUT bounds the ctest step (default 560 s).
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
@@ -43,6 +45,16 @@ for step in $STEPS; do
       (cd build-gpu && timeout "${AK_CTEST_TIMEOUT:-560}" ctest -L gpu -V -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
       echo "ctest -L gpu rc=$?"
       grep -E "tests passed|tests failed|Failed|SKIPPED|\*\*\*|hostile suite|: +[0-9][0-9]_[a-z_]+: " "$OUT/ctest-gpu.log" | cut -c1-220 | head -60 ;;
+    models)
+      mkdir -p "$OUT/models"
+      "$B/bin/autokernel" calibrate --json > "$OUT/models/ceilings.json" 2> "$OUT/models/calibrate.log"
+      for m in ${AK_MODELS:-examples/gpt2 examples/llama:1b examples/llama:7b-4l examples/bert}; do
+        f=$(echo "$m" | tr '/:' '__')
+        t0=$(date +%s.%N)
+        timeout 300 python3 models/profile_model.py --model "$m" --dtype bf16 --ceilings "$OUT/models/ceilings.json" \
+          --out "$OUT/models/$f.json" > "$OUT/models/$f.txt" 2> "$OUT/models/$f.log"
+        echo "profile $m rc=$? in $(echo "$(date +%s.%N) - $t0" | bc) s"; head -16 "$OUT/models/$f.txt"; tail -1 "$OUT/models/$f.txt"
+      done ;;
     confine)
       # What a worker started here would get, then what one started by an ordinary user would.
       { "$B/bin/autokernel" worker --confinement-report

@@ -1,0 +1,282 @@
+"""Profile a model: device time per op, each kernel counted once, classified into kernel types.
+
+  python3 models/profile_model.py --model examples/gpt2 --device cuda --dtype bf16 --out profile.json
+      [--iters 5] [--warmup 3] [--compile] [--ceilings FILE | --peak-tflops T --peak-gbps G] [--seed 0]
+
+--ceilings reads the worker's measured ceilings (`autokernel calibrate --json`): the copy bandwidth
+and the GEMM rate of the run's dtype, the roofline by which each op is memory- or compute-bound.
+
+Writes the profile (models/README.md, "The profile") to --out and prints a ranked table. Exit codes:
+0 done; 2 bad arguments; 3 the model cannot be loaded (ModelError: raised on import, no entry
+points, ...); 4 it ran out of GPU memory; 5 it raised while running. For 3-5 the reason is the
+last line of stderr and the "error" field of --out.
+
+How time is attributed. On CUDA, every device activity (kernel, memcpy, memset) the profiler saw is
+linked by its correlation id to the CPU op that launched it (the innermost ATen op), and each is
+counted once there: an op's own time is the sum of its activities, never its children's. That time
+is then credited to one op of the launching op's ancestry: the outermost "ak::<type>" region (a
+hint, models/classify.py), else the outermost ATen op that classifies into a kernel type (so
+aten::linear, not the aten::addmm under it), else the outermost ATen op (kernel type "other").
+On the CPU, an op's own time is its self CPU time, credited the same way. The total is measured
+independently (the sum of all device activities; on the CPU the inclusive time of the top-level
+ops), and what no op claims is reported as unattributed.
+"""
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+from torch.autograd import DeviceType  # noqa: E402
+
+import classify  # noqa: E402
+import model_loader  # noqa: E402
+
+_DTYPE_NAMES = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16", "Half": "fp16", "BFloat16": "bf16"}
+
+
+def _dtype_of(kineto_dtypes, default):
+    for d in kineto_dtypes or []:
+        if d in _DTYPE_NAMES:
+            return _DTYPE_NAMES[d]
+    return default
+
+
+def _is_op(e):
+    return e.device_type == DeviceType.CPU and e.name.startswith("aten::") and not e.is_async
+
+
+def _hint(e):
+    if e.device_type == DeviceType.CPU and e.name.startswith("ak::"):
+        t = e.name[4:]
+        return t if t in classify.HINTS else None
+    return None
+
+
+def _chain(e):
+    out = []
+    while e is not None:
+        out.append(e)
+        e = e.cpu_parent
+    return out  # innermost first
+
+
+def _first_op_shapes(region):
+    ops = []
+
+    def walk(e):
+        for c in e.cpu_children:
+            if _is_op(c) and c.input_shapes:
+                ops.append(c)
+            else:
+                walk(c)
+
+    walk(region)
+    ops.sort(key=lambda c: c.time_range.start)
+    return ops[0].input_shapes if ops else None
+
+
+class Attribution:
+    """Where each event's own time is credited: (op name, kernel type, shape, layout, anchor)."""
+
+    def __init__(self, run_dtype, dtypes_by_id):
+        self.run_dtype = run_dtype
+        self.dtypes_by_id = dtypes_by_id
+        self.cache = {}
+
+    def of(self, e):
+        chain = _chain(e)
+        hints = [c for c in chain if _hint(c)]
+        if hints:
+            region = hints[-1]
+            t = _hint(region)
+            shape = classify.hint_shape(t, _first_op_shapes(region))
+            if shape:
+                return region, region.name, t, shape, {}, self.run_dtype
+        ops = [c for c in chain if _is_op(c)]
+        for c in reversed(ops):  # outermost first
+            got = classify.classify(c.name, c.input_shapes, c.concrete_inputs)
+            if got:
+                dtype = _dtype_of(self.dtypes_by_id.get(c.id), self.run_dtype)
+                return c, c.name, got[0], got[1], got[2], dtype
+        anchor = ops[-1] if ops else e
+        return anchor, anchor.name, "other", [], {}, self.run_dtype
+
+
+def profile(model, inputs, device, run_dtype, iters, warmup):
+    cuda = device.startswith("cuda")
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(*inputs)
+        if cuda:
+            torch.cuda.synchronize()
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+            for _ in range(iters):
+                model(*inputs)
+            if cuda:
+                torch.cuda.synchronize()
+    dtypes_by_id = {}
+    try:
+        for k in prof.profiler.kineto_results.events():
+            dtypes_by_id[k.correlation_id()] = list(k.dtypes())
+    except Exception:  # older or newer profilers without per-event dtypes: the run's dtype
+        pass
+    events = prof.events()
+    attribution = Attribution(run_dtype, dtypes_by_id)
+    groups = {}
+    anchors_seen = defaultdict(set)
+    attributed = 0.0
+    if cuda:
+        total = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
+        holders = [(e, [(k.name, float(k.duration)) for k in e.kernels])
+                   for e in events if e.device_type == DeviceType.CPU and e.kernels]
+    else:
+        tops = [e for e in events if _is_op(e) and not any(_is_op(a) for a in _chain(e)[1:])]
+        total = float(sum(e.cpu_time_total for e in tops))
+        holders = [(e, [(e.name, float(e.self_cpu_time_total))])
+                   for e in events if _is_op(e) and e.self_cpu_time_total > 0]
+    for e, kernels in holders:
+        anchor, op, ktype, shape, layout, dtype = attribution.of(e)
+        key = (op, ktype, tuple(shape), json.dumps(layout, sort_keys=True), dtype)
+        g = groups.setdefault(key, {"op": op, "kernel_type": ktype, "shape": list(shape), "layout": layout,
+                                    "dtype": dtype, "calls": 0, "us": 0.0, "kernels": defaultdict(float)})
+        if anchor.id not in anchors_seen[key]:
+            anchors_seen[key].add(anchor.id)
+            g["calls"] += 1
+        for name, us in kernels:
+            g["us"] += us
+            g["kernels"][name] += us
+            attributed += us
+    return groups, total, attributed
+
+
+def summarize(groups, total, attributed, iters, peak_tflops, peak_gbps):
+    ops = []
+    for g in groups.values():
+        us = g["us"] / iters
+        fb = classify.flops_bytes(g["kernel_type"], g["shape"], g["dtype"])
+        bound = "-"
+        if fb and peak_tflops and peak_gbps and fb[1] > 0:
+            ridge = peak_tflops * 1e12 / (peak_gbps * 1e9)  # FLOP per byte where the two ceilings meet
+            bound = "compute" if fb[0] / fb[1] >= ridge else "memory"
+        kernels = sorted(g["kernels"].items(), key=lambda kv: -kv[1])
+        ops.append({"op": g["op"], "kernel_type": g["kernel_type"], "shape": g["shape"], "layout": g["layout"],
+                    "dtype": g["dtype"], "calls_per_iter": g["calls"] / iters, "us_per_iter": us,
+                    "share": (g["us"] / total) if total > 0 else 0.0, "bound": bound,
+                    "flops_per_call": fb[0] if fb else None, "bytes_per_call": fb[1] if fb else None,
+                    "kernels": [{"name": n, "us_per_iter": v / iters} for n, v in kernels[:8]]})
+    ops.sort(key=lambda o: -o["us_per_iter"])
+    targets = {}
+    uncovered = {}
+    for o in ops:
+        if o["kernel_type"] == "other":
+            u = uncovered.setdefault(o["op"], {"op": o["op"], "us_per_iter": 0.0, "share": 0.0})
+            u["us_per_iter"] += o["us_per_iter"]
+            u["share"] += o["share"]
+            continue
+        key = (o["kernel_type"], tuple(o["shape"]), o["dtype"], json.dumps(o["layout"], sort_keys=True))
+        t = targets.setdefault(key, {"kernel_type": o["kernel_type"], "shape": o["shape"], "dtype": o["dtype"],
+                                     "layout": o["layout"], "ops": [], "us_per_iter": 0.0, "share": 0.0,
+                                     "bound": o["bound"]})
+        t["ops"].append(o["op"])
+        t["us_per_iter"] += o["us_per_iter"]
+        t["share"] += o["share"]
+    unattributed = max(0.0, total - attributed)
+    return {
+        "total_us_per_iter": total / iters,
+        "attributed_us_per_iter": attributed / iters,
+        "unattributed_us_per_iter": unattributed / iters,
+        "ops": ops,
+        "targets": sorted(targets.values(), key=lambda t: -t["us_per_iter"]),
+        "uncovered": sorted(uncovered.values(), key=lambda u: -u["us_per_iter"]),
+    }
+
+
+def table(report, top=25):
+    lines = [f"{'share':>6}  {'us/iter':>10}  {'calls':>5}  {'type':<22} {'bound':<7} {'dtype':<5} op and shape"]
+    for o in report["ops"][:top]:
+        shape = "x".join(str(d) for d in o["shape"]) or "-"
+        layout = "".join(f" {k}={v}" for k, v in sorted(o["layout"].items()))
+        lines.append(f"{100 * o['share']:5.1f}%  {o['us_per_iter']:10.1f}  {o['calls_per_iter']:5.0f}  "
+                     f"{o['kernel_type']:<22} {o['bound']:<7} {o['dtype']:<5} {o['op']} {shape}{layout}")
+    covered = sum(t["share"] for t in report["targets"])
+    lines.append(f"total {report['total_us_per_iter']:.1f} us per iteration; {len(report['targets'])} targets cover "
+                 f"{100 * covered:.1f}%; unattributed {report['unattributed_us_per_iter']:.1f} us")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="fp32", choices=sorted(model_loader.DTYPES))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--compile", action="store_true", help="profile torch.compile(model) instead of eager")
+    ap.add_argument("--peak-tflops", type=float, default=0.0)
+    ap.add_argument("--peak-gbps", type=float, default=0.0)
+    ap.add_argument("--ceilings", help="`autokernel calibrate --json` output: the roofline's two ceilings")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.ceilings:
+        try:
+            with open(a.ceilings) as f:
+                c = json.load(f)["ceilings"]
+            a.peak_gbps = float(c["copy_bandwidth_gbps"])
+            a.peak_tflops = float(c["gemm_tflops"][a.dtype])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"--ceilings {a.ceilings}: expected `autokernel calibrate --json` output with the copy "
+                     f"bandwidth and a {a.dtype} GEMM rate ({type(e).__name__}: {e})")
+    if a.iters < 1 or a.warmup < 0:
+        ap.error("--iters must be at least 1 and --warmup at least 0")
+    report = {"model": a.model, "device": a.device, "dtype": a.dtype, "mode": "compile" if a.compile else "eager",
+              "iters": a.iters, "warmup": a.warmup, "torch": torch.__version__,
+              "ceilings": {"tflops": a.peak_tflops, "gbps": a.peak_gbps}}
+    if a.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return _fail(a.out, report, 3, f"device {a.device} requested but CUDA is not available here")
+        report["gpu"] = torch.cuda.get_device_name(torch.device(a.device))
+
+    torch.manual_seed(a.seed)
+    try:
+        model, inputs, label = model_loader.load(a.model, a.device, a.dtype)
+        report["model"] = label
+        report["parameters"] = sum(p.numel() for p in model.parameters())
+        if a.compile:
+            model = torch.compile(model)
+        groups, total, attributed = profile(model, inputs, a.device, a.dtype, a.iters, a.warmup)
+    except model_loader.ModelError as e:
+        return _fail(a.out, report, 3, str(e))
+    except torch.cuda.OutOfMemoryError as e:
+        return _fail(a.out, report, 4, f"{report['model']}: " + model_loader.describe(e))
+    except Exception as e:
+        return _fail(a.out, report, 5, f"{report['model']} raised while running: " + model_loader.describe(e))
+    report.update(summarize(groups, total, attributed, a.iters, a.peak_tflops, a.peak_gbps))
+    _write(a.out, report)
+    print(table(report))
+    return 0
+
+
+def _write(path, report):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _fail(path, report, code, message):
+    report["error"] = message
+    _write(path, report)
+    print(message, file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

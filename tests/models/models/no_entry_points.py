@@ -1,0 +1,5 @@
+import torch
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x * 2

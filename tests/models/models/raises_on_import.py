@@ -1,0 +1,3 @@
+import torch
+
+raise RuntimeError("this model file is broken on purpose")

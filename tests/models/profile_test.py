@@ -1,0 +1,169 @@
+"""Tests of models/profile_model.py, models/classify.py and models/model_loader.py.
+
+  python3 tests/models/profile_test.py          CPU (ctest: models_profile)
+  python3 tests/models/profile_test.py --gpu    CUDA (ctest: models_profile_gpu, label gpu; exit 77
+                                                without a device)
+Each profile runs as a subprocess, as a worker runs it.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PROFILE = os.path.join(ROOT, "models", "profile_model.py")
+sys.path.insert(0, os.path.join(ROOT, "models"))
+
+import classify  # noqa: E402
+
+GPU = "--gpu" in sys.argv
+DEVICE = "cuda" if GPU else "cpu"
+
+
+def run_profile(model, *extra, dtype=None):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "profile.json")
+        args = [sys.executable, PROFILE, "--model", model, "--device", DEVICE, "--out", out, "--iters", "3",
+                "--warmup", "1", "--dtype", dtype or ("bf16" if GPU else "fp32")] + list(extra)
+        p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        report = None
+        if os.path.exists(out):
+            with open(out) as f:
+                report = json.load(f)
+        return p, report
+
+
+class Classification(unittest.TestCase):
+    def test_every_gemm_op_is_matmul_with_m_n_k(self):
+        self.assertEqual(classify.classify("aten::linear", [[2, 32, 64], [172, 64], [172]], None),
+                         ("matmul", [64, 172, 64], {}))
+        self.assertEqual(classify.classify("aten::addmm", [[172], [64, 64], [64, 172]], None),
+                         ("matmul", [64, 172, 64], {}))
+        self.assertEqual(classify.classify("aten::mm", [[8, 16], [16, 4]], None), ("matmul", [8, 4, 16], {}))
+        self.assertEqual(classify.classify("aten::bmm", [[3, 8, 16], [3, 16, 4]], None),
+                         ("matmul", [8, 4, 16], {"batch": 3}))
+        self.assertEqual(classify.classify("aten::matmul", [[2, 3, 8, 16], [2, 3, 16, 4]], None),
+                         ("matmul", [8, 4, 16], {"batch": 6}))
+
+    def test_attention_says_causal_and_grouped_heads(self):
+        q, kv = [1, 32, 2048, 64], [1, 4, 2048, 64]
+        self.assertEqual(classify.classify("aten::scaled_dot_product_attention", [q, kv, kv, [], [], [], [], []],
+                                           ["", "", "", "", "0.", "True", "", "True"]),
+                         ("flash_attention_causal", q, {"kv_heads": 4}))
+        self.assertEqual(classify.classify("aten::_scaled_dot_product_flash_attention", [q, q, q], [
+            "", "", "", 0.0, False]), ("flash_attention", q, {}))
+
+    def test_a_row_op_over_another_dimension_is_not_a_target(self):
+        self.assertEqual(classify.classify("aten::softmax", [[4, 8, 16], [], []], ["", -1, ""]),
+                         ("softmax", [32, 16], {}))
+        self.assertIsNone(classify.classify("aten::softmax", [[4, 8, 16], [], []], ["", 1, ""]))
+        self.assertEqual(classify.classify("aten::sum", [[4, 8], [], []], ["", [-1], False]),
+                         ("reduce", [4, 8], {}))
+        self.assertIsNone(classify.classify("aten::sum", [[4, 8], [], []], ["", [0, 1], False]))
+        self.assertEqual(classify.classify("aten::layer_norm", [[2, 3, 768], [], [768], [768]], None),
+                         ("layernorm", [6, 768], {}))
+        self.assertEqual(classify.classify("aten::cross_entropy_loss", [[512, 50257], [512]], None),
+                         ("cross_entropy", [512, 50257], {}))
+        self.assertIsNone(classify.classify("aten::gelu", [[4, 8]], None))
+
+    def test_roofline_intensity_follows_the_kernel_specs(self):
+        flops, nbytes = classify.flops_bytes("matmul", [4096, 4096, 4096], "bf16")
+        self.assertEqual(flops, 2.0 * 4096 ** 3)
+        self.assertEqual(nbytes, 3 * 4096 * 4096 * 2)
+        self.assertIsNone(classify.flops_bytes("other", [], "bf16"))
+
+
+class Profile(unittest.TestCase):
+    def check_counted_once(self, report):
+        # Every activity is credited to exactly one op: the ops add up to the independently
+        # measured total (the sum of all device activities; on the CPU, the top-level ops).
+        total = report["total_us_per_iter"]
+        self.assertGreater(total, 0)
+        ops_sum = sum(o["us_per_iter"] for o in report["ops"])
+        self.assertLess(abs(ops_sum + report["unattributed_us_per_iter"] - total) / total, 0.01)
+        self.assertLess(report["unattributed_us_per_iter"] / total, 0.01, report["unattributed_us_per_iter"])
+        self.assertAlmostEqual(sum(o["share"] for o in report["ops"]), ops_sum / total, places=6)
+
+    def test_each_kernel_is_counted_once_in_every_example(self):
+        for model in ("examples/gpt2:tiny", "examples/llama:tiny", "examples/bert:tiny"):
+            with self.subTest(model=model):
+                p, report = run_profile(model, "--peak-tflops", "100", "--peak-gbps", "1000")
+                self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+                self.check_counted_once(report)
+                types = {o["kernel_type"] for o in report["ops"]}
+                self.assertIn("matmul", types)
+                # GEMMs are named by the outermost op (linear), never also by the addmm under it.
+                self.assertFalse([o for o in report["ops"] if o["op"] in ("aten::addmm", "aten::mm")],
+                                 [o["op"] for o in report["ops"]])
+                self.assertTrue(all(o["bound"] in ("memory", "compute") for o in report["ops"]
+                                    if o["kernel_type"] != "other"))
+                self.assertIn("%", p.stdout)
+
+    def test_the_llama_profile_names_every_type_it_uses(self):
+        p, report = run_profile("examples/llama:tiny")
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        by_type = {t["kernel_type"]: t for t in report["targets"]}
+        for t in ("matmul", "rmsnorm", "rotary_embedding", "fused_mlp", "flash_attention_causal"):
+            self.assertIn(t, by_type)
+        self.assertEqual(by_type["fused_mlp"]["shape"], [64, 64, 172])
+        self.assertEqual(by_type["rotary_embedding"]["shape"], [64, 4, 16])
+        self.assertEqual(by_type["flash_attention_causal"]["layout"], {"kv_heads": 2})
+        self.assertEqual(by_type["flash_attention_causal"]["shape"], [2, 4, 32, 16])
+        # Targets are deduplicated: one per (type, shape, dtype, layout), their shares summed.
+        keys = [(t["kernel_type"], tuple(t["shape"]), t["dtype"], json.dumps(t["layout"])) for t in report["targets"]]
+        self.assertEqual(len(keys), len(set(keys)))
+        covered = sum(t["share"] for t in report["targets"]) + sum(u["share"] for u in report["uncovered"])
+        self.assertAlmostEqual(covered, sum(o["share"] for o in report["ops"]), places=6)
+
+    def test_a_model_that_is_not_an_example_profiles_through_the_same_command(self):
+        p, report = run_profile(os.path.join(HERE, "models", "small_cnn.py"))
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        self.check_counted_once(report)
+        ops = {o["op"] for o in report["uncovered"]}
+        self.assertTrue(any("conv" in op for op in ops), ops)
+        self.assertIn("softmax", {t["kernel_type"] for t in report["targets"]})
+
+
+class BadInput(unittest.TestCase):
+    def test_a_model_file_that_raises_on_import_names_the_file_the_line_and_the_error(self):
+        path = os.path.join(HERE, "models", "raises_on_import.py")
+        p, report = run_profile(path)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn(f"raised on import at {path}:3: RuntimeError: this model file is broken on purpose", report["error"])
+
+    def test_a_model_file_without_entry_points_says_what_it_must_define(self):
+        p, report = run_profile(os.path.join(HERE, "models", "no_entry_points.py"))
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("defines neither build_model() and example_inputs() nor KernelBench's Model", report["error"])
+
+    def test_a_model_that_raises_while_running_names_the_exception(self):
+        p, report = run_profile(os.path.join(HERE, "models", "raises_in_forward.py"))
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertIn("ValueError: forward refuses on purpose", report["error"])
+
+    def test_an_unknown_example_or_configuration_lists_the_known_ones(self):
+        p, report = run_profile("examples/gtp2")
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("no example model 'gtp2'; examples: bert, gpt2, llama", report["error"])
+        p, report = run_profile("examples/llama:13b")
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("has no configuration '13b'", report["error"])
+
+    @unittest.skipUnless(GPU, "out of GPU memory needs a GPU")
+    def test_a_model_that_runs_out_of_gpu_memory_says_so(self):
+        p, report = run_profile(os.path.join(HERE, "models", "huge_allocation.py"))
+        self.assertEqual(p.returncode, 4, p.stderr)
+        self.assertIn("ran out of GPU memory", report["error"])
+
+
+if __name__ == "__main__":
+    if GPU:
+        sys.argv.remove("--gpu")
+        import torch
+        if not torch.cuda.is_available():
+            print("no CUDA device: skipped")
+            sys.exit(77)
+    unittest.main(verbosity=2)
