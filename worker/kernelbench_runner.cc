@@ -23,6 +23,7 @@
 #include "common/protocol.h"
 #include "kernelbench/bridge.h"
 #include "kernelbench/harness_source.h"
+#include "worker/python_step.h"
 
 namespace ak {
 
@@ -135,71 +136,32 @@ std::vector<std::string> KernelBenchRunner::step_env() const {
 
 void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
                                    std::chrono::steady_clock::time_point deadline, Step& step) {
-  ChildProcess::Options o;
-  o.output_path = log.string();
-  o.new_process_group = true;
-  o.env = step_env();
-  CgroupJob cgroup;
-  const ConfinementPolicy& policy = options_.confinement;
-  if (policy.for_child().any()) {
-    // The job's folder is the step's only writable view of the worker's; its HOME too.
-    const fs::path dir = req.parent_path();
-    std::error_code ec;
-    for (const auto& e : fs::recursive_directory_iterator(dir, ec))
-      (void)!lchown(e.path().c_str(), policy.child_uid(), policy.child_gid());
-    (void)!chown(dir.c_str(), policy.child_uid(), policy.child_gid());
-    ConfinementPolicy::ChildView view;
-    view.binds = {{dir.string(), dir.string(), false}, {harness_path(), harness_path(), true}};
-    if (!options_.gpu_lock_path.empty()) {
-      for (const std::string& f : {options_.gpu_lock_path, options_.gpu_lock_path + ".gate"}) {
-        const int fd = open(f.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-          (void)!fchmod(fd, 0666);
-          close(fd);
-        }
-        view.binds.push_back({f, f, false});
-      }
-    }
-    // The interpreter's installation and its virtual environment (bin/python -> <prefix>).
-    const std::string python = find_executable(options_.python);
-    std::error_code pc;
-    view.needed = {fs::absolute(python, pc).parent_path().parent_path().string(),
-                   fs::weakly_canonical(python, pc).parent_path().parent_path().string()};
-    cgroup = policy.make_cgroup("kernelbench-" + std::to_string(getpid()) + "-" + std::to_string(index_) + "-" +
-                                dir.filename().string());
-    view.cgroups = cgroup.dirs();
-    o.confinement = policy.for_child(view);
-    o.inherit_env = false;
-    o.keep_env = kept_env_names();
-    o.keep_env.push_back("PYTHONPATH");
-    o.env.push_back("HOME=" + dir.string());
-    o.env.push_back("TMPDIR=/tmp");
-    o.env.push_back("TRITON_CACHE_DIR=" + (dir / "build" / "triton").string());
-  }
-  auto child = ChildProcess::spawn({options_.python, harness_path(), req.string()}, o);
-  if (!child.ok()) {
-    step.exit_code = -1;
-    (void)write_text(log, child.status().message());
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    step_group_ = child->pid();
-    if (cancelled_) {  // cancelled between the check and the spawn
-      kill_process_group(step_group_);
-      stopped_ = true;
-    }
-  }
-  auto rc = child->wait_until(deadline);
-  step.timed_out = !rc;
-  // The step's group goes, at its deadline or after its exit: what it started (compilers,
-  // candidate threads' processes) goes with it, and so does its pid namespace and its cgroup.
-  step.exit_code = child->kill_group();
-  cgroup.remove();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    step_group_ = -1;
-  }
+  PythonStep ps;
+  ps.python = options_.python;
+  ps.args = {harness_path(), req.string()};
+  ps.dir = req.parent_path();
+  ps.log = log;
+  ps.read_only = {harness_path()};
+  if (!options_.gpu_lock_path.empty()) ps.shared = {options_.gpu_lock_path, options_.gpu_lock_path + ".gate"};
+  ps.env = step_env();
+  if (options_.confinement.for_child().any())
+    ps.env.push_back("TRITON_CACHE_DIR=" + (ps.dir / "build" / "triton").string());
+  ps.cgroup_name =
+      "kernelbench-" + std::to_string(getpid()) + "-" + std::to_string(index_) + "-" + ps.dir.filename().string();
+  const PythonStepOutcome out = run_python_step(
+      ps, options_.confinement, deadline,
+      [&](pid_t group) {
+        std::lock_guard<std::mutex> lock(mu_);
+        step_group_ = group;
+        if (cancelled_) stopped_ = true;  // cancelled between the check and the spawn
+        return !cancelled_;
+      },
+      [&] {
+        std::lock_guard<std::mutex> lock(mu_);
+        step_group_ = -1;
+      });
+  step.timed_out = out.timed_out;
+  step.exit_code = out.exit_code;
 }
 
 bool KernelBenchRunner::ensure_server(std::chrono::steady_clock::time_point deadline) {
