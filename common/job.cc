@@ -78,6 +78,22 @@ void to_json(nlohmann::json& j, const JobSpec& v) {
   if (!v.source_hash.empty()) j["source_hash"] = v.source_hash;
   if (v.study >= 0) j["study"] = v.study;
   if (v.kernelbench) j["kernelbench"] = *v.kernelbench;
+  if (v.model) j["model"] = *v.model;
+}
+
+void to_json(nlohmann::json& j, const ModelTask& v) {
+  j = {{"action", v.action}, {"model", v.model},     {"model_code", v.model_code}, {"dtype", v.dtype},
+       {"compile", v.compile}, {"iters", v.iters}, {"warmup", v.warmup}};
+}
+void from_json(const nlohmann::json& j, ModelTask& v) {
+  const ModelTask d;
+  v.action = j.value("action", d.action);
+  v.model = j.at("model").get<std::string>();
+  v.model_code = j.value("model_code", d.model_code);
+  v.dtype = j.value("dtype", d.dtype);
+  v.compile = j.value("compile", d.compile);
+  v.iters = j.value("iters", d.iters);
+  v.warmup = j.value("warmup", d.warmup);
 }
 
 void to_json(nlohmann::json& j, const KernelBenchTask& v) {
@@ -131,6 +147,7 @@ void from_json(const nlohmann::json& j, JobSpec& v) {
   v.description = j.value("description", "");
   v.study = j.value("study", -1);
   if (j.contains("kernelbench")) v.kernelbench = j.at("kernelbench").get<KernelBenchTask>();
+  if (j.contains("model")) v.model = j.at("model").get<ModelTask>();
 }
 
 void to_json(nlohmann::json& j, const Capabilities& v) {
@@ -213,6 +230,7 @@ void to_json(nlohmann::json& j, const ResultRecord& v) {
        {"completed_wall_ms", v.completed_wall_ms},
        {"attempt_reasons", v.attempt_reasons}};
   if (!v.kernelbench.is_null()) j["kernelbench"] = v.kernelbench;
+  if (!v.model.is_null()) j["model"] = v.model;
 }
 void from_json(const nlohmann::json& j, ResultRecord& v) {
   v.job_id = j.at("job_id").get<std::string>();
@@ -228,6 +246,7 @@ void from_json(const nlohmann::json& j, ResultRecord& v) {
   v.completed_wall_ms = j.value("completed_wall_ms", int64_t{0});
   v.attempt_reasons = j.value("attempt_reasons", std::vector<std::string>{});
   v.kernelbench = j.value("kernelbench", nlohmann::json());
+  v.model = j.value("model", nlohmann::json());
 }
 
 void to_json(nlohmann::json& j, const JobRecord& v) {

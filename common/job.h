@@ -86,6 +86,19 @@ struct KernelBenchTask {
   nlohmann::json switches = nlohmann::json::object();  // the harness's deviation switches
 };
 
+// A model job (models/README.md): the model pipeline's Python on a worker, instead of the kernel
+// sandbox. JobSpec::kernel_type is "model"; JobSpec::source is empty (the model's own file, when
+// it names one, travels in model_code).
+struct ModelTask {
+  std::string action = "profile";  // "profile"
+  std::string model;               // "examples/NAME[:CONFIG]", "hf:ARCH", or a file's name (then model_code)
+  std::string model_code;          // the user's model file, when `model` names one
+  std::string dtype = "bf16";      // "fp32" | "fp16" | "bf16": the model's parameters and inputs
+  bool compile = false;            // profile torch.compile(model) instead of eager
+  int iters = 5;                   // profiled iterations
+  int warmup = 3;                  // iterations before profiling
+};
+
 struct JobSpec {
   std::string job_id;
   std::string campaign_id;
@@ -109,6 +122,8 @@ struct JobSpec {
   int study = -1;
   // Set for KernelBench jobs; JSON key "kernelbench", written only when set.
   std::optional<KernelBenchTask> kernelbench;
+  // Set for model jobs; JSON key "model", written only when set.
+  std::optional<ModelTask> model;
 };
 
 // A worker's performance ceilings: measured by its sandbox at start (calibration) and looked up in
@@ -214,6 +229,9 @@ struct ResultRecord {
   // "ref_runtime_ms"), the strict checks ("strict", "judge") or the baseline ("baseline").
   // JSON key "kernelbench", written only when not null.
   nlohmann::json kernelbench;
+  // Model jobs: the profile models/profile_model.py wrote (models/README.md, "The profile").
+  // JSON key "model", written only when not null.
+  nlohmann::json model;
 };
 
 // The coordinator's record of a job; written through to the store on every transition.
@@ -247,6 +265,8 @@ struct CampaignRecord {
 
 void to_json(nlohmann::json& j, const KernelBenchTask& v);
 void from_json(const nlohmann::json& j, KernelBenchTask& v);
+void to_json(nlohmann::json& j, const ModelTask& v);
+void from_json(const nlohmann::json& j, ModelTask& v);
 void to_json(nlohmann::json& j, const Requirements& v);
 void from_json(const nlohmann::json& j, Requirements& v);
 void to_json(nlohmann::json& j, const MeasureOptions& v);

@@ -17,6 +17,7 @@
 #include "common/hash.h"
 #include "worker/device.h"
 #include "worker/kernelbench_job_runner.h"
+#include "worker/model_job_runner.h"
 #include "worker/sandbox_job_runner.h"
 
 namespace ak {
@@ -81,8 +82,16 @@ std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& op
   so.compile_threads = options.compile_threads;
   so.worker_id = options.worker_id;
 
+  ModelJobRunnerOptions mo;
+  mo.python = options.python;
+  mo.work_dir = options.cache_dir.empty() ? std::string("/tmp/ak-models") : options.cache_dir + "/models";
+  mo.device = cuda ? "cuda:" + std::to_string(options.device_index) : std::string("cpu");
+  mo.ceilings = caps.ceilings;
+  mo.confinement = options.confinement;
+
   std::vector<std::unique_ptr<JobRunner>> runners;
   runners.push_back(std::make_unique<KernelBenchJobRunner>(std::move(kb)));
+  runners.push_back(std::make_unique<ModelJobRunner>(std::move(mo)));
   runners.push_back(std::make_unique<SandboxJobRunner>(so, caps, clock, std::move(compiler), std::move(sandbox)));
   return runners;
 }

@@ -8,5 +8,6 @@ target_sources(ak_worker PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/kernelbench_job_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/kernelbench_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/python_step.cc
+  ${CMAKE_CURRENT_LIST_DIR}/model_job_runner.cc
 )
-target_link_libraries(ak_worker PUBLIC ak_kernelbench cppzmq spdlog::spdlog PkgConfig::XXHASH Threads::Threads)
+target_link_libraries(ak_worker PUBLIC ak_kernelbench ak_models cppzmq spdlog::spdlog PkgConfig::XXHASH Threads::Threads)

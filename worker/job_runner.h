@@ -11,7 +11,9 @@
 //   - SandboxJobRunner (worker/sandbox_job_runner.h): kernel candidates, compiled ahead on CPU
 //     threads and measured one at a time in the sandbox;
 //   - KernelBenchJobRunner (worker/kernelbench_job_runner.h): KernelBench problems
-//     (JobSpec::kernelbench) through the harness.
+//     (JobSpec::kernelbench) through the harness;
+//   - ModelJobRunner (worker/model_job_runner.h): model jobs (JobSpec::model), the model
+//     pipeline's Python.
 //
 // Contract for every implementation:
 //   - Every job given to start() ends with exactly one call of its `done` callback: a result, or

@@ -1,0 +1,105 @@
+#include "coordinator/model_campaign.h"
+
+#include <cctype>
+#include <set>
+
+namespace ak {
+
+using nlohmann::json;
+
+namespace {
+
+const std::set<std::string> kKeys = {"kind",  "name",    "task",  "model",  "model_code", "backend",    "gpu_models",
+                                     "dtype", "compile", "iters", "warmup", "timeout_ms", "description", "tag"};
+
+bool plain(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string check_model_name(const std::string& model) {
+  if (model.rfind("examples/", 0) == 0) {
+    const std::string rest = model.substr(9);
+    const size_t colon = rest.find(':');
+    if (!plain(rest.substr(0, colon)) || (colon != std::string::npos && !plain(rest.substr(colon + 1))))
+      return "an example is named examples/NAME or examples/NAME:CONFIG (letters, digits, '_', '-', '.')";
+    return "";
+  }
+  if (model.rfind("hf:", 0) == 0) return plain(model.substr(3)) ? "" : "a Hugging Face model is named hf:ARCH";
+  if (model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0 && plain(model)) return "";
+  return "expected examples/NAME[:CONFIG], hf:ARCH or a model file's name ending in .py (no folders)";
+}
+
+Result<PlannedCampaign> plan_model_campaign(const json& doc, const std::string& campaign_id, int64_t wall_ms,
+                                            const PlanLimits& limits) {
+  if (Status s = check_keys(doc, kKeys, "a model campaign", "coordinator/model_campaign.h"); !s.ok()) return s;
+  try {
+    const std::string task = doc.value("task", "profile");
+    if (task != "profile") return Status::invalid("'task' must be \"profile\", got \"" + task + "\"");
+    const std::string b = doc.value("backend", "cuda");
+    auto backend = parse_backend(b);
+    if (!backend || *backend == Backend::kTriton)
+      return Status::invalid("'backend' (the workers that run it) must be cuda or cpu, got \"" + b + "\"");
+    std::vector<std::string> models;
+    if (doc.contains("gpu_models")) models = doc["gpu_models"].get<std::vector<std::string>>();
+    if (models.empty()) models.push_back("");
+    if (*backend == Backend::kCpu && (models.size() != 1 || !models[0].empty()))
+      return Status::invalid("'gpu_models' names GPU models; a cpu campaign runs on cpu workers");
+    if (int64_t(models.size()) > limits.max_jobs)
+      return Status::invalid("model campaign plans " + std::to_string(models.size()) +
+                             " jobs; this coordinator accepts at most " + std::to_string(limits.max_jobs));
+
+    ModelTask t;
+    t.action = task;
+    if (!doc.contains("model")) return Status::invalid("a model campaign needs 'model' (models/README.md)");
+    t.model = doc.at("model").get<std::string>();
+    if (std::string why = check_model_name(t.model); !why.empty())
+      return Status::invalid("'model' \"" + t.model + "\": " + why);
+    t.model_code = doc.value("model_code", std::string());
+    const bool file = t.model.rfind("examples/", 0) != 0 && t.model.rfind("hf:", 0) != 0;
+    if (file && t.model_code.empty())
+      return Status::invalid("'model' \"" + t.model + "\" names a file: its text goes in 'model_code'");
+    if (!file && !t.model_code.empty())
+      return Status::invalid("'model_code' is only for a model file; \"" + t.model + "\" is built in");
+    t.dtype = doc.value("dtype", t.dtype);
+    if (t.dtype != "fp32" && t.dtype != "fp16" && t.dtype != "bf16")
+      return Status::invalid("'dtype' must be fp32, fp16 or bf16, got \"" + t.dtype + "\"");
+    t.compile = doc.value("compile", t.compile);
+    t.iters = doc.value("iters", t.iters);
+    t.warmup = doc.value("warmup", t.warmup);
+    if (t.iters < 1 || t.iters > 1000 || t.warmup < 0 || t.warmup > 1000)
+      return Status::invalid("'iters' must be 1..1000 and 'warmup' 0..1000");
+    auto timeout = read_timeout_ms(doc, 600'000);
+    if (!timeout.ok()) return timeout.status();
+
+    PlannedCampaign plan;
+    for (size_t g = 0; g < models.size(); ++g) {
+      JobSpec j;
+      j.campaign_id = campaign_id;
+      j.job_id = campaign_id + "-profile" + (models.size() > 1 ? "-g" + std::to_string(g) : "");
+      j.kernel_type = "model";
+      j.dtype = t.dtype == "fp16" ? DType::kF16 : t.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+      j.requires_.backend = *backend;
+      j.requires_.gpu_model = models[g];
+      j.timeout_ms = *timeout;
+      j.tag = doc.value("tag", "model");
+      j.description = doc.value("description", task + " " + t.model + " " + t.dtype + (t.compile ? " compile" : ""));
+      j.model = t;
+      plan.jobs.push_back(std::move(j));
+    }
+    plan.record.campaign_id = campaign_id;
+    plan.record.name = doc.value("name", task + " " + t.model);
+    plan.record.definition = doc;
+    plan.record.job_count = int64_t(plan.jobs.size());
+    plan.record.submitted_wall_ms = wall_ms;
+    return plan;
+  } catch (const json::exception& e) {
+    return Status::invalid(std::string("model campaign does not match its schema: ") + e.what());
+  }
+}
+
+}  // namespace ak

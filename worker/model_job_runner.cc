@@ -1,0 +1,251 @@
+#include "worker/model_job_runner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/file.h"
+#include "common/hash.h"
+#include "common/process.h"
+#include "models/pipeline_source.h"
+#include "worker/python_step.h"
+
+namespace ak {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxProfileBytes = 8 << 20;  // a profile is tens of KiB; more is not one
+
+std::string tail_of(const fs::path& p, size_t bytes) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
+}
+
+std::string last_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  const size_t nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+ResultRecord failed(ResultStatus status, std::string reason) {
+  ResultRecord r;
+  r.status = status;
+  r.stage = "model";
+  r.reason = std::move(reason);
+  return r;
+}
+
+}  // namespace
+
+ModelJobRunner::ModelJobRunner(ModelJobRunnerOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+ModelJobRunner::~ModelJobRunner() {
+  shutdown();
+  thread_.join();
+}
+
+void ModelJobRunner::start(const protocol::Job& job, std::chrono::milliseconds timeout, JobDone done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shutdown_) {
+      queue_.push_back(HeldJob{job, timeout, std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  done(std::nullopt);
+}
+
+CancelEffect ModelJobRunner::cancel(const std::string& job_id, int attempt) {
+  const JobKey key{job_id, attempt};
+  JobDone dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const HeldJob& h) { return h.key() == key; });
+    if (it == queue_.end()) {
+      if (running_ != key) return CancelEffect::kNotHeld;
+      cancelled_ = true;
+      if (group_ > 0) kill_process_group(group_);
+      return CancelEffect::kStopping;
+    }
+    dropped = std::move(it->done);
+    queue_.erase(it);
+  }
+  dropped(cancelled_before_measurement("worker"));
+  return CancelEffect::kDropped;
+}
+
+void ModelJobRunner::shutdown() {
+  std::deque<HeldJob> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  for (auto& h : dropped) h.done(std::nullopt);
+}
+
+void ModelJobRunner::loop() {
+  for (;;) {
+    HeldJob h;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return shutdown_ || !queue_.empty(); });
+      if (shutdown_) break;
+      h = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = h.key();
+      cancelled_ = false;
+    }
+    ResultRecord r;
+    try {
+      r = run(h);
+    } catch (const std::exception& e) {
+      r = failed(ResultStatus::kCrash, std::string("model runner threw: ") + e.what());
+    } catch (...) {
+      r = failed(ResultStatus::kCrash, "model runner threw a non-standard exception");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_.reset();
+    }
+    h.done(std::move(r));
+  }
+}
+
+std::string ModelJobRunner::pipeline_dir() {
+  if (!pipeline_dir_.empty()) return pipeline_dir_;
+  std::string all;
+  for (const auto& f : models::pipeline_files()) all += std::string(f.path) + '\0' + std::string(f.text) + '\0';
+  std::error_code ec;
+  fs::create_directories(options_.work_dir, ec);
+  // What workers killed with SIGKILL left: their copies and job folders.
+  remove_leftovers_of_dead_processes_once(options_.work_dir, "models-");
+  remove_leftovers_of_dead_processes_once((fs::path(options_.work_dir) / "model-jobs").string(), "");
+  // models-<pid>-<xxh64 of the files>: another version is never taken for this one; written
+  // beside and renamed, so no step reads a half-written folder.
+  const fs::path dir = fs::path(options_.work_dir) / ("models-" + std::to_string(getpid()) + "-" + xxh64_hex(all));
+  if (fs::exists(dir / "profile_model.py", ec)) return pipeline_dir_ = dir.string();
+  const fs::path tmp = dir.string() + ".tmp";
+  fs::remove_all(tmp, ec);
+  for (const auto& f : models::pipeline_files()) {
+    const fs::path p = tmp / std::string(f.path);
+    fs::create_directories(p.parent_path(), ec);
+    if (!write_file(p.string(), std::string(f.text)).ok()) return "";
+  }
+  fs::rename(tmp, dir, ec);
+  if (ec) return "";
+  return pipeline_dir_ = dir.string();
+}
+
+ResultRecord ModelJobRunner::run(const HeldJob& h) {
+  const JobSpec& job = h.job.spec;
+  if (!job.model) return failed(ResultStatus::kCrash, "not a model job (no 'model' task)");
+  const ModelTask& t = *job.model;
+  const auto deadline = std::chrono::steady_clock::now() + h.timeout;
+  const std::string pipeline = pipeline_dir();
+  static std::atomic<uint64_t> seq{0};
+  // <pid>-<seq>-<job>: a later runner removes the folders of a worker killed with SIGKILL.
+  const fs::path dir = fs::path(options_.work_dir) / "model-jobs" /
+                       (std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1)) + "-" + job.job_id);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec || pipeline.empty())
+    return failed(ResultStatus::kCrash, "cannot prepare " + dir.string() + " or the pipeline's files: " + ec.message());
+  struct Cleanup {
+    fs::path p;
+    bool keep;
+    ~Cleanup() {
+      std::error_code e;
+      if (!keep) fs::remove_all(p, e);
+    }
+  } cleanup{dir, options_.keep_job_dirs};
+
+  std::string model = t.model;
+  if (!t.model_code.empty()) {
+    // The coordinator checked the name: a plain file name ending in .py.
+    model = (dir / t.model).string();
+    if (Status s = write_file(model, t.model_code); !s.ok()) return failed(ResultStatus::kCrash, s.message());
+  }
+  const fs::path out = dir / "profile.json";
+  PythonStep step;
+  step.python = options_.python;
+  step.args = {pipeline + "/profile_model.py", "--model",  model,   "--device", options_.device,
+               "--dtype",                      t.dtype,    "--out",  out.string(), "--iters",
+               std::to_string(t.iters),        "--warmup", std::to_string(t.warmup)};
+  if (t.compile) step.args.push_back("--compile");
+  const auto peak = options_.ceilings.gemm_tflops.find(t.dtype);
+  if (peak != options_.ceilings.gemm_tflops.end() && peak->second > 0 && options_.ceilings.copy_bandwidth_gbps > 0) {
+    step.args.insert(step.args.end(), {"--peak-tflops", std::to_string(peak->second), "--peak-gbps",
+                                       std::to_string(options_.ceilings.copy_bandwidth_gbps)});
+  }
+  step.dir = dir;
+  step.log = dir / "profile.log";
+  step.read_only = {pipeline};
+  step.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
+  step.cgroup_name = "model-" + std::to_string(getpid()) + "-" + dir.filename().string();
+  const PythonStepOutcome o = run_python_step(
+      step, options_.confinement, deadline,
+      [&](pid_t group) {
+        std::lock_guard<std::mutex> lock(mu_);
+        group_ = group;
+        return !cancelled_;
+      },
+      [&] {
+        std::lock_guard<std::mutex> lock(mu_);
+        group_ = -1;
+      });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) {
+      ResultRecord r = failed(ResultStatus::kCancelled, "its campaign was cancelled while the model ran");
+      return r;
+    }
+  }
+  if (o.timed_out)
+    return failed(ResultStatus::kTimeout, "the model's " + t.action + " ran past the job's timeout and was killed");
+  json profile;
+  std::error_code sz;
+  const auto size = fs::file_size(out, sz);
+  if (!sz && size <= kMaxProfileBytes) {
+    std::ifstream in(out);
+    profile = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (profile.is_discarded() || !profile.is_object()) profile = json();
+  }
+  const std::string log = tail_of(step.log, 4000);
+  if (o.exit_code == 0 && profile.is_object() && profile.contains("ops") && profile["ops"].is_array()) {
+    ResultRecord r;
+    r.status = ResultStatus::kPass;
+    r.model = std::move(profile);
+    return r;
+  }
+  const std::string error = profile.is_object() && profile.contains("error") && profile["error"].is_string()
+                                ? profile["error"].get<std::string>()
+                                : last_line(log);
+  if (o.exit_code == 3 || o.exit_code == 4 || o.exit_code == 5) {
+    ResultRecord r = failed(ResultStatus::kFail, error);
+    r.model = std::move(profile);  // the model, device and dtype beside the error
+    return r;
+  }
+  return failed(ResultStatus::kCrash, "the model's " + t.action + " ended with exit " + std::to_string(o.exit_code) +
+                                          " and no profile: " + last_line(log));
+}
+
+}  // namespace ak
