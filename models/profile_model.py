@@ -49,6 +49,10 @@ def _is_op(e):
     return e.device_type == DeviceType.CPU and e.name.startswith("aten::") and not e.is_async
 
 
+def _is_annotation(e):
+    return bool(getattr(e, "is_user_annotation", False)) or e.name.startswith("ak::")
+
+
 def _hint(e):
     if e.device_type == DeviceType.CPU and e.name.startswith("ak::"):
         t = e.name[4:]
@@ -133,8 +137,12 @@ def profile(model, inputs, device, run_dtype, iters, warmup):
     anchors_seen = defaultdict(set)
     attributed = 0.0
     if cuda:
-        total = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
-        holders = [(e, [(k.name, float(k.duration)) for k in e.kernels])
+        # A record_function region also appears on the device, as one span from its first kernel's
+        # start to its last one's end (gaps included): not an activity of its own.
+        total = sum(e.time_range.elapsed_us() for e in events
+                    if e.device_type == DeviceType.CUDA and not _is_annotation(e))
+        spans = {e.name for e in events if e.device_type == DeviceType.CUDA and _is_annotation(e)}
+        holders = [(e, [(k.name, float(k.duration)) for k in e.kernels if k.name not in spans])
                    for e in events if e.device_type == DeviceType.CPU and e.kernels]
     else:
         tops = [e for e in events if _is_op(e) and not any(_is_op(a) for a in _chain(e)[1:])]
