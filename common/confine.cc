@@ -92,6 +92,20 @@ std::string cgroup_root(const ProbeOptions& o, const std::string& controller, st
     *why = root.string() + " is not writable: " + strerror(errno);
     return "";
   }
+  // cgroup v2: a group's limits exist only where its parent enables the controller for its
+  // children; the farm's folder holds no process itself, so it may (seen on a GPU host whose
+  // root delegates memory and pids: without this every job's memory.max was EACCES).
+  if (base == fs::path(o.cgroup_fs) &&
+      first_line((root / "cgroup.subtree_control").string()).find(controller) == std::string::npos) {
+    std::ofstream out(root / "cgroup.subtree_control", std::ios::app);
+    out << "+" << controller << "\n";
+    out.flush();
+    if (!out) {
+      *why = "cannot enable the " + controller + " controller in " + (root / "cgroup.subtree_control").string() + ": " +
+             strerror(errno);
+      return "";
+    }
+  }
   return root.string();
 }
 

@@ -271,6 +271,24 @@ TEST(ConfineSeccomp, TheFilterRefusesPtraceNamespacesMountsAndInternetSockets) {
   EXPECT_FALSE(starts_with(run_child({"unix", "/nonexistent/socket"}, c).line, "denied Operation not permitted"));
 }
 
+TEST(ConfineCgroup, OnCgroupV2TheFarmsFolderEnablesTheControllersForItsGroups) {
+  // A cgroup v2 tree whose root delegates memory and pids (as on a GPU host seen in 2026-12): the
+  // farm's folder must enable them for the job groups under it, or their memory.max does not exist.
+  char tmpl[] = "/tmp/ak-cgroup2-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string fs_root = tmpl;
+  std::ofstream(fs_root + "/cgroup.controllers") << "cpu io memory pids\n";
+  std::ofstream(fs_root + "/cgroup.subtree_control") << "memory pids\n";
+  ProbeOptions o;
+  o.cgroup_fs = fs_root;
+  (void)probe_confinement(o);  // the limits cannot work on plain files; the delegation is what is tested
+  std::ifstream in(fs_root + "/autokernel/cgroup.subtree_control");
+  const std::string enabled((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(enabled.find("+memory"), std::string::npos) << enabled;
+  EXPECT_NE(enabled.find("+pids"), std::string::npos) << enabled;
+  std::filesystem::remove_all(fs_root);
+}
+
 TEST(ConfineCgroup, ThePidsLimitStopsAForkBombAndTheGroupIsRemovedWithItsTasks) {
   AK_REQUIRE_LAYER(ConfinementLayer::kCgroupPids);
   std::string dir;
