@@ -18,6 +18,9 @@ target_compile_definitions(agent_test PRIVATE AK_FAKE_SANDBOX="$<TARGET_FILE:ak_
 ak_test(sandbox_job_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_job_runner_test.cc LIBS ak_worker LABELS worker)
 ak_test(kernelbench_job_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_job_runner_test.cc LIBS ak_worker
         LABELS worker)
+# The model runner with the real pipeline and Python (torch subprocesses, on the CPU).
+ak_test(model_job_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_job_runner_test.cc LIBS ak_worker
+        LABELS worker PROCESSORS 2)
 # The KernelBench runner with the real harness on the CPU (torch subprocesses).
 ak_test(kernelbench_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_runner_test.cc LIBS ak_worker
         LABELS worker LOCK kb_harness PROCESSORS 2)
