@@ -116,6 +116,21 @@ struct KbArgs {
   std::string score_levels;             // score --levels: empty, every level with a file
 };
 int kb_baseline(const ClientArgs& c, const KbArgs& a);
+
+// autokernel profile (cli/model_command.cc): a model's profile as a farm job.
+struct ProfileArgs {
+  std::string model;           // a model file, examples/NAME[:CONFIG] or hf:ARCH
+  std::string backend = "cuda";
+  std::string gpu_model;       // empty: any worker of the backend
+  std::string dtype = "bf16";
+  bool compile = false;
+  int iters = 5;
+  int warmup = 3;
+  int64_t timeout_ms = 600'000;
+  int top = 25;                // rows of the table
+  std::string json_out;        // the profile documents, as an array; empty: none
+};
+int profile(const ClientArgs& c, const ProfileArgs& a);
 int kb_sweep(const ClientArgs& c, const KbArgs& a);
 // Offline: fast_p of a sweep's eval_results files against baseline files; no farm needed.
 int kb_score(const KbArgs& a);

@@ -240,6 +240,21 @@ int main(int argc, char** argv) {
   kbsc->add_option("--json", kb.score_json, "write the scores here (the form of kb sweep's scores.json)");
 
   std::string key_name, key_dir = ".";
+  ak::cli::ProfileArgs pa;
+  auto* prof = app.add_subcommand("profile", "A model's profile on a worker: device time per op, each kernel counted once, "
+                                              "classified into kernel types, memory- or compute-bound");
+  prof->add_option("--model", pa.model, "a model file (models/README.md), examples/NAME[:CONFIG] or hf:ARCH")->required();
+  prof->add_option("--backend", pa.backend, "the workers that run it: cuda or cpu")->capture_default_str();
+  prof->add_option("--gpu-model", pa.gpu_model, "only workers of this GPU model (\"NVIDIA H200\")");
+  prof->add_option("--dtype", pa.dtype, "fp32, fp16 or bf16: the model's parameters and inputs")->capture_default_str();
+  prof->add_flag("--compile", pa.compile, "profile torch.compile(model) instead of eager");
+  prof->add_option("--iters", pa.iters, "profiled iterations")->capture_default_str();
+  prof->add_option("--warmup", pa.warmup, "iterations before profiling")->capture_default_str();
+  prof->add_option("--job-timeout-ms", pa.timeout_ms, "the profile job's timeout")->capture_default_str();
+  prof->add_option("--top", pa.top, "rows of the table")->capture_default_str();
+  prof->add_option("--json", pa.json_out, "write the profile documents (a JSON array) here");
+  add_client(prof);
+
   auto* keys = app.add_subcommand("keys", "CURVE key pairs for the coordinator, workers and clients");
   keys->require_subcommand(1);
   auto* keys_gen = keys->add_subcommand("generate", "Write NAME.key (secret, mode 0600) and NAME.pub (public key)");
@@ -276,6 +291,7 @@ int main(int argc, char** argv) {
   if (*exp) return ak::cli::export_results(cl, campaign, tsv, json_out);
   if (*cal) return ak::cli::calibrate(ca);
   if (*kbb) return ak::cli::kb_baseline(cl, kb);
+  if (*prof) return ak::cli::profile(cl, pa);
   if (*kbs) return ak::cli::kb_sweep(cl, kb);
   if (*kbsc) {
     kb.levels = kb.score_levels;

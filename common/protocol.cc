@@ -565,6 +565,78 @@ Result<KernelBenchVerdict> parse_kernelbench_verdict(const json& doc) {
   }
 }
 
+void to_json(json& j, const ModelProfile& v) { j = v.raw; }
+void to_json(json& j, const ModelOpRow& v) {
+  j = {{"op", v.op},         {"kernel_type", v.kernel_type},       {"shape", v.shape},
+       {"layout", v.layout}, {"dtype", v.dtype},                   {"calls_per_iter", v.calls_per_iter},
+       {"us_per_iter", v.us_per_iter}, {"share", v.share},         {"bound", v.bound}};
+}
+void to_json(json& j, const ModelTargetRow& v) {
+  j = {{"kernel_type", v.kernel_type}, {"shape", v.shape}, {"dtype", v.dtype},  {"layout", v.layout},
+       {"ops", v.ops},                 {"us_per_iter", v.us_per_iter}, {"share", v.share}, {"bound", v.bound}};
+}
+void to_json(json& j, const ModelUncoveredRow& v) {
+  j = {{"op", v.op}, {"us_per_iter", v.us_per_iter}, {"share", v.share}};
+}
+void from_json(const json& j, ModelOpRow& v) {
+  Fields f(j, "model op");
+  f.req("op", v.op);
+  f.req("kernel_type", v.kernel_type);
+  f.req("shape", v.shape);
+  f.req("layout", v.layout);
+  f.req("dtype", v.dtype);
+  f.req("calls_per_iter", v.calls_per_iter);
+  f.req("us_per_iter", v.us_per_iter);
+  f.req("share", v.share);
+  f.req("bound", v.bound);
+}
+void from_json(const json& j, ModelTargetRow& v) {
+  Fields f(j, "model target");
+  f.req("kernel_type", v.kernel_type);
+  f.req("shape", v.shape);
+  f.req("dtype", v.dtype);
+  f.req("layout", v.layout);
+  f.req("ops", v.ops);
+  f.req("us_per_iter", v.us_per_iter);
+  f.req("share", v.share);
+  f.req("bound", v.bound);
+}
+void from_json(const json& j, ModelUncoveredRow& v) {
+  Fields f(j, "uncovered op");
+  f.req("op", v.op);
+  f.req("us_per_iter", v.us_per_iter);
+  f.req("share", v.share);
+}
+void from_json(const json& j, ModelProfile& v) {
+  Fields f(j, "model");
+  f.req("model", v.model);
+  f.req("device", v.device);
+  f.req("dtype", v.dtype);
+  f.req("mode", v.mode);
+  f.maybe("gpu", v.gpu);
+  f.maybe("error", v.error);
+  f.maybe("total_us_per_iter", v.total_us_per_iter);
+  f.maybe("unattributed_us_per_iter", v.unattributed_us_per_iter);
+  std::optional<std::vector<ModelOpRow>> ops;
+  std::optional<std::vector<ModelTargetRow>> targets;
+  std::optional<std::vector<ModelUncoveredRow>> uncovered;
+  f.maybe("ops", ops);
+  f.maybe("targets", targets);
+  f.maybe("uncovered", uncovered);
+  v.ops = ops.value_or(std::vector<ModelOpRow>{});
+  v.targets = targets.value_or(std::vector<ModelTargetRow>{});
+  v.uncovered = uncovered.value_or(std::vector<ModelUncoveredRow>{});
+  v.raw = j;
+}
+
+Result<ModelProfile> parse_model_profile(const json& doc) {
+  try {
+    return doc.get<ModelProfile>();
+  } catch (const std::exception& e) {
+    return Status::invalid(std::string("model profile does not match ModelProfile: ") + e.what());
+  }
+}
+
 // A macro list, one name per entry.
 // clang-format off
 #define AK_ROW_FIELDS(X, N)                                                                                           \
@@ -585,6 +657,7 @@ void to_json(json& j, const ResultRow& v) {
 #undef X
 #undef N
   put_if(j, "kernelbench", v.kernelbench);
+  put_if(j, "model", v.model);
 }
 void from_json(const json& j, ResultRow& v) {
   Fields f(j, "row");
@@ -594,6 +667,7 @@ void from_json(const json& j, ResultRow& v) {
 #undef X
 #undef N
   f.maybe("kernelbench", v.kernelbench);
+  f.maybe("model", v.model);
 }
 #undef AK_ROW_FIELDS
 

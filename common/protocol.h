@@ -312,6 +312,53 @@ struct KernelBenchVerdict {
 // a field of the wrong type is an kInvalidArgument naming it.
 Result<KernelBenchVerdict> parse_kernelbench_verdict(const nlohmann::json& doc);
 
+// The model part of a row: a model job's profile (models/README.md, "The profile"), decoded here
+// and nowhere else. `raw` is the document as the worker sent it, written back out unchanged
+// (autokernel results --json, profile --json); the typed fields are what the CLI reads.
+struct ModelOpRow {
+  std::string op;           // the ATen op or "ak::<type>" region the time is credited to
+  std::string kernel_type;  // a kernel type, or "other"
+  std::vector<int64_t> shape;
+  nlohmann::json layout = nlohmann::json::object();
+  std::string dtype;
+  double calls_per_iter = 0;
+  double us_per_iter = 0;   // device time per model iteration [us]
+  double share = 0;         // of the total device time
+  std::string bound;        // "memory", "compute" or "-"
+};
+struct ModelTargetRow {
+  std::string kernel_type;
+  std::vector<int64_t> shape;
+  std::string dtype;
+  nlohmann::json layout = nlohmann::json::object();
+  std::vector<std::string> ops;
+  double us_per_iter = 0;
+  double share = 0;
+  std::string bound;
+};
+struct ModelUncoveredRow {
+  std::string op;
+  double us_per_iter = 0;
+  double share = 0;
+};
+struct ModelProfile {
+  std::string model;
+  std::string device;
+  std::string dtype;
+  std::string mode;                 // "eager" | "compile"
+  std::optional<std::string> gpu;
+  std::optional<std::string> error;  // a model that could not be profiled
+  std::optional<double> total_us_per_iter;
+  std::optional<double> unattributed_us_per_iter;
+  std::vector<ModelOpRow> ops;
+  std::vector<ModelTargetRow> targets;
+  std::vector<ModelUncoveredRow> uncovered;
+  nlohmann::json raw;
+};
+// Decodes a ResultRecord's `model` document. Never throws: a field of the wrong type is an
+// kInvalidArgument naming it.
+Result<ModelProfile> parse_model_profile(const nlohmann::json& doc);
+
 // Figures of a job that did not pass are nullopt (null in JSON; empty in TSV).
 struct ResultRow {
   int64_t experiment = 0;
@@ -360,6 +407,7 @@ struct ResultRow {
   std::string campaign_id;
   int64_t completed_wall_ms = 0;
   std::optional<KernelBenchVerdict> kernelbench;  // KernelBench jobs only
+  std::optional<ModelProfile> model;              // model jobs only
 };
 struct ResultsReply {
   std::vector<ResultRow> rows;  // in the order results were stored
@@ -380,7 +428,8 @@ struct CoordinatorReadyLine {
 #define AK_PROTOCOL_REPLY_TYPES(X)                                                                                  \
   X(SubmitReply)                                                                                                    \
   X(CancelReply) X(BestReply) X(ImportBestReply) X(JobCounts) X(WorkerRow) X(CampaignBest) X(StudyBest) X(StudyRow) \
-      X(CampaignRow) X(StatusReply) X(KernelBenchTaskRow) X(KernelBenchBaseline) X(KernelBenchVerdict) X(ResultRow) \
+      X(CampaignRow) X(StatusReply) X(KernelBenchTaskRow) X(KernelBenchBaseline) X(KernelBenchVerdict) X(ModelOpRow) \
+      X(ModelTargetRow) X(ModelUncoveredRow) X(ModelProfile) X(ResultRow) \
           X(ResultsReply) X(CoordinatorReadyLine)
 // clang-format on
 #define AK_PROTOCOL_DECLARE_JSON(T)            \

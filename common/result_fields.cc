@@ -114,6 +114,8 @@ nlohmann::json result_row(const JobRecord& job, const ResultRecord& r, int64_t e
                   {"precision", t->precision}, {"compile", t->compile},   {"compile_mode", t->compile_mode}};
     row["kernelbench"] = std::move(kb);
   }
+  // Model jobs: the profile (models/README.md), for the JSON export and `autokernel profile`.
+  if (job.spec.model && r.model.is_object()) row["model"] = r.model;
   return row;
 }
 

@@ -1,0 +1,125 @@
+// autokernel profile: a model's profile as a farm job (coordinator/model_campaign.h), printed as a
+// ranked table (what costs the device time, classified into kernel types, with the roofline bound)
+// and written as JSON.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "common/stop_signal.h"
+#include "coordinator/client.h"
+#include "coordinator/model_campaign.h"
+
+namespace ak::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+namespace pr = protocol;
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s.empty() ? "-" : s;
+}
+
+std::string layout_text(const json& layout) {
+  std::string s;
+  if (layout.is_object())
+    for (const auto& [k, v] : layout.items()) s += " " + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  return s;
+}
+
+void print_profile(const pr::ModelProfile& p, int top) {
+  std::printf("%s on %s, %s, %s\n", p.model.c_str(), p.gpu.value_or(p.device).c_str(), p.dtype.c_str(), p.mode.c_str());
+  std::printf("%6s  %10s  %5s  %-22s %-7s %-5s %s\n", "share", "us/iter", "calls", "type", "bound", "dtype",
+              "op and shape");
+  int n = 0;
+  for (const auto& o : p.ops) {
+    if (n++ >= top) break;
+    std::printf("%5.1f%%  %10.1f  %5.0f  %-22s %-7s %-5s %s %s%s\n", 100 * o.share, o.us_per_iter, o.calls_per_iter,
+                o.kernel_type.c_str(), o.bound.c_str(), o.dtype.c_str(), o.op.c_str(), shape_text(o.shape).c_str(),
+                layout_text(o.layout).c_str());
+  }
+  double covered = 0;
+  for (const auto& t : p.targets) covered += t.share;
+  std::printf("total %.1f us per iteration; %zu targets cover %.1f%%; unattributed %.1f us\n",
+              p.total_us_per_iter.value_or(0), p.targets.size(), 100 * covered, p.unattributed_us_per_iter.value_or(0));
+  if (!p.uncovered.empty()) {
+    std::printf("not covered by a kernel type:");
+    int k = 0;
+    for (const auto& u : p.uncovered) {
+      if (k++ >= 6) break;
+      std::printf(" %s %.1f%%", u.op.c_str(), 100 * u.share);
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int profile(const ClientArgs& c, const ProfileArgs& a) {
+  json doc = {{"kind", "model"}, {"task", "profile"}, {"backend", a.backend}, {"dtype", a.dtype},
+              {"compile", a.compile}, {"iters", a.iters}, {"warmup", a.warmup}, {"timeout_ms", a.timeout_ms}};
+  if (a.model.rfind("examples/", 0) == 0 || a.model.rfind("hf:", 0) == 0) {
+    doc["model"] = a.model;
+  } else {
+    // A user's file: its text travels in the document, under its plain name.
+    std::error_code ec;
+    if (!fs::is_regular_file(a.model, ec)) {
+      std::cerr << "autokernel profile: " << a.model
+                << " is not a regular file; name a model file, examples/NAME[:CONFIG] or hf:ARCH\n";
+      return 2;
+    }
+    std::ifstream in(a.model, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    doc["model"] = fs::path(a.model).filename().string();
+    doc["model_code"] = text.str();
+  }
+  if (!a.gpu_model.empty()) doc["gpu_models"] = {a.gpu_model};
+  if (std::string why = check_model_name(doc["model"].get<std::string>()); !why.empty()) {
+    std::cerr << "autokernel profile: model '" << doc["model"].get<std::string>() << "': " << why << "\n";
+    return 2;
+  }
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
+  auto sub = client.submit(doc);
+  if (!sub.ok()) {
+    std::cerr << "autokernel profile: campaign rejected: " << sub.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "campaign " << sub->campaign_id << " (" << sub->name << "): " << sub->jobs << " profile job(s)\n";
+  const bool complete = wait_for_campaign(client, sub->campaign_id, stop_flag());
+  auto rows = client.results(sub->campaign_id, "");
+  if (!rows.ok()) {
+    std::cerr << "autokernel profile: coordinator lost: " << rows.status().message() << "\n";
+    return 1;
+  }
+  int rc = complete ? 0 : 1;
+  json out = json::array();
+  for (const auto& r : rows->rows) {
+    if (r.model) out.push_back(r.model->raw);
+    if (r.correctness != "PASS") {
+      std::cerr << "autokernel profile: " << r.job_id << " " << r.correctness << " at " << r.stage << ": " << r.reason
+                << "\n";
+      rc = 1;
+      continue;
+    }
+    if (r.model) print_profile(*r.model, a.top);
+  }
+  if (!a.json_out.empty()) {
+    if (Status s = write_file(a.json_out, out.dump(1) + "\n"); !s.ok()) {
+      std::cerr << "autokernel profile: " << s.message() << "\n";
+      return 1;
+    }
+    std::cerr << "profile written to " << a.json_out << "\n";
+  }
+  return rc;
+}
+
+}  // namespace ak::cli

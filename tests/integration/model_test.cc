@@ -1,0 +1,75 @@
+// The model pipeline's profile on a real farm of CPU workers (redis-server, coordinator, worker
+// processes, the pipeline's Python as their subprocesses): `autokernel profile` of an example and of
+// a user's file gives the ranked table and its JSON, each op counted once; a model that cannot be
+// loaded and one that hangs end with a clear reason, and the farm keeps serving.
+#include <filesystem>
+#include <fstream>
+
+#include "tests/integration/farm.h"
+
+namespace ak::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+TEST(ModelFarmTest, ProfilesOfAnExampleAndAUsersFileAndBadModelsEndWithTheirCause) {
+  Farm farm;
+  farm.start_coordinator();
+  farm.start_worker("m0", 1);
+  farm.wait_workers(1);
+  const fs::path out = fs::path(farm.dir()) / "llama.json";
+  const fs::path table = fs::path(farm.dir()) / "llama.txt";
+  const std::vector<std::string> common = {"--backend", "cpu", "--dtype", "fp32", "--iters", "2", "--warmup", "1",
+                                           "--client", farm.client_endpoint()};
+  std::vector<std::string> args = {"profile", "--model", "examples/llama:tiny", "--json", out.string()};
+  args.insert(args.end(), common.begin(), common.end());
+  ASSERT_EQ(run_autokernel_to(args, table.string()), 0) << read_text(table.string());
+  const std::string printed = read_text(table.string());
+  EXPECT_NE(printed.find("examples/llama:tiny on cpu, fp32, eager"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("fused_mlp"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("rotary_embedding"), std::string::npos) << printed;
+  const json profiles = json::parse(read_text(out.string()));
+  ASSERT_EQ(profiles.size(), 1u);
+  const json& p = profiles[0];
+  double sum = 0;
+  for (const auto& op : p["ops"]) sum += op["us_per_iter"].get<double>();
+  EXPECT_NEAR(sum, p["total_us_per_iter"].get<double>(), 0.01 * p["total_us_per_iter"].get<double>());
+
+  // A user's file (KernelBench's contract), a file that raises on import, and one that hangs.
+  const std::string models = std::string(AK_SOURCE_DIR) + "/tests/models/models";
+  args = {"profile", "--model", models + "/small_cnn.py"};
+  args.insert(args.end(), common.begin(), common.end());
+  EXPECT_EQ(run_autokernel_to(args, table.string()), 0) << read_text(table.string());
+  EXPECT_NE(read_text(table.string()).find("aten::conv2d"), std::string::npos) << read_text(table.string());
+
+  args = {"profile", "--model", models + "/raises_on_import.py"};
+  args.insert(args.end(), common.begin(), common.end());
+  EXPECT_EQ(run_autokernel_to(args, table.string()), 1);
+  EXPECT_NE(read_text(table.string()).find("FAIL at model: model file"), std::string::npos) << read_text(table.string());
+  EXPECT_NE(read_text(table.string()).find("RuntimeError: this model file is broken on purpose"), std::string::npos);
+
+  const fs::path hangs = fs::path(farm.dir()) / "hangs.py";
+  std::ofstream(hangs) << "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+                          "        while True:\n            x = x + 1\n"
+                          "def build_model():\n    return Net()\ndef example_inputs():\n    return (torch.zeros(2),)\n";
+  args = {"profile", "--model", hangs.string(), "--job-timeout-ms", "5000"};
+  args.insert(args.end(), common.begin(), common.end());
+  EXPECT_EQ(run_autokernel_to(args, table.string()), 1);
+  EXPECT_NE(read_text(table.string()).find("TIMEOUT at model"), std::string::npos) << read_text(table.string());
+
+  // A name the coordinator refuses never reaches a worker.
+  args = {"profile", "--model", "examples/../../etc/passwd"};
+  args.insert(args.end(), common.begin(), common.end());
+  EXPECT_EQ(run_autokernel_to(args, table.string()), 2);
+  EXPECT_NE(read_text(table.string()).find("an example is named examples/NAME"), std::string::npos)
+      << read_text(table.string());
+
+  // The worker still serves: the example again.
+  args = {"profile", "--model", "examples/gpt2:tiny"};
+  args.insert(args.end(), common.begin(), common.end());
+  EXPECT_EQ(run_autokernel_to(args, table.string()), 0) << read_text(table.string());
+}
+
+}  // namespace
+}  // namespace ak::testing
