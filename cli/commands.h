@@ -119,16 +119,16 @@ int kb_baseline(const ClientArgs& c, const KbArgs& a);
 
 // autokernel profile (cli/model_command.cc): a model's profile as a farm job.
 struct ProfileArgs {
-  std::string model;           // a model file, examples/NAME[:CONFIG] or hf:ARCH
+  std::string model;  // a model file, examples/NAME[:CONFIG] or hf:ARCH
   std::string backend = "cuda";
-  std::string gpu_model;       // empty: any worker of the backend
+  std::string gpu_model;  // empty: any worker of the backend
   std::string dtype = "bf16";
   bool compile = false;
   int iters = 5;
   int warmup = 3;
   int64_t timeout_ms = 600'000;
-  int top = 25;                // rows of the table
-  std::string json_out;        // the profile documents, as an array; empty: none
+  int top = 25;          // rows of the table
+  std::string json_out;  // the profile documents, as an array; empty: none
 };
 int profile(const ClientArgs& c, const ProfileArgs& a);
 int kb_sweep(const ClientArgs& c, const KbArgs& a);

@@ -241,9 +241,11 @@ int main(int argc, char** argv) {
 
   std::string key_name, key_dir = ".";
   ak::cli::ProfileArgs pa;
-  auto* prof = app.add_subcommand("profile", "A model's profile on a worker: device time per op, each kernel counted once, "
-                                              "classified into kernel types, memory- or compute-bound");
-  prof->add_option("--model", pa.model, "a model file (models/README.md), examples/NAME[:CONFIG] or hf:ARCH")->required();
+  auto* prof = app.add_subcommand("profile",
+                                  "A model's profile on a worker: device time per op, each kernel counted once, "
+                                  "classified into kernel types, memory- or compute-bound");
+  prof->add_option("--model", pa.model, "a model file (models/README.md), examples/NAME[:CONFIG] or hf:ARCH")
+      ->required();
   prof->add_option("--backend", pa.backend, "the workers that run it: cuda or cpu")->capture_default_str();
   prof->add_option("--gpu-model", pa.gpu_model, "only workers of this GPU model (\"NVIDIA H200\")");
   prof->add_option("--dtype", pa.dtype, "fp32, fp16 or bf16: the model's parameters and inputs")->capture_default_str();

@@ -64,8 +64,8 @@ void print_profile(const pr::ModelProfile& p, int top) {
 }  // namespace
 
 int profile(const ClientArgs& c, const ProfileArgs& a) {
-  json doc = {{"kind", "model"}, {"task", "profile"}, {"backend", a.backend}, {"dtype", a.dtype},
-              {"compile", a.compile}, {"iters", a.iters}, {"warmup", a.warmup}, {"timeout_ms", a.timeout_ms}};
+  json doc = {{"kind", "model"},      {"task", "profile"}, {"backend", a.backend}, {"dtype", a.dtype},
+              {"compile", a.compile}, {"iters", a.iters},  {"warmup", a.warmup},   {"timeout_ms", a.timeout_ms}};
   if (a.model.rfind("examples/", 0) == 0 || a.model.rfind("hf:", 0) == 0) {
     doc["model"] = a.model;
   } else {

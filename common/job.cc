@@ -82,7 +82,7 @@ void to_json(nlohmann::json& j, const JobSpec& v) {
 }
 
 void to_json(nlohmann::json& j, const ModelTask& v) {
-  j = {{"action", v.action}, {"model", v.model},     {"model_code", v.model_code}, {"dtype", v.dtype},
+  j = {{"action", v.action},   {"model", v.model}, {"model_code", v.model_code}, {"dtype", v.dtype},
        {"compile", v.compile}, {"iters", v.iters}, {"warmup", v.warmup}};
 }
 void from_json(const nlohmann::json& j, ModelTask& v) {

@@ -567,13 +567,19 @@ Result<KernelBenchVerdict> parse_kernelbench_verdict(const json& doc) {
 
 void to_json(json& j, const ModelProfile& v) { j = v.raw; }
 void to_json(json& j, const ModelOpRow& v) {
-  j = {{"op", v.op},         {"kernel_type", v.kernel_type},       {"shape", v.shape},
-       {"layout", v.layout}, {"dtype", v.dtype},                   {"calls_per_iter", v.calls_per_iter},
-       {"us_per_iter", v.us_per_iter}, {"share", v.share},         {"bound", v.bound}};
+  j = {{"op", v.op},
+       {"kernel_type", v.kernel_type},
+       {"shape", v.shape},
+       {"layout", v.layout},
+       {"dtype", v.dtype},
+       {"calls_per_iter", v.calls_per_iter},
+       {"us_per_iter", v.us_per_iter},
+       {"share", v.share},
+       {"bound", v.bound}};
 }
 void to_json(json& j, const ModelTargetRow& v) {
-  j = {{"kernel_type", v.kernel_type}, {"shape", v.shape}, {"dtype", v.dtype},  {"layout", v.layout},
-       {"ops", v.ops},                 {"us_per_iter", v.us_per_iter}, {"share", v.share}, {"bound", v.bound}};
+  j = {{"kernel_type", v.kernel_type}, {"shape", v.shape}, {"dtype", v.dtype}, {"layout", v.layout}, {"ops", v.ops},
+       {"us_per_iter", v.us_per_iter}, {"share", v.share}, {"bound", v.bound}};
 }
 void to_json(json& j, const ModelUncoveredRow& v) {
   j = {{"op", v.op}, {"us_per_iter", v.us_per_iter}, {"share", v.share}};

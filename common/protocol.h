@@ -322,9 +322,9 @@ struct ModelOpRow {
   nlohmann::json layout = nlohmann::json::object();
   std::string dtype;
   double calls_per_iter = 0;
-  double us_per_iter = 0;   // device time per model iteration [us]
-  double share = 0;         // of the total device time
-  std::string bound;        // "memory", "compute" or "-"
+  double us_per_iter = 0;  // device time per model iteration [us]
+  double share = 0;        // of the total device time
+  std::string bound;       // "memory", "compute" or "-"
 };
 struct ModelTargetRow {
   std::string kernel_type;
@@ -345,7 +345,7 @@ struct ModelProfile {
   std::string model;
   std::string device;
   std::string dtype;
-  std::string mode;                 // "eager" | "compile"
+  std::string mode;  // "eager" | "compile"
   std::optional<std::string> gpu;
   std::optional<std::string> error;  // a model that could not be profiled
   std::optional<double> total_us_per_iter;

@@ -576,9 +576,10 @@ json FarmCore::handle_client(const pr::Message& m, const ClientPeer& peer, pr::E
   if (auto* s = std::get_if<pr::Submit>(&m)) {
     const std::string id = new_campaign_id();
     const PlanLimits limits = plan_limits();
-    auto plan = is_kernelbench_document(s->campaign) ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms(), limits)
-                : is_model_document(s->campaign)     ? plan_model_campaign(s->campaign, id, clock_.wall_ms(), limits)
-                                                     : plan_campaign(s->campaign, id, clock_.wall_ms(), limits);
+    auto plan = is_kernelbench_document(s->campaign)
+                    ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms(), limits)
+                : is_model_document(s->campaign) ? plan_model_campaign(s->campaign, id, clock_.wall_ms(), limits)
+                                                 : plan_campaign(s->campaign, id, clock_.wall_ms(), limits);
     if (!plan.ok()) {
       *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
       return {};

@@ -9,7 +9,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::set<std::string> kKeys = {"kind",  "name",    "task",  "model",  "model_code", "backend",    "gpu_models",
+const std::set<std::string> kKeys = {"kind",  "name",    "task",  "model",  "model_code", "backend",     "gpu_models",
                                      "dtype", "compile", "iters", "warmup", "timeout_ms", "description", "tag"};
 
 bool plain(const std::string& s) {

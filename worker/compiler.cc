@@ -428,8 +428,8 @@ class RealCompiler final : public Compiler {
     argv.insert(argv.end(), options.begin(), options.end());
     auto run = run_process(argv, temp_path(dir, key.cache_key, ".log"), box);
     if (!run.ok()) return run.status();
-    const std::string what = job.kernel_type + " " + dtype_name(job.dtype) + " config " + config_string(job.config) +
-                             " on " + arch.value();
+    const std::string what =
+        job.kernel_type + " " + dtype_name(job.dtype) + " config " + config_string(job.config) + " on " + arch.value();
     if (run->exit_code == 1) {
       // autokernel-nvrtc: the result's name, then the log.
       const size_t eol = run->output.find('\n');

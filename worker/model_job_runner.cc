@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "common/file.h"
 #include "common/hash.h"
@@ -187,9 +187,19 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
   const fs::path out = dir / "profile.json";
   PythonStep step;
   step.python = options_.python;
-  step.args = {pipeline + "/profile_model.py", "--model",  model,   "--device", options_.device,
-               "--dtype",                      t.dtype,    "--out",  out.string(), "--iters",
-               std::to_string(t.iters),        "--warmup", std::to_string(t.warmup)};
+  step.args = {pipeline + "/profile_model.py",
+               "--model",
+               model,
+               "--device",
+               options_.device,
+               "--dtype",
+               t.dtype,
+               "--out",
+               out.string(),
+               "--iters",
+               std::to_string(t.iters),
+               "--warmup",
+               std::to_string(t.warmup)};
   if (t.compile) step.args.push_back("--compile");
   const auto peak = options_.ceilings.gemm_tflops.find(t.dtype);
   if (peak != options_.ceilings.gemm_tflops.end() && peak->second > 0 && options_.ceilings.copy_bandwidth_gbps > 0) {

@@ -33,7 +33,7 @@ struct ModelJobRunnerOptions {
   std::string device = "cpu";      // "cuda:<ordinal>" or "cpu"
   Ceilings ceilings;               // the worker's, for the profile's roofline (none measured: no bound)
   ConfinementPolicy confinement;
-  bool keep_job_dirs = false;      // keep each job's folder (files, logs) after the run
+  bool keep_job_dirs = false;  // keep each job's folder (files, logs) after the run
 };
 
 class ModelJobRunner final : public JobRunner {
@@ -63,7 +63,7 @@ class ModelJobRunner final : public JobRunner {
   std::condition_variable cv_;
   std::deque<HeldJob> queue_;
   std::optional<JobKey> running_;
-  pid_t group_ = -1;       // the running step's process group
+  pid_t group_ = -1;        // the running step's process group
   bool cancelled_ = false;  // the running job was cancelled
   bool shutdown_ = false;
   std::thread thread_;

@@ -72,9 +72,11 @@ TEST(ModelCampaign, EveryBadFieldIsRefusedNamingIt) {
 }
 
 TEST(ModelCampaign, NamesTheDocumentAccepts) {
-  for (const char* ok : {"examples/gpt2", "examples/llama:1b", "examples/llama:7b-4l", "hf:bert", "net.py", "my-net_2.py"})
+  for (const char* ok :
+       {"examples/gpt2", "examples/llama:1b", "examples/llama:7b-4l", "hf:bert", "net.py", "my-net_2.py"})
     EXPECT_EQ(check_model_name(ok), "") << ok;
-  for (const char* no : {"", "examples/", "examples/a/b", "examples/x:", "hf:", "hf:a b", "x.txt", "/abs.py", "a/b.py", "..py/"})
+  for (const char* no :
+       {"", "examples/", "examples/a/b", "examples/x:", "hf:", "hf:a b", "x.txt", "/abs.py", "a/b.py", "..py/"})
     EXPECT_NE(check_model_name(no), "") << no;
 }
 

@@ -20,8 +20,8 @@ TEST(ModelFarmTest, ProfilesOfAnExampleAndAUsersFileAndBadModelsEndWithTheirCaus
   farm.wait_workers(1);
   const fs::path out = fs::path(farm.dir()) / "llama.json";
   const fs::path table = fs::path(farm.dir()) / "llama.txt";
-  const std::vector<std::string> common = {"--backend", "cpu", "--dtype", "fp32", "--iters", "2", "--warmup", "1",
-                                           "--client", farm.client_endpoint()};
+  const std::vector<std::string> common = {"--backend", "cpu",      "--dtype", "fp32",     "--iters",
+                                           "2",         "--warmup", "1",       "--client", farm.client_endpoint()};
   std::vector<std::string> args = {"profile", "--model", "examples/llama:tiny", "--json", out.string()};
   args.insert(args.end(), common.begin(), common.end());
   ASSERT_EQ(run_autokernel_to(args, table.string()), 0) << read_text(table.string());
@@ -46,7 +46,8 @@ TEST(ModelFarmTest, ProfilesOfAnExampleAndAUsersFileAndBadModelsEndWithTheirCaus
   args = {"profile", "--model", models + "/raises_on_import.py"};
   args.insert(args.end(), common.begin(), common.end());
   EXPECT_EQ(run_autokernel_to(args, table.string()), 1);
-  EXPECT_NE(read_text(table.string()).find("FAIL at model: model file"), std::string::npos) << read_text(table.string());
+  EXPECT_NE(read_text(table.string()).find("FAIL at model: model file"), std::string::npos)
+      << read_text(table.string());
   EXPECT_NE(read_text(table.string()).find("RuntimeError: this model file is broken on purpose"), std::string::npos);
 
   const fs::path hangs = fs::path(farm.dir()) / "hangs.py";
