@@ -257,6 +257,16 @@ int main(int argc, char** argv) {
   prof->add_option("--json", pa.json_out, "write the profile documents (a JSON array) here");
   add_client(prof);
 
+  ak::cli::ExtractArgs ea;
+  auto* extr = app.add_subcommand("extract", "A profile's targets (the model's shapes and shares) as a study campaign");
+  extr->add_option("--profile", ea.profile, "`autokernel profile --json` output")->required();
+  extr->add_option("--backend", ea.backend, "the backend to tune on")->capture_default_str();
+  extr->add_option("--gpu-model", ea.gpu_model, "the GPU model to tune on; default: the profile's");
+  extr->add_option("--min-share", ea.min_share, "leave out targets with a smaller share of the device time")
+      ->capture_default_str();
+  extr->add_option("--budget-trials", ea.budget_trials, "trials per study")->capture_default_str();
+  extr->add_option("--out", ea.out, "write the study campaign (JSON) here; default: stdout");
+
   auto* keys = app.add_subcommand("keys", "CURVE key pairs for the coordinator, workers and clients");
   keys->require_subcommand(1);
   auto* keys_gen = keys->add_subcommand("generate", "Write NAME.key (secret, mode 0600) and NAME.pub (public key)");
@@ -294,6 +304,7 @@ int main(int argc, char** argv) {
   if (*cal) return ak::cli::calibrate(ca);
   if (*kbb) return ak::cli::kb_baseline(cl, kb);
   if (*prof) return ak::cli::profile(cl, pa);
+  if (*extr) return ak::cli::extract(ea);
   if (*kbs) return ak::cli::kb_sweep(cl, kb);
   if (*kbsc) {
     kb.levels = kb.score_levels;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/extract.h"
 #include "cli/format.h"
 #include "common/stop_signal.h"
 #include "coordinator/client.h"
@@ -120,6 +121,68 @@ int profile(const ClientArgs& c, const ProfileArgs& a) {
     std::cerr << "profile written to " << a.json_out << "\n";
   }
   return rc;
+}
+
+int extract(const ExtractArgs& a) {
+  std::ifstream in(a.profile);
+  if (!in) {
+    std::cerr << "autokernel extract: cannot read " << a.profile << "\n";
+    return 2;
+  }
+  const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    std::cerr << "autokernel extract: " << a.profile << " is not JSON; expected `autokernel profile --json` output\n";
+    return 2;
+  }
+  // `profile --json` writes an array (one profile per GPU model); a single document also does.
+  json list = doc;
+  if (!list.is_array()) list = json::array({doc});
+  const json* first = nullptr;
+  for (const json& d : list)
+    if (d.is_object() && d.contains("targets")) {
+      if (first) {
+        std::cerr << "autokernel extract: " << a.profile << " holds several profiles; extracting the first\n";
+        break;
+      }
+      first = &d;
+    }
+  if (!first) {
+    std::cerr << "autokernel extract: " << a.profile << " holds no profile with targets (a failed profile?)\n";
+    return 2;
+  }
+  auto p = protocol::parse_model_profile(*first);
+  if (!p.ok()) {
+    std::cerr << "autokernel extract: " << p.status().message() << "\n";
+    return 2;
+  }
+  ExtractOptions o;
+  o.backend = a.backend;
+  o.gpu_model = a.gpu_model;
+  o.min_share = a.min_share;
+  o.budget_trials = a.budget_trials;
+  const Extraction x = cli::extract(*p, o);
+  std::printf("%s (%s, %s): %zu targets\n", p->model.c_str(), p->dtype.c_str(), p->mode.c_str(), x.targets.size());
+  std::printf("%6s  %-22s %-20s %-5s %s\n", "share", "type", "shape", "dtype", "kept / why not");
+  for (const auto& e : x.targets)
+    std::printf("%5.1f%%  %-22s %-20s %-5s %s\n", 100 * e.target.share, e.target.kernel_type.c_str(),
+                shape_text(e.target.shape).c_str(), e.target.dtype.c_str(), e.kept ? "kept" : e.why.c_str());
+  // Amdahl's law: the most the kept targets can give, were they to take no time at all.
+  std::printf("kept %.1f%% of the device time: at most %.2fx end to end from these targets\n", 100 * x.kept_share,
+              x.kept_share < 1 ? 1 / (1 - x.kept_share) : 0.0);
+  if (x.campaign.is_null()) {
+    std::cerr << "autokernel extract: no target kept; nothing written\n";
+    return 1;
+  }
+  if (a.out.empty()) {
+    std::cout << x.campaign.dump(1) << "\n";
+    return 0;
+  }
+  if (Status s = write_file(a.out, x.campaign.dump(1) + "\n"); !s.ok()) {
+    std::cerr << "autokernel extract: " << s.message() << "\n";
+    return 1;
+  }
+  std::printf("study campaign written to %s; run it with: autokernel submit %s --wait\n", a.out.c_str(), a.out.c_str());
+  return 0;
 }
 
 }  // namespace ak::cli

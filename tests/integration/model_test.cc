@@ -1,9 +1,11 @@
-// The model pipeline's profile on a real farm of CPU workers (redis-server, coordinator, worker
-// processes, the pipeline's Python as their subprocesses): `autokernel profile` of an example and of
+// The model pipeline on a real farm of CPU workers (redis-server, coordinator, worker
+// processes, the pipeline's Python as their subprocesses): `autokernel profile` of an example, `extract`
+// of its targets into a study campaign and the studies run by the farm; `profile` of
 // a user's file gives the ranked table and its JSON, each op counted once; a model that cannot be
 // loaded and one that hangs end with a clear reason, and the farm keeps serving.
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "tests/integration/farm.h"
 
@@ -13,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-TEST(ModelFarmTest, ProfilesOfAnExampleAndAUsersFileAndBadModelsEndWithTheirCause) {
+TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsEndWithTheirCause) {
   Farm farm;
   farm.start_coordinator();
   farm.start_worker("m0", 1);
@@ -35,6 +37,31 @@ TEST(ModelFarmTest, ProfilesOfAnExampleAndAUsersFileAndBadModelsEndWithTheirCaus
   double sum = 0;
   for (const auto& op : p["ops"]) sum += op["us_per_iter"].get<double>();
   EXPECT_NEAR(sum, p["total_us_per_iter"].get<double>(), 0.01 * p["total_us_per_iter"].get<double>());
+
+  // Extract: the profile's targets with their shares as a study campaign, then the studies on the
+  // farm (what a kernel type's CPU backend takes; fused_mlp and attention have none).
+  const fs::path study = fs::path(farm.dir()) / "study.json";
+  ASSERT_EQ(run_autokernel_to({"extract", "--profile", out.string(), "--backend", "cpu", "--min-share", "0",
+                               "--budget-trials", "2", "--out", study.string()},
+                              table.string()),
+            0)
+      << read_text(table.string());
+  EXPECT_NE(read_text(table.string()).find("fused_mlp has no cpu backend"), std::string::npos)
+      << read_text(table.string());
+  const json campaign = json::parse(read_text(study.string()));
+  std::set<std::string> types;
+  for (const auto& t : campaign["targets"]) types.insert(t["kernel_type"].get<std::string>());
+  EXPECT_EQ(types, (std::set<std::string>{"matmul", "rmsnorm", "rotary_embedding"}));
+  ASSERT_EQ(run_autokernel_to({"submit", study.string(), "--wait", "--allow-source-outside", "--client",
+                               farm.client_endpoint()},
+                              table.string()),
+            0)
+      << read_text(table.string());
+  auto rows = farm.client().results(protocol::ResultsQuery{"", "", "", "", ""});
+  ASSERT_TRUE(rows.ok());
+  int passed = 0;
+  for (const auto& r : rows->rows) passed += r.kernel_type != "model" && r.correctness == "PASS";
+  EXPECT_GE(passed, int(campaign["targets"].size())) << "every study measures at least its starter";
 
   // A user's file (KernelBench's contract), a file that raises on import, and one that hangs.
   const std::string models = std::string(AK_SOURCE_DIR) + "/tests/models/models";

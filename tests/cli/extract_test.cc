@@ -1,0 +1,75 @@
+#include "cli/extract.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/study.h"
+
+namespace ak::cli {
+namespace {
+
+using nlohmann::json;
+
+protocol::ModelProfile profile() {
+  const json doc = {
+      {"model", "examples/llama:1b"},
+      {"device", "cuda"},
+      {"gpu", "NVIDIA H200"},
+      {"dtype", "bf16"},
+      {"mode", "eager"},
+      {"total_us_per_iter", 1000.0},
+      {"unattributed_us_per_iter", 0.0},
+      {"ops", json::array()},
+      {"targets",
+       {{{"kernel_type", "matmul"}, {"shape", {2048, 2048, 2048}}, {"dtype", "bf16"}, {"layout", json::object()},
+         {"ops", {"aten::linear"}}, {"us_per_iter", 300.0}, {"share", 0.3}, {"bound", "compute"}},
+        {{"kernel_type", "flash_attention_causal"}, {"shape", {1, 32, 2048, 64}}, {"dtype", "bf16"},
+         {"layout", {{"kv_heads", 4}}}, {"ops", {"aten::scaled_dot_product_attention"}}, {"us_per_iter", 200.0},
+         {"share", 0.2}, {"bound", "compute"}},
+        {{"kernel_type", "matmul"}, {"shape", {8, 4, 16}}, {"dtype", "bf16"}, {"layout", {{"batch", 3}}},
+         {"ops", {"aten::bmm"}}, {"us_per_iter", 100.0}, {"share", 0.1}, {"bound", "memory"}},
+        {{"kernel_type", "rmsnorm"}, {"shape", {2048, 2048}}, {"dtype", "bf16"}, {"layout", json::object()},
+         {"ops", {"aten::rms_norm"}}, {"us_per_iter", 150.0}, {"share", 0.15}, {"bound", "memory"}},
+        {{"kernel_type", "softmax"}, {"shape", {64, 64}}, {"dtype", "bf16"}, {"layout", json::object()},
+         {"ops", {"aten::softmax"}}, {"us_per_iter", 1.0}, {"share", 0.001}, {"bound", "memory"}}}},
+      {"uncovered", json::array()}};
+  auto p = protocol::parse_model_profile(doc);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return *p;
+}
+
+TEST(Extract, KeepsTheTargetsAKernelTypeTakesWithTheirSharesAndSaysWhyOthersAreLeftOut) {
+  const Extraction x = extract(profile(), ExtractOptions{});
+  ASSERT_EQ(x.targets.size(), 5u);
+  EXPECT_EQ(x.targets[0].target.share, 0.3);  // largest first
+  std::map<std::string, std::string> why;
+  for (const auto& t : x.targets) why[t.target.kernel_type + (t.target.layout.empty() ? "" : "+")] = t.why;
+  EXPECT_EQ(why["matmul"], "");
+  EXPECT_EQ(why["rmsnorm"], "");
+  EXPECT_NE(why["flash_attention_causal+"].find("grouped-query attention (4 KV heads)"), std::string::npos);
+  EXPECT_NE(why["matmul+"].find("batched matmul"), std::string::npos);
+  EXPECT_NE(why["softmax"].find("below --min-share"), std::string::npos);
+  EXPECT_DOUBLE_EQ(x.kept_share, 0.45);
+
+  // The campaign is a study campaign the coordinator accepts, on the profile's GPU, with the
+  // model's shapes and shares.
+  ASSERT_TRUE(x.campaign.is_object());
+  EXPECT_EQ(x.campaign["gpu_models"], json({"NVIDIA H200"}));
+  auto study = parse_study_campaign(x.campaign);
+  ASSERT_TRUE(study.ok()) << study.status().message() << "\n" << x.campaign.dump(1);
+  ASSERT_EQ(study->studies.size(), 2u);
+  EXPECT_EQ(study->studies[0].kernel_type, "matmul");
+  EXPECT_EQ(study->studies[0].shape, (std::vector<int64_t>{2048, 2048, 2048}));
+  EXPECT_DOUBLE_EQ(study->studies[0].share, 0.3);
+  EXPECT_EQ(study->studies[1].gpu_model, "NVIDIA H200");
+}
+
+TEST(Extract, NothingKeptMeansNoCampaign) {
+  ExtractOptions o;
+  o.min_share = 0.9;
+  const Extraction x = extract(profile(), o);
+  EXPECT_TRUE(x.campaign.is_null());
+  EXPECT_EQ(x.kept_share, 0);
+}
+
+}  // namespace
+}  // namespace ak::cli
