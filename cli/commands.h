@@ -134,12 +134,12 @@ int profile(const ClientArgs& c, const ProfileArgs& a);
 
 // autokernel extract (cli/model_command.cc, cli/extract.h): a profile's targets as a study campaign.
 struct ExtractArgs {
-  std::string profile;   // `autokernel profile --json` output
+  std::string profile;  // `autokernel profile --json` output
   std::string backend = "cuda";
   std::string gpu_model;  // empty: the profile's GPU
   double min_share = 0.005;
   int budget_trials = 32;
-  std::string out;        // the study campaign (JSON); empty: stdout
+  std::string out;  // the study campaign (JSON); empty: stdout
 };
 int extract(const ExtractArgs& a);
 int kb_sweep(const ClientArgs& c, const KbArgs& a);

@@ -20,7 +20,8 @@ std::string unsupported(const protocol::ModelTargetRow& t, const ExtractOptions&
   if (!dtype || std::find(spec->dtypes.begin(), spec->dtypes.end(), *dtype) == spec->dtypes.end())
     return t.kernel_type + " has no " + t.dtype + " variant";
   if (t.layout.is_object()) {
-    if (t.layout.contains("batch")) return "a batched matmul (batch " + t.layout["batch"].dump() + ") is not a kernel type yet";
+    if (t.layout.contains("batch"))
+      return "a batched matmul (batch " + t.layout["batch"].dump() + ") is not a kernel type yet";
     if (t.layout.contains("kv_heads"))
       return "grouped-query attention (" + t.layout["kv_heads"].dump() + " KV heads) is not a kernel type yet";
     if (t.layout.contains("kv_seq")) return "attention with a key length of its own is not a kernel type yet";
@@ -42,8 +43,7 @@ Extraction extract(const protocol::ModelProfile& profile, const ExtractOptions& 
     ExtractedTarget e;
     e.target = t;
     e.why = unsupported(t, o);
-    if (e.why.empty() && t.share < o.min_share)
-      e.why = "share below --min-share " + std::to_string(o.min_share);
+    if (e.why.empty() && t.share < o.min_share) e.why = "share below --min-share " + std::to_string(o.min_share);
     e.kept = e.why.empty();
     if (e.kept) x.kept_share += t.share;
     x.targets.push_back(std::move(e));
@@ -61,8 +61,8 @@ Extraction extract(const protocol::ModelProfile& profile, const ExtractOptions& 
   const std::string gpu = !o.gpu_model.empty() ? o.gpu_model : profile.gpu.value_or("");
   x.campaign = {{"kind", "study"},
                 {"name", profile.model + " targets"},
-                {"description", "the targets of " + profile.model + "'s " + profile.mode + " profile (" + profile.dtype +
-                                    "), with their shares of its device time"},
+                {"description", "the targets of " + profile.model + "'s " + profile.mode + " profile (" +
+                                    profile.dtype + "), with their shares of its device time"},
                 {"strategy", o.strategy},
                 {"backend", o.backend},
                 {"budget", {{"trials", o.budget_trials}}},

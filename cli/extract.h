@@ -20,7 +20,7 @@ namespace ak::cli {
 
 struct ExtractOptions {
   std::string backend = "cuda";
-  std::string gpu_model;    // empty: the profile's GPU
+  std::string gpu_model;  // empty: the profile's GPU
   double min_share = 0.005;
   int budget_trials = 32;
   std::string strategy = "tpe";

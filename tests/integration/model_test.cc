@@ -52,9 +52,9 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
   std::set<std::string> types;
   for (const auto& t : campaign["targets"]) types.insert(t["kernel_type"].get<std::string>());
   EXPECT_EQ(types, (std::set<std::string>{"matmul", "rmsnorm", "rotary_embedding"}));
-  ASSERT_EQ(run_autokernel_to({"submit", study.string(), "--wait", "--allow-source-outside", "--client",
-                               farm.client_endpoint()},
-                              table.string()),
+  ASSERT_EQ(run_autokernel_to(
+                {"submit", study.string(), "--wait", "--allow-source-outside", "--client", farm.client_endpoint()},
+                table.string()),
             0)
       << read_text(table.string());
   auto rows = farm.client().results(protocol::ResultsQuery{"", "", "", "", ""});
