@@ -168,9 +168,22 @@ void WorkerAgent::send_heartbeat(Session& s) {
 }
 
 void WorkerAgent::dispatch(Session& s) {
+  auto busy_runners = [&] {
+    int n = 0;
+    for (size_t k = 0; k < runners_.size(); ++k) n += s.busy[k] > 0;
+    return n;
+  };
+  auto exclusive_running = [&] {
+    for (size_t k = 0; k < runners_.size(); ++k)
+      if (s.busy[k] > 0 && runners_[k]->exclusive()) return true;
+    return false;
+  };
   for (auto it = s.queue.begin(); it != s.queue.end();) {
     const size_t i = it->runner;
     JobRunner& runner = *runners_[i];
+    if (exclusive_running()) break;  // nothing starts beside it
+    // An exclusive job waits for the device to empty, and what is queued after it waits for it.
+    if (runner.exclusive() && busy_runners() > 0) break;
     if (s.busy[i] >= runner.slots()) {
       ++it;  // this kind waits; a later job of another kind may start
       continue;

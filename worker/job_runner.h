@@ -64,6 +64,11 @@ class JobRunner {
   // How many jobs the runner takes at once (begun or waiting inside it); at least 1, fixed for the
   // runner's life. The agent starts no more, and announces at least this many slots.
   virtual int slots() const = 0;
+  // Whether a job of this runner must have the worker's device to itself (a model's profile, whose
+  // timings another job's kernels would disturb, and whose kernels would disturb theirs). The agent
+  // starts such a job only when no other job is in any runner's hands, starts no job queued after
+  // it before it, and none beside it while it runs.
+  virtual bool exclusive() const { return false; }
   // Takes `job` (accepted, and a slot free); its work is bounded by `timeout` [ms], counted from
   // when the runner begins measuring or running it. `done` is called once when it ends.
   virtual void start(const protocol::Job& job, std::chrono::milliseconds timeout, JobDone done) = 0;

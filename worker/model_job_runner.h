@@ -8,7 +8,8 @@
 //   - past the timeout: TIMEOUT, its process group killed; any other end: CRASH with the log's tail.
 //   - cancel(): a waiting job ends CANCELLED at once, a running one's step is killed and it ends
 //     CANCELLED; shutdown(): waiting jobs are dropped without a result, a running one finishes.
-// One slot: a profile wants the device to itself as far as this runner can give it.
+// One slot, and exclusive (JobRunner::exclusive): the agent runs a profile with no other job of
+// the worker beside it, so that neither disturbs the other's timings.
 //
 // Thread-safety: as JobRunner says.
 #pragma once
@@ -46,6 +47,7 @@ class ModelJobRunner final : public JobRunner {
   std::string_view kind() const override { return "model"; }
   bool accepts(const JobSpec& job) const override { return job.model.has_value(); }
   int slots() const override { return 1; }
+  bool exclusive() const override { return true; }
   void start(const protocol::Job& job, std::chrono::milliseconds timeout, JobDone done) override;
   CancelEffect cancel(const std::string& job_id, int attempt) override;
   void shutdown() override;

@@ -439,8 +439,8 @@ TEST_F(AgentTest, InvalidEndpointIsReportedWithoutServing) {
 // kind is the kernel_type.
 class AgentRunnersTest : public AgentTest {
  protected:
-  void start_with(int kb_slots, int sb_slots) {
-    auto kb = std::make_unique<FakeJobRunner>(events_, "kb", kb_slots);
+  void start_with(int kb_slots, int sb_slots, bool kb_exclusive = false) {
+    auto kb = std::make_unique<FakeJobRunner>(events_, "kb", kb_slots, kb_exclusive);
     auto sb = std::make_unique<FakeJobRunner>(events_, "sb", sb_slots);
     kb_ = kb.get();
     sb_ = sb.get();
@@ -496,6 +496,28 @@ TEST_F(AgentRunnersTest, JobsOfTwoKindsShareOneQueueAndAKindWaitsOnlyForItsOwnRu
   next_result_for("sb1");
   next_result_for("kb2");
   EXPECT_TRUE(heartbeat_lists().empty());
+}
+
+TEST_F(AgentRunnersTest, AnExclusiveJobWaitsForTheDeviceToEmptyAndRunsAlone) {
+  options_.slots = 3;
+  start_with(1, 2, /*kb_exclusive=*/true);
+  next<protocol::Ready>();
+  send_kind("sb", "sb1");
+  ASSERT_TRUE(events_.wait_for("sb started sb1"));
+  send_kind("kb", "kb1");  // exclusive: waits for sb1
+  send_kind("sb", "sb2");  // queued after it: waits for it, although sb has a free slot
+  EXPECT_EQ(heartbeat_lists(), (std::map<std::string, int>{{"sb1", 1}, {"kb1", 1}, {"sb2", 1}}));
+  EXPECT_EQ(events_.count("kb started kb1"), 0);
+  EXPECT_EQ(events_.count("sb started sb2"), 0);
+  sb_->end("sb1", passed(1.0));
+  next_result_for("sb1");
+  ASSERT_TRUE(events_.wait_for("kb started kb1"));
+  EXPECT_EQ(events_.count("sb started sb2"), 0) << "nothing starts beside an exclusive job";
+  kb_->end("kb1", passed(2.0));
+  next_result_for("kb1");
+  ASSERT_TRUE(events_.wait_for("sb started sb2"));
+  sb_->end("sb2", passed(3.0));
+  next_result_for("sb2");
 }
 
 TEST_F(AgentRunnersTest, TheSlotsAnnouncedAreAtLeastEachRunnersSlots) {

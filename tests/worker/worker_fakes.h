@@ -128,10 +128,12 @@ class FakeSandbox final : public SandboxRunner {
 // "<kind> started <id>" and "<kind> cancel <id>"; a job ends when the test calls end().
 class FakeJobRunner final : public JobRunner {
  public:
-  FakeJobRunner(Events& events, std::string kind, int slots) : events_(events), kind_(std::move(kind)), slots_(slots) {}
+  FakeJobRunner(Events& events, std::string kind, int slots, bool exclusive = false)
+      : events_(events), kind_(std::move(kind)), slots_(slots), exclusive_(exclusive) {}
   std::string_view kind() const override { return kind_; }
   bool accepts(const JobSpec& job) const override { return job.kernel_type == kind_; }
   int slots() const override { return slots_; }
+  bool exclusive() const override { return exclusive_; }
   void start(const protocol::Job& job, std::chrono::milliseconds, JobDone done) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -169,6 +171,7 @@ class FakeJobRunner final : public JobRunner {
   Events& events_;
   const std::string kind_;
   const int slots_;
+  const bool exclusive_;
   std::mutex mu_;
   std::map<std::string, JobDone> held_;
 };
