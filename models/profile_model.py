@@ -35,6 +35,7 @@ from torch.autograd import DeviceType  # noqa: E402
 import classify  # noqa: E402
 import model_loader  # noqa: E402
 
+MAX_OPS = 400  # rows of "ops"; the rest are summed into the last
 _DTYPE_NAMES = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16", "Half": "fp16", "BFloat16": "bf16"}
 
 
@@ -180,6 +181,14 @@ def summarize(groups, total, attributed, iters, peak_tflops, peak_gbps):
                     "flops_per_call": fb[0] if fb else None, "bytes_per_call": fb[1] if fb else None,
                     "kernels": [{"name": n, "us_per_iter": v / iters} for n, v in kernels[:8]]})
     ops.sort(key=lambda o: -o["us_per_iter"])
+    if len(ops) > MAX_OPS:
+        # A result travels in one frame (4 MiB at most): the smallest ops are summed into one row.
+        rest = ops[MAX_OPS - 1:]
+        ops = ops[:MAX_OPS - 1] + [{
+            "op": f"({len(rest)} smaller ops)", "kernel_type": "other", "shape": [], "layout": {},
+            "dtype": rest[0]["dtype"], "calls_per_iter": sum(o["calls_per_iter"] for o in rest),
+            "us_per_iter": sum(o["us_per_iter"] for o in rest), "share": sum(o["share"] for o in rest),
+            "bound": "-", "flops_per_call": None, "bytes_per_call": None, "kernels": []}]
     targets = {}
     uncovered = {}
     for o in ops:

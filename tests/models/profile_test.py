@@ -18,6 +18,7 @@ PROFILE = os.path.join(ROOT, "models", "profile_model.py")
 sys.path.insert(0, os.path.join(ROOT, "models"))
 
 import classify  # noqa: E402
+import profile_model  # noqa: E402
 
 GPU = "--gpu" in sys.argv
 DEVICE = "cuda" if GPU else "cpu"
@@ -125,6 +126,20 @@ class Profile(unittest.TestCase):
         ops = {o["op"] for o in report["uncovered"]}
         self.assertTrue(any("conv" in op for op in ops), ops)
         self.assertIn("softmax", {t["kernel_type"] for t in report["targets"]})
+
+
+class Summary(unittest.TestCase):
+    def test_a_model_of_many_small_ops_keeps_the_largest_and_sums_the_rest(self):
+        # A result travels in one frame: past MAX_OPS rows the smallest ops become one row.
+        groups = {i: {"op": f"aten::op{i}", "kernel_type": "other", "shape": [], "layout": {}, "dtype": "fp32",
+                      "calls": 1, "us": float(i + 1), "kernels": {}} for i in range(1000)}
+        total = float(sum(range(1, 1001)))
+        r = profile_model.summarize(groups, total, total, 1, 0, 0)
+        self.assertEqual(len(r["ops"]), profile_model.MAX_OPS)
+        self.assertEqual(r["ops"][0]["op"], "aten::op999")
+        self.assertEqual(r["ops"][-1]["op"], f"({1000 - profile_model.MAX_OPS + 1} smaller ops)")
+        self.assertAlmostEqual(sum(o["us_per_iter"] for o in r["ops"]), total)
+        self.assertLess(len(json.dumps(r)), 1 << 20)
 
 
 class BadInput(unittest.TestCase):
