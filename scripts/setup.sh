@@ -3,6 +3,8 @@
 # there. Used by scripts/run.sh and scripts/test.sh; safe to run by hand.
 #   AK_BUILD_DIR  build folder (default: build)
 #   AK_VENV       Python environment with torch==2.11.0 (default: .venv)
+#   AK_WITH_TRANSFORMERS=1  also Hugging Face transformers, for `autokernel profile --model hf:ARCH`
+#                 (models/README.md); scripts/test.sh sets it, so that its test runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${AK_BUILD_DIR:-build}
@@ -40,6 +42,10 @@ fi
 if ! "$VENV/bin/python" -c 'import pyarrow' 2>/dev/null; then
   echo "setup: installing pyarrow into $VENV (the Hugging Face KernelBench dataset's Parquet files)"
   "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check pyarrow==26.0.1
+fi
+if [ "${AK_WITH_TRANSFORMERS:-0}" = 1 ] && ! "$VENV/bin/python" -c 'import transformers' 2>/dev/null; then
+  echo "setup: installing transformers into $VENV (models by Hugging Face architecture, hf:ARCH)"
+  "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check transformers==4.57.1
 fi
 TORCH_PREFIX=$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 

@@ -4,6 +4,6 @@
 # where there is no GPU). Extra arguments go to ctest (e.g. -L gpu, -R Farm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+AK_WITH_TRANSFORMERS=${AK_WITH_TRANSFORMERS:-1} bash scripts/setup.sh
 cd "${AK_BUILD_DIR:-build}"
 ctest --output-on-failure -j 2 "$@"

@@ -5,6 +5,7 @@
                                                 without a device)
 Each profile runs as a subprocess, as a worker runs it.
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -140,6 +141,22 @@ class Summary(unittest.TestCase):
         self.assertEqual(r["ops"][-1]["op"], f"({1000 - profile_model.MAX_OPS + 1} smaller ops)")
         self.assertAlmostEqual(sum(o["us_per_iter"] for o in r["ops"]), total)
         self.assertLess(len(json.dumps(r)), 1 << 20)
+
+
+class HuggingFace(unittest.TestCase):
+    @unittest.skipUnless(importlib.util.find_spec("transformers"), "transformers is not installed "
+                         "(scripts/setup.sh installs it with AK_WITH_TRANSFORMERS=1, as scripts/test.sh does)")
+    def test_an_architecture_is_built_from_its_configuration_and_profiled(self):
+        p, report = run_profile("hf:bert", "--iters", "1", dtype="fp32" if not GPU else None)
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        self.assertEqual(report["model"], "hf:bert")
+        self.assertGreater(report["parameters"], 100_000_000)  # BERT-base's default configuration
+        Profile.check_counted_once(self, report)
+        types = {t["kernel_type"] for t in report["targets"]}
+        self.assertTrue({"matmul", "layernorm"} <= types, types)
+        p, report = run_profile("hf:no_such_architecture")
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("is not a transformers architecture", report["error"])
 
 
 class BadInput(unittest.TestCase):
