@@ -276,8 +276,15 @@ def main(argv=None):
     except Exception as e:
         return _fail(a.out, report, 5, f"{report['model']} raised while running: " + model_loader.describe(e))
     report.update(summarize(groups, total, attributed, a.iters, a.peak_tflops, a.peak_gbps))
+    if a.compile and not a.device.startswith("cuda"):
+        # Inductor's generated C++ kernels are neither ATen ops nor recorded: only the ATen ops left
+        # in the compiled graph (extern kernels such as mm and attention) are seen and counted.
+        report["note"] = ("torch.compile on the CPU: inductor's generated kernels are invisible to the profiler; "
+                          "the profile covers the ATen ops left in the graph only")
     _write(a.out, report)
     print(table(report))
+    if "note" in report:
+        print("note: " + report["note"])
     return 0
 
 
