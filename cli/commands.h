@@ -128,6 +128,7 @@ struct ProfileArgs {
   int warmup = 3;
   int64_t timeout_ms = 600'000;
   int top = 25;          // rows of the table
+  double wait_s = 0;     // stop waiting after this long [s]; 0: until the job ends
   std::string json_out;  // the profile documents, as an array; empty: none
 };
 int profile(const ClientArgs& c, const ProfileArgs& a);

@@ -254,6 +254,8 @@ int main(int argc, char** argv) {
   prof->add_option("--warmup", pa.warmup, "iterations before profiling")->capture_default_str();
   prof->add_option("--job-timeout-ms", pa.timeout_ms, "the profile job's timeout")->capture_default_str();
   prof->add_option("--top", pa.top, "rows of the table")->capture_default_str();
+  prof->add_option("--wait-s", pa.wait_s, "stop waiting after this long (the job goes on); 0: until it ends")
+      ->capture_default_str();
   prof->add_option("--json", pa.json_out, "write the profile documents (a JSON array) here");
   add_client(prof);
 

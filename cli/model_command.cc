@@ -1,6 +1,8 @@
 // autokernel profile: a model's profile as a farm job (coordinator/model_campaign.h), printed as a
 // ranked table (what costs the device time, classified into kernel types, with the roofline bound)
 // and written as JSON.
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -95,7 +97,31 @@ int profile(const ClientArgs& c, const ProfileArgs& a) {
     return 1;
   }
   std::cerr << "campaign " << sub->campaign_id << " (" << sub->name << "): " << sub->jobs << " profile job(s)\n";
-  const bool complete = wait_for_campaign(client, sub->campaign_id, stop_flag());
+  // A job no connected worker can run waits until one connects: say so rather than wait silently.
+  if (auto st = client.status(); st.ok()) {
+    bool runnable = false;
+    std::string seen;
+    for (const auto& w : st->workers) {
+      seen += (seen.empty() ? "" : ", ") + w.worker_id + " (" + w.gpu + ")";
+      const bool backend = std::find(w.backends.begin(), w.backends.end(), a.backend) != w.backends.end();
+      std::string want = a.gpu_model, have = w.gpu;
+      for (auto* t : {&want, &have})
+        std::transform(t->begin(), t->end(), t->begin(), [](unsigned char ch) { return std::tolower(ch); });
+      runnable = runnable || (backend && (want.empty() || want == have));
+    }
+    if (!runnable)
+      std::cerr << "autokernel profile: no connected worker runs the " << a.backend << " backend"
+                << (a.gpu_model.empty() ? "" : " on " + a.gpu_model) << " (connected: " << (seen.empty() ? "none" : seen)
+                << "); the job waits in the queue until one connects\n";
+  }
+  const auto deadline = a.wait_s > 0 ? std::chrono::steady_clock::now() +
+                                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(std::min(a.wait_s, 3.2e7)))
+                                     : std::chrono::steady_clock::time_point::max();
+  const bool complete = wait_for_campaign(client, sub->campaign_id, stop_flag(), deadline);
+  if (!complete)
+    std::cerr << "autokernel profile: stopped waiting for campaign " << sub->campaign_id
+              << "; its job goes on in the farm (autokernel results --campaign " << sub->campaign_id << ")\n";
   auto rows = client.results(sub->campaign_id, "");
   if (!rows.ok()) {
     std::cerr << "autokernel profile: coordinator lost: " << rows.status().message() << "\n";

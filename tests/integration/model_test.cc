@@ -93,6 +93,16 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
   EXPECT_NE(read_text(table.string()).find("an example is named examples/NAME"), std::string::npos)
       << read_text(table.string());
 
+  // A profile no connected worker can run (cuda, on a farm of CPU workers) says so and stops
+  // waiting when told.
+  args = {"profile", "--model", "examples/gpt2:tiny", "--backend", "cuda", "--wait-s", "1", "--client",
+          farm.client_endpoint()};
+  EXPECT_EQ(run_autokernel_to(args, table.string()), 1);
+  EXPECT_NE(read_text(table.string()).find("no connected worker runs the cuda backend (connected: m0"),
+            std::string::npos)
+      << read_text(table.string());
+  EXPECT_NE(read_text(table.string()).find("its job goes on in the farm"), std::string::npos);
+
   // The worker still serves: the example again.
   args = {"profile", "--model", "examples/gpt2:tiny"};
   args.insert(args.end(), common.begin(), common.end());
