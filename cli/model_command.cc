@@ -111,13 +111,14 @@ int profile(const ClientArgs& c, const ProfileArgs& a) {
     }
     if (!runnable)
       std::cerr << "autokernel profile: no connected worker runs the " << a.backend << " backend"
-                << (a.gpu_model.empty() ? "" : " on " + a.gpu_model) << " (connected: " << (seen.empty() ? "none" : seen)
+                << (a.gpu_model.empty() ? "" : " on " + a.gpu_model)
+                << " (connected: " << (seen.empty() ? "none" : seen)
                 << "); the job waits in the queue until one connects\n";
   }
-  const auto deadline = a.wait_s > 0 ? std::chrono::steady_clock::now() +
-                                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                               std::chrono::duration<double>(std::min(a.wait_s, 3.2e7)))
-                                     : std::chrono::steady_clock::time_point::max();
+  const auto deadline =
+      a.wait_s > 0 ? std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                            std::chrono::duration<double>(std::min(a.wait_s, 3.2e7)))
+                   : std::chrono::steady_clock::time_point::max();
   const bool complete = wait_for_campaign(client, sub->campaign_id, stop_flag(), deadline);
   if (!complete)
     std::cerr << "autokernel profile: stopped waiting for campaign " << sub->campaign_id

@@ -95,8 +95,8 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
 
   // A profile no connected worker can run (cuda, on a farm of CPU workers) says so and stops
   // waiting when told.
-  args = {"profile", "--model", "examples/gpt2:tiny", "--backend", "cuda", "--wait-s", "1", "--client",
-          farm.client_endpoint()};
+  args = {"profile",  "--model", "examples/gpt2:tiny", "--backend",           "cuda",
+          "--wait-s", "1",       "--client",           farm.client_endpoint()};
   EXPECT_EQ(run_autokernel_to(args, table.string()), 1);
   EXPECT_NE(read_text(table.string()).find("no connected worker runs the cuda backend (connected: m0"),
             std::string::npos)
