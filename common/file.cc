@@ -51,6 +51,27 @@ Result<std::string> read_file(const std::string& path) {
   return out;
 }
 
+std::string read_tail(const std::string& path, size_t bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  const off_t from = size > static_cast<off_t>(bytes) ? size - static_cast<off_t>(bytes) : 0;
+  std::string out;
+  if (size > 0 && ::lseek(fd, from, SEEK_SET) == from) {
+    out.resize(static_cast<size_t>(size - from));
+    size_t got = 0;
+    while (got < out.size()) {
+      const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    out.resize(got);
+  }
+  ::close(fd);
+  return out;
+}
+
 Status write_file(const std::string& path, std::string_view data) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::unavailable("cannot create " + path + ": " + errno_text());

@@ -16,6 +16,10 @@ namespace ak {
 // kUnavailable when reading fails part way.
 Result<std::string> read_file(const std::string& path);
 
+// The last `bytes` bytes of `path` (all of it when shorter; "" when it cannot be read): the tail of
+// a log, without reading what comes before it.
+std::string read_tail(const std::string& path, size_t bytes);
+
 // Writes `data` to `path` (created or truncated) in place: for files nobody reads while they are
 // written (scratch inputs of a compiler). kUnavailable on failure.
 Status write_file(const std::string& path, std::string_view data);

@@ -29,6 +29,17 @@ nlohmann::json default_campaign(Backend backend) {
           {"configs", "all"}};
 }
 
+CampaignRecord campaign_record(const json& doc, const std::string& campaign_id, const std::string& name, size_t jobs,
+                               int64_t wall_ms) {
+  CampaignRecord r;
+  r.campaign_id = campaign_id;
+  r.name = name;
+  r.definition = doc;
+  r.job_count = static_cast<int64_t>(jobs);
+  r.submitted_wall_ms = wall_ms;
+  return r;
+}
+
 Status check_keys(const json& obj, const std::set<std::string>& keys, const std::string& where,
                   const std::string& doc) {
   if (!obj.is_object()) return Status::invalid(where + " must be an object");
@@ -294,12 +305,8 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
             j.description = description + " " + config_string(c);
             p.jobs.push_back(std::move(j));
           }
-    p.record.campaign_id = campaign_id;
-    p.record.name = doc.value("name", type + "-" + backend_s);
-    p.record.definition = doc;
+    p.record = campaign_record(doc, campaign_id, doc.value("name", type + "-" + backend_s), p.jobs.size(), wall_ms);
     p.record.definition.erase("source");  // kept once per job; the campaign record stays small
-    p.record.job_count = static_cast<int64_t>(p.jobs.size());
-    p.record.submitted_wall_ms = wall_ms;
     return p;
   } catch (const std::exception& e) {
     return Status::invalid(std::string("campaign does not match its schema: ") + e.what());

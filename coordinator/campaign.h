@@ -47,6 +47,11 @@ struct PlannedCampaign {
 Status check_keys(const nlohmann::json& obj, const std::set<std::string>& keys, const std::string& where,
                   const std::string& doc);
 
+// The record of a campaign planned from `doc`: its id, name, the document, the count of `jobs` and
+// the submission time. Shared by every kind of campaign document.
+CampaignRecord campaign_record(const nlohmann::json& doc, const std::string& campaign_id, const std::string& name,
+                               size_t jobs, int64_t wall_ms);
+
 // What the coordinator lets one campaign ask for (common/PROTOCOL.md, "Limits"; CAMPAIGNS.md).
 struct PlanLimits {
   // Jobs one SUBMIT may plan; more is refused naming the count and the cap (--max-jobs-per-submit).

@@ -91,11 +91,7 @@ Result<PlannedCampaign> plan_model_campaign(const json& doc, const std::string& 
       j.model = t;
       plan.jobs.push_back(std::move(j));
     }
-    plan.record.campaign_id = campaign_id;
-    plan.record.name = doc.value("name", task + " " + t.model);
-    plan.record.definition = doc;
-    plan.record.job_count = int64_t(plan.jobs.size());
-    plan.record.submitted_wall_ms = wall_ms;
+    plan.record = campaign_record(doc, campaign_id, doc.value("name", task + " " + t.model), plan.jobs.size(), wall_ms);
     return plan;
   } catch (const json::exception& e) {
     return Status::invalid(std::string("model campaign does not match its schema: ") + e.what());

@@ -90,7 +90,6 @@ class Attribution:
     def __init__(self, run_dtype, dtypes_by_id):
         self.run_dtype = run_dtype
         self.dtypes_by_id = dtypes_by_id
-        self.cache = {}
 
     def of(self, e):
         chain = _chain(e)

@@ -15,10 +15,10 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 
+#include "common/file.h"
 #include "common/process.h"
 #include "common/protocol.h"
 #include "kernelbench/bridge.h"
@@ -37,14 +37,6 @@ Status write_text(const fs::path& p, std::string_view text) {
   if (!out) return Status::unavailable("cannot write " + p.string());
   out << text;
   return out.good() ? Status() : Status::unavailable("write to " + p.string() + " failed");
-}
-
-std::string tail_of(const fs::path& p, size_t bytes) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
 }
 
 std::string short_text(std::string s, size_t n = 400) {
@@ -118,7 +110,7 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
                    [] { spdlog::warn("KernelBench fork server off: confined steps each start a fresh Python"); });
   }
   if (!(server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step);
-  step.log_tail = tail_of(log, 2000);
+  step.log_tail = read_tail(log.string(), 2000);
   std::ifstream in(request["result_path"].get<std::string>());
   if (in) {
     json r = json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -25,14 +23,6 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxProfileBytes = 8 << 20;  // a profile is tens of KiB; more is not one
-
-std::string tail_of(const fs::path& p, size_t bytes) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  return s.size() > bytes ? s.substr(s.size() - bytes) : s;
-}
 
 std::string last_line(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
@@ -235,11 +225,12 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
   std::error_code sz;
   const auto size = fs::file_size(out, sz);
   if (!sz && size <= kMaxProfileBytes) {
-    std::ifstream in(out);
-    profile = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (profile.is_discarded() || !profile.is_object()) profile = json();
+    if (auto text = read_file(out.string()); text.ok()) {
+      profile = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (profile.is_discarded() || !profile.is_object()) profile = json();
+    }
   }
-  const std::string log = tail_of(step.log, 4000);
+  const std::string log = read_tail(step.log.string(), 4000);
   if (o.exit_code == 0 && profile.is_object() && profile.contains("ops") && profile["ops"].is_array()) {
     ResultRecord r;
     r.status = ResultStatus::kPass;

@@ -39,6 +39,13 @@ TEST_F(FileTest, ReadingAMissingFileIsNotFound) {
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(FileTest, ReadTailGivesTheLastBytesOrAllOfAShortFileAndNothingForAMissingOne) {
+  std::ofstream(dir_ / "log", std::ios::binary) << "first line\nsecond line\n";
+  EXPECT_EQ(read_tail((dir_ / "log").string(), 12), "second line\n");
+  EXPECT_EQ(read_tail((dir_ / "log").string(), 1000), "first line\nsecond line\n");
+  EXPECT_EQ(read_tail((dir_ / "missing").string(), 10), "");
+}
+
 TEST_F(FileTest, WriteFileAtomicallyReplacesTheContentAndLeavesNoTemporary) {
   const std::string path = (dir_ / "cache.bin").string();
   ASSERT_TRUE(write_file_atomically(path, "old content, longer").ok());
