@@ -152,7 +152,8 @@ Result<PlannedCampaign> plan_kernelbench_campaign(const json& doc, const std::st
         add(it->second, t, "s" + std::to_string(t.sample_id), s.at("code").get<std::string>());
       }
     }
-    plan.record = campaign_record(doc, campaign_id, doc.value("name", "kernelbench " + task), plan.jobs.size(), wall_ms);
+    plan.record =
+        campaign_record(doc, campaign_id, doc.value("name", "kernelbench " + task), plan.jobs.size(), wall_ms);
     return plan;
   } catch (const json::exception& e) {
     return Status::invalid(std::string("KernelBench campaign does not match its schema: ") + e.what());
