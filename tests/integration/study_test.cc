@@ -149,8 +149,15 @@ TEST(StudyFarmTest, EvolutionaryAndTpeComeWithinThreePercentOfTheExhaustiveBestI
 
 // A tpe study run to completion, then the same study (same seed) with the coordinator killed
 // (SIGKILL) after 20 results and restarted: it resumes from the store, no configuration runs
-// twice, the budget is kept, and its final best is the uninterrupted run's.
-TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAndEndsAtTheSameBest) {
+// twice, the budget is kept, and it ends as well as the uninterrupted run.
+//
+// "As well as", not "at the same configuration": tpe proposes from measured latencies, so two runs
+// with one seed part ways at the first noisy measurement. CI on 2026-12-05 saw the uninterrupted
+// run end at AK_A=6,AK_B=3,AK_C=1 (a designed rival 12% slower) while the crashed one found the
+// designed best. Each run's best is judged by the designed cost, which no noise moves: both must
+// end at the designed best or one of its two rivals at 12%, what a tpe run with 64 of 256
+// evaluations reaches under this noise (the strategy's quality over seeds is the test above).
+TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAndEndsAsWellAsAnUninterruptedRun) {
   Farm farm;
   farm.start_coordinator();
   for (int i = 0; i < 4; ++i) farm.start_worker("t" + std::to_string(i), 1);
@@ -174,8 +181,10 @@ TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAnd
   EXPECT_EQ(after.rows, 64u);
   for (const auto& [config, n] : after.runs) EXPECT_EQ(n, 1) << config_string(config) << " ran twice";
   for (const auto& [config, us] : before.latency) EXPECT_TRUE(after.latency.count(config)) << config_string(config);
-  EXPECT_EQ(after.best, reference.best);
-  EXPECT_EQ(after.best, kDesignedBest);
+  const double best_cost = designed_cost(kDesignedBest);
+  EXPECT_LE(designed_cost(after.best), 1.12 * best_cost) << "crashed run ended at " << config_string(after.best);
+  EXPECT_LE(designed_cost(reference.best), 1.12 * best_cost) << "uninterrupted run ended at "
+                                                              << config_string(reference.best);
   std::printf("crashed after %zu results; final best %s (%.1f us), uninterrupted %s (%.1f us)\n", before.rows,
               config_string(after.best).c_str(), after.best_us, config_string(reference.best).c_str(),
               reference.best_us);
