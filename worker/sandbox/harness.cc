@@ -39,6 +39,7 @@
 #include "worker/device.h"
 #include "worker/measure.h"
 #include "worker/nvml.h"
+#include "worker/sandbox/candidate.h"
 #include "worker/sandbox/tolerance.h"
 
 namespace ak::sandbox {
@@ -47,18 +48,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// A failure with the stage it happened in; turned into a reply by run(). An empty stage means
-// "the stage running now".
-struct StageError {
-  ResultStatus status;
-  std::string stage;
-  std::string reason;
-};
-
-[[noreturn]] void fail(const std::string& stage, const std::string& reason,
-                       ResultStatus status = ResultStatus::kFail) {
-  throw StageError{status, stage, reason};
-}
 
 std::string fmt(double v) {
   char buf[64];
@@ -66,13 +55,6 @@ std::string fmt(double v) {
   return buf;
 }
 
-// A loaded candidate: launch() queues one call on the inputs of `shape`, writing out; throws
-// StageError (launch errors).
-class Candidate {
- public:
-  virtual ~Candidate() = default;
-  virtual void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) = 0;
-};
 
 // The output tensor of one call, inside a larger byte buffer with guard bands on both sides
 // filled with a pattern: a candidate that writes outside its output changes them.
@@ -593,23 +575,6 @@ class HarnessBase : public Harness {
 
 // ---- cpu backend ----
 
-class CpuCandidate final : public Candidate {
- public:
-  CpuCandidate(void* handle, void* entry, const kernels::TorchHarness* th, DType dtype)
-      : handle_(handle), entry_(entry), th_(th), dtype_(dtype) {}
-  ~CpuCandidate() override { dlclose(handle_); }
-  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>&) override {
-    int rc = th_->call_cpu(entry_, inputs, out, dtype_);
-    if (rc != 0) fail("", "candidate returned error code " + std::to_string(rc) + " (0 = success)");
-  }
-
- private:
-  void* handle_;
-  void* entry_;
-  const kernels::TorchHarness* th_;
-  DType dtype_;
-};
-
 class CpuHarness final : public HarnessBase {
  public:
   CpuHarness() {
@@ -634,29 +599,7 @@ class CpuHarness final : public HarnessBase {
   c10::Device device() const override { return c10::Device(c10::kCPU); }
 
   std::unique_ptr<Candidate> load(const SandboxRequest& request, const kernels::KernelSpec&) override {
-    // dlopen a private copy: the same path loaded twice would return the first (cached) handle,
-    // and RTLD_LOCAL keeps the candidate's symbols out of everyone else's way.
-    std::string tmpl = (fs::temp_directory_path() / "ak-candidate-XXXXXX.so").string();
-    int fd = mkstemps(tmpl.data(), 3);
-    if (fd < 0) fail("load", std::string("cannot create a temp file: ") + std::strerror(errno));
-    close(fd);
-    std::error_code ec;
-    fs::copy_file(request.artifact_path, tmpl, fs::copy_options::overwrite_existing, ec);
-    if (ec) {
-      fs::remove(tmpl);
-      fail("load", "cannot read artefact " + request.artifact_path + ": " + ec.message());
-    }
-    void* h = dlopen(tmpl.c_str(), RTLD_NOW | RTLD_LOCAL);
-    fs::remove(tmpl, ec);  // the mapping stays valid
-    if (!h) fail("load", std::string("dlopen failed: ") + dlerror());
-    void* sym = dlsym(h, request.entry.c_str());
-    if (!sym) {
-      dlclose(h);
-      fail("load", "artefact " + request.artifact_path + " has no symbol '" + request.entry +
-                       "'; the candidate must define it extern \"C\"");
-    }
-    return std::make_unique<CpuCandidate>(h, sym, kernels::find_harness(request.job.kernel_type),
-                                          request.job.dtype);
+    return load_cpu_candidate(request.artifact_path, request.entry, request.job.kernel_type, request.job.dtype);
   }
 
   double time_call(const std::function<void()>& prepare, const std::function<void()>& fn, bool) override {
@@ -721,143 +664,6 @@ $L_done:
 }
 )";
 
-// Checks a launch's dynamic shared memory against what the device grants a block and raises the
-// function's limit above the 48 KiB default when needed (`granted`: the limit set so far).
-void grant_dynamic_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, int max_shared, unsigned& granted,
-                          const std::string& what) {
-  if (int64_t(bytes) > max_shared)
-    fail("", "the launch asks for more shared memory than the device grants a block (" + std::to_string(max_shared) +
-                 " B): " + what);
-  if (bytes <= granted) return;
-  CUresult r = drv.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes));
-  if (r != CUDA_SUCCESS) fail("", "cannot grant " + std::to_string(bytes) + " B of dynamic shared memory: " + drv.error_text(r));
-  granted = bytes;
-}
-
-class CudaCandidate final : public Candidate {
- public:
-  CudaCandidate(const CudaDriver& drv, CUmodule mod, CUfunction fn, const kernels::KernelSpec& spec,
-                std::map<std::string, int64_t> config, DType dtype, int max_threads, int max_shared,
-                const kernels::TorchHarness* th)
-      : drv_(drv), mod_(mod), fn_(fn), spec_(spec), config_(std::move(config)), dtype_(dtype),
-        max_threads_(max_threads), max_shared_(max_shared), th_(th) {}
-  ~CudaCandidate() override { drv_.cuModuleUnload(mod_); }
-
-  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
-    // The harness, not the candidate, decides the launch: geometry from the kernel type's
-    // spec, on the harness's stream, within the device's limits. A multi-phase type
-    // (kernels/registry.h, cuda_phases) is that many launches with the workspace and the phase
-    // after its parameters.
-    const void* workspace = nullptr;
-    if (spec_.workspace_bytes) {
-      const int64_t bytes = spec_.workspace_bytes(shape, dtype_);
-      if (bytes > workspace_.numel()) {
-        workspace_ = at::Tensor();  // release the old one first
-        workspace_ = at::empty({bytes}, inputs.at(0).options().dtype(at::kByte));
-        workspace_.fill_(0xFF);  // NaN in every float format: reading before writing shows
-      }
-      workspace = workspace_.data_ptr();
-    }
-    const int phases = std::max(1, spec_.cuda_phases);
-    for (int phase = 0; phase < phases; ++phase) launch_phase(inputs, out, shape, workspace, phases, phase);
-  }
-
- private:
-  void launch_phase(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape,
-                    const void* workspace, int phases, int phase) {
-    const kernels::LaunchGeometry g = phases > 1 ? spec_.cuda_phase_geometry(config_, shape, dtype_, phase)
-                                                 : spec_.cuda_geometry(config_, shape, dtype_);
-    const int64_t threads = int64_t(g.block[0]) * g.block[1] * g.block[2];
-    const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
-                             std::to_string(g.grid[2]) + ", block " + std::to_string(g.block[0]) + "x" +
-                             std::to_string(g.block[1]) + "x" + std::to_string(g.block[2]) + ", " +
-                             std::to_string(g.shared_bytes) + " B dynamic shared memory";
-    if (max_threads_ > 0 && threads > max_threads_)
-      fail("", "the kernel can run at most " + std::to_string(max_threads_) +
-                   " threads per block (registers); the launch asks for " + what);
-    grant_dynamic_shared(drv_, fn_, g.shared_bytes, max_shared_, granted_shared_, what);
-    kernels::KernelParams params;
-    th_->cuda_params(inputs, out, params);
-    if (spec_.workspace_bytes) params.add_pointer(workspace);
-    if (phases > 1) params.add_i64(phase);
-    CUresult r = drv_.cuLaunchKernel(fn_, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
-                                     g.shared_bytes, /*default stream*/ nullptr, params.args(), nullptr);
-    if (r != CUDA_SUCCESS)
-      fail("", "cuLaunchKernel failed (" + (phases > 1 ? "phase " + std::to_string(phase) + ", " : std::string()) +
-                   what + "): " + drv_.error_text(r));
-  }
-
-  const CudaDriver& drv_;
-  CUmodule mod_;
-  CUfunction fn_;
-  const kernels::KernelSpec& spec_;
-  std::map<std::string, int64_t> config_;
-  DType dtype_;
-  int max_threads_;
-  int max_shared_;
-  unsigned granted_shared_ = 48 * 1024;
-  const kernels::TorchHarness* th_;
-  at::Tensor workspace_;  // grown to the largest shape's spec_.workspace_bytes, kept across calls
-};
-
-// A Triton kernel compiled by worker/triton/compile.py: one or two builds (generic, and one that
-// assumes the kernel type's divisible parameters 16-divisible), each with the block size and
-// dynamic shared memory of its metadata. The grid comes from the kernel type's spec; the
-// parameters are the cuda backend's, followed by Triton's hidden scratch pointers (null: the
-// kernels the farm runs need no scratch memory, which load() checks).
-class TritonCandidate final : public Candidate {
- public:
-  struct Build {
-    CUmodule mod = nullptr;
-    CUfunction fn = nullptr;
-    unsigned block = 0;
-    unsigned shared_bytes = 0;
-    size_t params = 0;                  // runtime parameters, before the hidden ones
-    size_t hidden = 0;                  // trailing scratch pointers
-    std::vector<size_t> divisible;      // indices of the parameters this build assumes 16-divisible
-    unsigned granted_shared = 48 * 1024;
-  };
-  TritonCandidate(const CudaDriver& drv, std::vector<Build> builds, const kernels::KernelSpec& spec,
-                  std::map<std::string, int64_t> config, DType dtype, int max_shared, const kernels::TorchHarness* th)
-      : drv_(drv), builds_(std::move(builds)), spec_(spec), config_(std::move(config)), dtype_(dtype),
-        max_shared_(max_shared), th_(th) {}
-  ~TritonCandidate() override {
-    for (Build& b : builds_) drv_.cuModuleUnload(b.mod);
-  }
-
-  void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
-    kernels::KernelParams params;
-    th_->cuda_params(inputs, out, params);
-    // The most specialised build whose assumptions hold for these values.
-    Build* b = &builds_.front();
-    for (Build& cand : builds_) {
-      bool ok = !cand.divisible.empty();
-      for (size_t i : cand.divisible) ok = ok && i < params.size() && params.value(i) % 16 == 0;
-      if (ok) b = &cand;
-    }
-    if (params.size() != b->params)
-      fail("", "the Triton kernel takes " + std::to_string(b->params) + " runtime parameters; kernel type '" +
-                   spec_.name + "' passes " + std::to_string(params.size()) + " (see its triton signature)");
-    for (size_t i = 0; i < b->hidden; ++i) params.add_pointer(nullptr);
-    kernels::LaunchGeometry g = spec_.triton_grid(config_, shape, dtype_);
-    const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
-                             std::to_string(g.grid[2]) + ", block " + std::to_string(b->block) + ", " +
-                             std::to_string(b->shared_bytes) + " B dynamic shared memory";
-    grant_dynamic_shared(drv_, b->fn, b->shared_bytes, max_shared_, b->granted_shared, what);
-    CUresult r = drv_.cuLaunchKernel(b->fn, g.grid[0], g.grid[1], g.grid[2], b->block, 1, 1, b->shared_bytes,
-                                     /*default stream*/ nullptr, params.args(), nullptr);
-    if (r != CUDA_SUCCESS) fail("", "cuLaunchKernel failed (" + what + "): " + drv_.error_text(r));
-  }
-
- private:
-  const CudaDriver& drv_;
-  std::vector<Build> builds_;
-  const kernels::KernelSpec& spec_;
-  std::map<std::string, int64_t> config_;
-  DType dtype_;
-  int max_shared_;
-  const kernels::TorchHarness* th_;
-};
 
 class CudaHarness final : public HarnessBase {
  public:
@@ -894,113 +700,13 @@ class CudaHarness final : public HarnessBase {
 
   std::unique_ptr<Candidate> load(const SandboxRequest& request, const kernels::KernelSpec& spec) override {
     if (!error_.empty()) fail("load", error_);
-    if (request.job.requires_.backend == Backend::kTriton) return load_triton(request, spec);
-    if (!spec.cuda_geometry || (spec.cuda_phases > 1 && !spec.cuda_phase_geometry))
-      fail("load", "kernel type '" + spec.name + "' has no cuda launch geometry");
     c10::cuda::set_device(c10::DeviceIndex(device_));
-    std::ifstream in(request.artifact_path, std::ios::binary);
-    if (!in) fail("load", "cannot read artefact " + request.artifact_path);
-    std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (image.size() < 4 || image.compare(0, 4, "\x7f" "ELF") != 0)
-      fail("load", "artefact " + request.artifact_path + " is not a cubin (no ELF header)");
-    CUmodule mod = nullptr;
-    CUresult r = drv_->cuModuleLoadData(&mod, image.data());
-    if (r != CUDA_SUCCESS)
-      fail("load", "cuModuleLoadData failed: " + drv_->error_text(r) + " (was the cubin built for " + arch_ + "?)");
-    CUfunction fn = nullptr;
-    r = drv_->cuModuleGetFunction(&fn, mod, request.entry.c_str());
-    if (r != CUDA_SUCCESS) {
-      drv_->cuModuleUnload(mod);
-      fail("load", "the cubin has no kernel '" + request.entry + "' (" + drv_->error_text(r) +
-                       "); declare it extern \"C\" __global__");
-    }
-    int max_threads = 0;
-    drv_->cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
-    return std::make_unique<CudaCandidate>(*drv_, mod, fn, spec, request.job.config, request.job.dtype, max_threads,
-                                           max_shared_optin_, kernels::find_harness(request.job.kernel_type));
+    const CudaDevice dev{drv_.get(), arch_, max_shared_optin_};
+    if (request.job.requires_.backend == Backend::kTriton)
+      return load_triton_candidate(dev, request.artifact_path, spec, request.job.config, request.job.dtype);
+    return load_cuda_candidate(dev, request.artifact_path, request.entry, spec, request.job.config, request.job.dtype);
   }
 
-  // The cubin and its metadata (<stem>.json), and the 16-divisible build <stem>.div16.* if present.
-  std::unique_ptr<Candidate> load_triton(const SandboxRequest& request, const kernels::KernelSpec& spec) {
-    if (!spec.triton_grid) fail("load", "kernel type '" + spec.name + "' has no triton grid");
-    c10::cuda::set_device(c10::DeviceIndex(device_));
-    const std::string path = request.artifact_path;
-    const std::string ext = ".cubin";
-    if (path.size() <= ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0)
-      fail("load", "triton artefact " + path + " is not a .cubin");
-    const std::string stem = path.substr(0, path.size() - ext.size());
-    std::vector<TritonCandidate::Build> builds;
-    // Unloads what was loaded if a later step fails.
-    struct Guard {
-      const CudaDriver& drv;
-      std::vector<TritonCandidate::Build>& b;
-      bool armed = true;
-      ~Guard() {
-        if (armed)
-          for (auto& x : b) drv.cuModuleUnload(x.mod);
-      }
-    } guard{*drv_, builds};
-    for (const std::string suffix : {"", ".div16"}) {
-      std::ifstream meta_in(stem + suffix + ".json");
-      if (!meta_in) {
-        if (suffix.empty()) fail("load", "triton artefact " + path + " has no metadata " + stem + ".json");
-        continue;
-      }
-      nlohmann::json meta;
-      try {
-        meta = nlohmann::json::parse(meta_in);
-      } catch (const std::exception& e) {
-        fail("load", "unreadable triton metadata " + stem + suffix + ".json: " + e.what());
-      }
-      TritonCandidate::Build b;
-      try {
-        if (meta.value("global_scratch_bytes", 0) != 0 || meta.value("profile_scratch_bytes", 0) != 0)
-          fail("load", "the Triton kernel needs global scratch memory, which the harness does not provide");
-        if (meta.value("num_ctas", 1) != 1 || meta.value("launch_cooperative_grid", false))
-          fail("load", "the Triton kernel needs a cluster or cooperative launch, which the harness does not do");
-        b.block = meta.at("block").at(0).get<unsigned>();
-        b.shared_bytes = meta.at("shared_bytes").get<unsigned>();
-        std::vector<std::string> div = meta.value("divisible_by_16", std::vector<std::string>{});
-        size_t index = 0;
-        for (const auto& prm : meta.at("params")) {
-          const std::string kind = prm.at("kind");
-          if (kind == "pointer" || kind == "scalar") {
-            if (prm.at("bytes").get<int>() != 8 && kind == "pointer")
-              fail("load", "the Triton kernel's pointer " + prm.at("name").get<std::string>() + " is not 8 bytes");
-            if (std::find(div.begin(), div.end(), prm.at("name").get<std::string>()) != div.end())
-              b.divisible.push_back(index);
-            ++index;
-          } else {
-            ++b.hidden;
-          }
-        }
-        b.params = index;
-        CUresult r = load_module(stem + suffix + ext, meta.at("name").get<std::string>(), b);
-        if (r != CUDA_SUCCESS) fail("load", "cannot load the Triton kernel " + stem + suffix + ext + ": " + drv_->error_text(r));
-      } catch (const nlohmann::json::exception& e) {
-        fail("load", "triton metadata " + stem + suffix + ".json lacks a field: " + e.what());
-      }
-      builds.push_back(b);
-    }
-    guard.armed = false;
-    return std::make_unique<TritonCandidate>(*drv_, std::move(builds), spec, request.job.config, request.job.dtype,
-                                             max_shared_optin_, kernels::find_harness(request.job.kernel_type));
-  }
-
-  CUresult load_module(const std::string& cubin, const std::string& name, TritonCandidate::Build& b) {
-    std::ifstream in(cubin, std::ios::binary);
-    if (!in) fail("load", "cannot read artefact " + cubin);
-    std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (image.size() < 4 || image.compare(0, 4, "\x7f" "ELF") != 0) fail("load", "artefact " + cubin + " is not a cubin");
-    CUresult r = drv_->cuModuleLoadData(&b.mod, image.data());
-    if (r != CUDA_SUCCESS) return r;
-    r = drv_->cuModuleGetFunction(&b.fn, b.mod, name.c_str());
-    if (r != CUDA_SUCCESS) {
-      drv_->cuModuleUnload(b.mod);
-      b.mod = nullptr;
-    }
-    return r;
-  }
 
   double time_call(const std::function<void()>& prepare, const std::function<void()>& fn, bool cold) override {
     if (prepare) prepare();

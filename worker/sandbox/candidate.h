@@ -1,0 +1,69 @@
+// A loaded candidate of each backend (cpu shared object, cuda cubin, Triton cubin with its launch
+// metadata) and how to call it on libtorch tensors: the kernel type's harness (kernels/reference.h)
+// builds the call's parameters, the kernel type's spec (kernels/registry.h) its launch geometry.
+// Shared by the sandbox's harness (worker/sandbox/harness.cc) and the torch library that plugs
+// tuned kernels into a running model (models/plug/ops.cc). libtorch translation units only.
+//
+// Launches go to the CUDA default (legacy) stream, which is also PyTorch's current stream unless a
+// caller changes it. A Candidate is not thread-safe; it must not outlive the CudaDriver it uses.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/job.h"
+#include "kernels/registry.h"
+#include "worker/cuda_driver.h"
+
+namespace ak::sandbox {
+
+// A failure with the stage it happened in; the harness turns it into a reply. An empty stage
+// means "the stage running now".
+struct StageError {
+  ResultStatus status;
+  std::string stage;
+  std::string reason;
+};
+
+[[noreturn]] inline void fail(const std::string& stage, const std::string& reason,
+                              ResultStatus status = ResultStatus::kFail) {
+  throw StageError{status, stage, reason};
+}
+
+// A loaded candidate: launch() queues one call on the inputs of `shape`, writing out; throws
+// StageError (launch errors).
+class Candidate {
+ public:
+  virtual ~Candidate() = default;
+  virtual void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) = 0;
+};
+
+// The device a cuda or Triton candidate is loaded on; its context must be current on the calling
+// thread.
+struct CudaDevice {
+  const CudaDriver* drv = nullptr;
+  std::string arch;                   // "sm_90a", for error messages
+  int max_shared_optin = 48 * 1024;   // the most dynamic shared memory a block may have [bytes]
+};
+
+// Each throws StageError at stage "load" when the artefact cannot be read or loaded, or lacks its
+// entry point.
+// cpu: dlopens a private copy of the shared object and resolves the extern "C" `entry`.
+std::unique_ptr<Candidate> load_cpu_candidate(const std::string& artifact_path, const std::string& entry,
+                                              const std::string& kernel_type, DType dtype);
+// cuda: a cubin with the __global__ `entry`, launched by the spec's geometry for `config`.
+std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std::string& artifact_path,
+                                               const std::string& entry, const kernels::KernelSpec& spec,
+                                               const std::map<std::string, int64_t>& config, DType dtype);
+// triton: <stem>.cubin with <stem>.json (and the 16-divisible build <stem>.div16.* if present),
+// from worker/triton/compile.py.
+std::unique_ptr<Candidate> load_triton_candidate(const CudaDevice& dev, const std::string& artifact_path,
+                                                 const kernels::KernelSpec& spec,
+                                                 const std::map<std::string, int64_t>& config, DType dtype);
+
+}  // namespace ak::sandbox
