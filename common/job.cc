@@ -84,6 +84,11 @@ void to_json(nlohmann::json& j, const JobSpec& v) {
 void to_json(nlohmann::json& j, const ModelTask& v) {
   j = {{"action", v.action},   {"model", v.model}, {"model_code", v.model_code}, {"dtype", v.dtype},
        {"compile", v.compile}, {"iters", v.iters}, {"warmup", v.warmup}};
+  if (v.action == "verify") {
+    j["tuned"] = v.tuned;
+    j["targets"] = v.targets;
+    j["decode_tokens"] = v.decode_tokens;
+  }
 }
 void from_json(const nlohmann::json& j, ModelTask& v) {
   const ModelTask d;
@@ -94,6 +99,9 @@ void from_json(const nlohmann::json& j, ModelTask& v) {
   v.compile = j.value("compile", d.compile);
   v.iters = j.value("iters", d.iters);
   v.warmup = j.value("warmup", d.warmup);
+  v.tuned = j.value("tuned", nlohmann::json::array());
+  v.targets = j.value("targets", nlohmann::json::array());
+  v.decode_tokens = j.value("decode_tokens", d.decode_tokens);
 }
 
 void to_json(nlohmann::json& j, const KernelBenchTask& v) {

@@ -90,13 +90,21 @@ struct KernelBenchTask {
 // sandbox. JobSpec::kernel_type is "model"; JobSpec::source is empty (the model's own file, when
 // it names one, travels in model_code).
 struct ModelTask {
-  std::string action = "profile";  // "profile"
+  std::string action = "profile";  // "profile" | "verify"
   std::string model;               // "examples/NAME[:CONFIG]", "hf:ARCH", or a file's name (then model_code)
   std::string model_code;          // the user's model file, when `model` names one
   std::string dtype = "bf16";      // "fp32" | "fp16" | "bf16": the model's parameters and inputs
-  bool compile = false;            // profile torch.compile(model) instead of eager
-  int iters = 5;                   // profiled iterations
-  int warmup = 3;                  // iterations before profiling
+  // profile: profile torch.compile(model) instead of eager; verify: also time torch.compile(model).
+  bool compile = false;
+  int iters = 5;                   // profiled (verify: timed) iterations
+  int warmup = 3;                  // iterations before
+  // verify only (JSON keys written when set):
+  // "tuned": the tuned kernels to plug in, entries of the tuning database export (common/tuning.h
+  // TunedEntry); the worker uses those of its own GPU model and backend.
+  nlohmann::json tuned = nlohmann::json::array();
+  // "targets": the profile's targets (their shares), for the Amdahl prediction; may be empty.
+  nlohmann::json targets = nlohmann::json::array();
+  int decode_tokens = 32;          // greedy decoding check for a language model; 0: none
 };
 
 struct JobSpec {

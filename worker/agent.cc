@@ -88,6 +88,11 @@ std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& op
   mo.device = cuda ? "cuda:" + std::to_string(options.device_index) : std::string("cpu");
   mo.ceilings = caps.ceilings;
   mo.confinement = options.confinement;
+  mo.backend = options.backend;
+  mo.caps = caps;
+  mo.compiler.cache_dir = options.cache_dir.empty() ? std::string("/tmp/ak-cache") : options.cache_dir;
+  mo.compiler.python = options.python;
+  mo.compiler.confinement = options.confinement;
 
   std::vector<std::unique_ptr<JobRunner>> runners;
   runners.push_back(std::make_unique<KernelBenchJobRunner>(std::move(kb)));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -11,6 +12,8 @@
 
 #include "common/file.h"
 #include "common/hash.h"
+#include "common/tuning.h"
+#include "kernels/registry.h"
 #include "common/process.h"
 #include "models/pipeline_source.h"
 #include "worker/python_step.h"
@@ -28,6 +31,11 @@ std::string last_line(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   const size_t nl = s.rfind('\n');
   return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
 }
 
 ResultRecord failed(ResultStatus status, std::string reason) {
@@ -119,6 +127,78 @@ void ModelJobRunner::loop() {
   }
 }
 
+Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::string& dir) {
+  if (!compiler_) {
+    compiler_ = make_compiler(options_.compiler);
+    if (!compiler_) return Status::internal("cannot make the worker's compiler");
+  }
+  const fs::path kdir = fs::path(dir) / "kernels";
+  std::error_code ec;
+  fs::create_directories(kdir, ec);
+  if (ec) return Status::internal("cannot create " + kdir.string() + ": " + ec.message());
+  const std::string gpu = lower(options_.caps.gpu_name);
+  json entries = json::array(), skipped = json::array();
+  size_t i = 0;
+  for (const json& doc : t.tuned) {
+    TunedEntry e;
+    std::string why;
+    try {
+      e = doc.get<TunedEntry>();
+    } catch (const std::exception& ex) {
+      skipped.push_back({{"entry", i++}, {"reason", std::string("not a tuning entry: ") + ex.what()}});
+      continue;
+    }
+    const bool ours = options_.backend == Backend::kCpu ? e.backend == Backend::kCpu : e.backend != Backend::kCpu;
+    if (lower(e.gpu_model) != gpu) why = "tuned on " + e.gpu_model + ", this worker is " + options_.caps.gpu_name;
+    else if (!ours) why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(options_.backend);
+    else if (!kernels::find(e.kernel_type)) why = "unknown kernel type '" + e.kernel_type + "'";
+    JobSpec job;
+    if (why.empty()) {
+      job.job_id = "verify-" + std::to_string(i);
+      job.kernel_type = e.kernel_type;
+      job.source = e.source;
+      job.config = e.config;
+      job.shape = e.shape;
+      job.dtype = e.dtype;
+      job.requires_.backend = e.backend;
+      auto art = compiler_->compile(job, options_.caps);
+      if (!art.ok()) {
+        why = "does not compile here: " + art.status().message().substr(0, 500);
+      } else {
+        // The artefact and its siblings of one stem (triton: <stem>.json, <stem>.div16.*), copied
+        // into the job's folder, the step's only view of the worker's files.
+        const fs::path src(art->path);
+        const std::string stem = src.stem().string();
+        const std::string mine = "k" + std::to_string(i);
+        for (const std::string& suffix : {src.extension().string(), std::string(".json"), std::string(".div16.cubin"),
+                                         std::string(".div16.json")}) {
+          const fs::path from = src.parent_path() / (stem + suffix);
+          if (suffix != src.extension().string() && !fs::exists(from, ec)) continue;
+          fs::copy_file(from, kdir / (mine + suffix), fs::copy_options::overwrite_existing, ec);
+          if (ec) return Status::internal("cannot copy " + from.string() + ": " + ec.message());
+        }
+        entries.push_back({{"kernel_type", e.kernel_type},
+                           {"backend", backend_name(e.backend)},
+                           {"dtype", dtype_name(e.dtype)},
+                           {"shape", e.shape},
+                           {"config", e.config},
+                           {"artifact", (kdir / (mine + src.extension().string())).string()},
+                           {"entry", art->entry},
+                           {"latency_us", e.m.latency_us},
+                           {"baseline_us", e.m.baseline_us},
+                           {"speedup", e.m.speedup},
+                           {"job_id", e.job_id}});
+      }
+    }
+    if (!why.empty())
+      skipped.push_back({{"entry", i}, {"kernel_type", e.kernel_type}, {"shape", e.shape}, {"reason", why}});
+    ++i;
+  }
+  const json manifest = {{"device", options_.device}, {"arch", options_.caps.arch}, {"entries", entries}};
+  if (Status s = write_file((fs::path(dir) / "plug.json").string(), manifest.dump(1)); !s.ok()) return s;
+  return skipped;
+}
+
 std::string ModelJobRunner::pipeline_dir() {
   if (!pipeline_dir_.empty()) return pipeline_dir_;
   std::string all;
@@ -174,31 +254,57 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
     model = (dir / t.model).string();
     if (Status s = write_file(model, t.model_code); !s.ok()) return failed(ResultStatus::kCrash, s.message());
   }
-  const fs::path out = dir / "profile.json";
+  const bool verify = t.action == "verify";
+  const fs::path out = dir / (verify ? "verify.json" : "profile.json");
   PythonStep step;
   step.python = options_.python;
-  step.args = {pipeline + "/profile_model.py",
-               "--model",
-               model,
-               "--device",
-               options_.device,
-               "--dtype",
-               t.dtype,
-               "--out",
-               out.string(),
-               "--iters",
-               std::to_string(t.iters),
-               "--warmup",
-               std::to_string(t.warmup)};
-  if (t.compile) step.args.push_back("--compile");
-  const auto peak = options_.ceilings.gemm_tflops.find(t.dtype);
-  if (peak != options_.ceilings.gemm_tflops.end() && peak->second > 0 && options_.ceilings.copy_bandwidth_gbps > 0) {
-    step.args.insert(step.args.end(), {"--peak-tflops", std::to_string(peak->second), "--peak-gbps",
-                                       std::to_string(options_.ceilings.copy_bandwidth_gbps)});
+  std::vector<std::string> read_only = {pipeline};
+  json skipped = json::array();
+  if (verify) {
+    auto prepared = prepare_kernels(t, dir.string());
+    if (!prepared.ok()) return failed(ResultStatus::kCrash, prepared.status().message());
+    skipped = std::move(*prepared);
+    const std::string lib =
+        options_.ops_library.empty() ? self_exe_dir() + "/libautokernel_ops.so" : options_.ops_library;
+    if (!fs::exists(lib, ec))
+      return failed(ResultStatus::kCrash, "the tuned kernels' torch library " + lib + " is missing; build target autokernel_ops");
+    read_only.push_back(lib);
+    if (Status s = write_file((dir / "targets.json").string(), json{{"targets", t.targets}}.dump()); !s.ok())
+      return failed(ResultStatus::kCrash, s.message());
+    step.args = {pipeline + "/verify_model.py", "--model",      model,
+                 "--device",                    options_.device, "--dtype",
+                 t.dtype,                       "--out",        out.string(),
+                 "--manifest",                  (dir / "plug.json").string(),
+                 "--ops-lib",                   lib,
+                 "--profile",                   (dir / "targets.json").string(),
+                 "--iters",                     std::to_string(t.iters),
+                 "--warmup",                    std::to_string(t.warmup),
+                 "--decode-tokens",             std::to_string(t.decode_tokens)};
+    if (!t.compile) step.args.push_back("--no-compile");
+  } else {
+    step.args = {pipeline + "/profile_model.py",
+                 "--model",
+                 model,
+                 "--device",
+                 options_.device,
+                 "--dtype",
+                 t.dtype,
+                 "--out",
+                 out.string(),
+                 "--iters",
+                 std::to_string(t.iters),
+                 "--warmup",
+                 std::to_string(t.warmup)};
+    if (t.compile) step.args.push_back("--compile");
+    const auto peak = options_.ceilings.gemm_tflops.find(t.dtype);
+    if (peak != options_.ceilings.gemm_tflops.end() && peak->second > 0 && options_.ceilings.copy_bandwidth_gbps > 0) {
+      step.args.insert(step.args.end(), {"--peak-tflops", std::to_string(peak->second), "--peak-gbps",
+                                         std::to_string(options_.ceilings.copy_bandwidth_gbps)});
+    }
   }
   step.dir = dir;
-  step.log = dir / "profile.log";
-  step.read_only = {pipeline};
+  step.log = dir / (verify ? "verify.log" : "profile.log");
+  step.read_only = read_only;
   step.env = {"PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
   step.cgroup_name = "model-" + std::to_string(getpid()) + "-" + dir.filename().string();
   const PythonStepOutcome o = run_python_step(
@@ -231,7 +337,10 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
     }
   }
   const std::string log = read_tail(step.log.string(), 4000);
-  if (o.exit_code == 0 && profile.is_object() && profile.contains("ops") && profile["ops"].is_array()) {
+  if (verify && profile.is_object()) profile["kernels_skipped"] = skipped;
+  const bool complete = verify ? profile.is_object() && profile.contains("outputs") && profile["outputs"].is_object()
+                               : profile.is_object() && profile.contains("ops") && profile["ops"].is_array();
+  if (o.exit_code == 0 && complete) {
     ResultRecord r;
     r.status = ResultStatus::kPass;
     r.model = std::move(profile);
@@ -240,13 +349,19 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
   const std::string error = profile.is_object() && profile.contains("error") && profile["error"].is_string()
                                 ? profile["error"].get<std::string>()
                                 : last_line(log);
+  if (verify && o.exit_code == 6) {
+    ResultRecord r = failed(ResultStatus::kFail, error);
+    r.stage = "verify";
+    r.model = std::move(profile);
+    return r;
+  }
   if (o.exit_code == 3 || o.exit_code == 4 || o.exit_code == 5) {
     ResultRecord r = failed(ResultStatus::kFail, error);
     r.model = std::move(profile);  // the model, device and dtype beside the error
     return r;
   }
   return failed(ResultStatus::kCrash, "the model's " + t.action + " ended with exit " + std::to_string(o.exit_code) +
-                                          " and no profile: " + last_line(log));
+                                          " and no report: " + last_line(log));
 }
 
 }  // namespace ak

@@ -1,14 +1,21 @@
 // ModelJobRunner: the JobRunner (worker/job_runner.h) for model jobs (JobSpec::model,
-// models/README.md). A job is one Python step (worker/python_step.h): the model pipeline's
-// profile_model.py, written from the binary into the work folder, run in the job's own folder with
-// the worker's Python and device, confined like a candidate, bounded by the job's timeout.
-//   - exit 0 with a profile: PASS, the profile in ResultRecord::model;
+// models/README.md). A job is one Python step (worker/python_step.h) of the model pipeline, written
+// from the binary into the work folder, run in the job's own folder with the worker's Python and
+// device, confined like a candidate, bounded by the job's timeout:
+//   - profile: profile_model.py; exit 0 with a profile: PASS, the profile in ResultRecord::model;
+//   - verify: the tuned kernels of the job (ModelTask::tuned) for this worker's GPU model and
+//     backend are compiled by the worker's compiler (confined, cached) and copied into the job's
+//     folder with a manifest; verify_model.py plugs them into the model through
+//     libautokernel_ops.so (models/plug/ops.cc) and writes its report: exit 0, PASS with the report
+//     in ResultRecord::model; the tuned model's outputs wrong (exit 6): FAIL at stage "verify", the
+//     report kept. A tuned kernel that does not compile is left out and named in the report
+//     ("kernels_skipped"); so is one of another GPU model or backend.
 //   - the model cannot be loaded (exit 3), ran out of GPU memory (4) or raised (5): FAIL at stage
 //     "model", the reason the script gave (the last line of its stderr);
 //   - past the timeout: TIMEOUT, its process group killed; any other end: CRASH with the log's tail.
 //   - cancel(): a waiting job ends CANCELLED at once, a running one's step is killed and it ends
 //     CANCELLED; shutdown(): waiting jobs are dropped without a result, a running one finishes.
-// One slot, and exclusive (JobRunner::exclusive): the agent runs a profile with no other job of
+// One slot, and exclusive (JobRunner::exclusive): the agent runs a model job with no other job of
 // the worker beside it, so that neither disturbs the other's timings.
 //
 // Thread-safety: as JobRunner says.
@@ -23,7 +30,10 @@
 #include <string>
 #include <thread>
 
+#include <memory>
+
 #include "common/confine.h"
+#include "worker/compiler.h"
 #include "worker/job_runner.h"
 
 namespace ak {
@@ -35,6 +45,13 @@ struct ModelJobRunnerOptions {
   Ceilings ceilings;               // the worker's, for the profile's roofline (none measured: no bound)
   ConfinementPolicy confinement;
   bool keep_job_dirs = false;  // keep each job's folder (files, logs) after the run
+  // verify: the worker's backend and capabilities (GPU name, architecture), the compiler's options
+  // (the worker's compile cache) and libautokernel_ops.so (empty: the one beside this process's
+  // executable).
+  Backend backend = Backend::kCpu;
+  Capabilities caps;
+  CompilerOptions compiler;
+  std::string ops_library;
 };
 
 class ModelJobRunner final : public JobRunner {
@@ -55,11 +72,15 @@ class ModelJobRunner final : public JobRunner {
  private:
   void loop();
   ResultRecord run(const HeldJob& h);
+  // verify: compiles the job's tuned kernels into dir/kernels and writes dir/plug.json; returns
+  // the entries left out, each with its reason.
+  Result<nlohmann::json> prepare_kernels(const ModelTask& t, const std::string& dir);
   // The pipeline's folder (written once, named by the hash of its files), or "" when it cannot be.
   std::string pipeline_dir();
 
   const ModelJobRunnerOptions options_;
   std::string pipeline_dir_;  // loop thread only
+  std::unique_ptr<Compiler> compiler_;  // loop thread only; made at the first verify job
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -21,6 +21,8 @@ ak_test(kernelbench_job_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbenc
 # The model runner with the real pipeline and Python (torch subprocesses, on the CPU).
 ak_test(model_job_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_job_runner_test.cc LIBS ak_worker
         LABELS worker PROCESSORS 2)
+add_dependencies(model_job_runner_test autokernel_ops)
+target_compile_definitions(model_job_runner_test PRIVATE AK_OPS_LIBRARY="$<TARGET_FILE:autokernel_ops>")
 # The KernelBench runner with the real harness on the CPU (torch subprocesses).
 ak_test(kernelbench_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_runner_test.cc LIBS ak_worker
         LABELS worker LOCK kb_harness PROCESSORS 2)

@@ -1,6 +1,6 @@
-// ModelJobRunner with the real pipeline (models/profile_model.py, embedded) and the real Python
-// with torch, on the CPU: a profile, a model that cannot be loaded, one that hangs, a cancel, and a
-// confined run.
+// ModelJobRunner with the real pipeline (models/profile_model.py and verify_model.py, embedded), the
+// real Python with torch, the real compiler and libautokernel_ops.so, on the CPU: a profile, a
+// model that cannot be loaded, one that hangs, a cancel, a confined run, and verify jobs.
 #include "worker/model_job_runner.h"
 
 #include <fcntl.h>
@@ -15,6 +15,9 @@
 #include <mutex>
 
 #include "common/confine.h"
+#include "common/tuning.h"
+#include "kernels/registry.h"
+#include "worker/device.h"
 
 namespace ak {
 namespace {
@@ -22,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class ModelJobRunnerTest : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) / ("model_job_runner_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
@@ -39,6 +42,11 @@ class ModelJobRunnerTest : public ::testing::Test {
     o.ceilings.copy_bandwidth_gbps = 50;
     o.ceilings.gemm_tflops["fp32"] = 1;
     o.confinement = std::move(policy);
+    o.backend = Backend::kCpu;
+    o.caps = cpu_capabilities();
+    o.compiler.cache_dir = (dir_ / "cache").string();
+    o.compiler.confinement = o.confinement;
+    o.ops_library = AK_OPS_LIBRARY;
     runner_ = std::make_unique<ModelJobRunner>(o);
   }
   static protocol::Job job(const std::string& id, const std::string& model, const std::string& code = "") {
@@ -171,6 +179,85 @@ TEST_F(ModelJobRunnerTest, AConfinedProfileStillRuns) {
   bool rotary = false;
   for (const auto& t : r->model.at("targets")) rotary = rotary || t.at("kernel_type") == "rotary_embedding";
   EXPECT_TRUE(rotary);
+}
+
+// A tuning entry for the CPU starter of `type` (or `source`) at `shape`, fp32, as `best --export`
+// writes it.
+nlohmann::json tuned(const std::string& type, std::vector<int64_t> shape, const std::string& gpu = "",
+                     const std::string& source = "") {
+  TunedEntry e;
+  e.kernel_type = type;
+  e.backend = Backend::kCpu;
+  e.gpu_model = gpu.empty() ? cpu_capabilities().gpu_name : gpu;
+  e.dtype = DType::kF32;
+  e.shape = std::move(shape);
+  e.source = source.empty() ? kernels::find(type)->backends.at(Backend::kCpu).source : source;
+  e.config = kernels::default_config(kernels::find(type)->backends.at(Backend::kCpu), DType::kF32);
+  e.m.latency_us = 10;
+  e.m.baseline_us = 15;
+  e.m.speedup = 1.5;
+  e.job_id = "tuned-" + type;
+  return e;
+}
+
+protocol::Job verify_job(const std::string& id, nlohmann::json entries) {
+  protocol::Job j = ModelJobRunnerTest::job(id, "examples/gpt2:tiny");
+  j.spec.model->action = "verify";
+  j.spec.model->tuned = std::move(entries);
+  j.spec.model->targets = nlohmann::json::array(
+      {{{"kernel_type", "matmul"}, {"shape", {64, 192, 64}}, {"dtype", "fp32"}, {"share", 0.2}}});
+  j.spec.model->decode_tokens = 4;
+  return j;
+}
+
+// gpt2:tiny (batch 2, sequence 32, width 64, vocabulary 512) with the CPU starters of its qkv
+// projection and its layer norms plugged in; an entry of another GPU and one that does not compile
+// are left out with their reasons.
+TEST_F(ModelJobRunnerTest, AVerifyPlugsTheTunedKernelsInAndChecksOutputsDecodingAndTime) {
+  auto policy = make_confinement_policy(false, {(dir_ / "hidden").string()});
+  make(policy.ok() ? *policy : ConfinementPolicy{});
+  start(verify_job("v", nlohmann::json::array({tuned("matmul", {64, 192, 64}), tuned("layernorm", {64, 64}),
+                                               tuned("softmax", {64, 64}, "NVIDIA H200"),
+                                               tuned("matmul", {64, 64, 64}, "", "this is not C++")})));
+  auto r = wait("v");
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->status, ResultStatus::kPass) << r->stage << ": " << r->reason << "\n" << r->model.dump(1);
+  const nlohmann::json& m = r->model;
+  EXPECT_TRUE(m.at("outputs").at("pass").get<bool>()) << m.at("outputs").dump();
+  std::map<std::string, int> calls;  // kernel type -> calls per forward
+  for (const auto& x : m.at("replaced")) calls[x.at("kernel_type")] += x.at("calls_per_forward").get<int>();
+  EXPECT_EQ(calls["matmul"], 2) << m.at("replaced").dump();     // one qkv projection per layer, 2 layers
+  EXPECT_EQ(calls["layernorm"], 5) << m.at("replaced").dump();  // 2 per layer and the final one
+  ASSERT_TRUE(m.contains("decode"));
+  EXPECT_TRUE(m.at("decode").at("identical").get<bool>()) << m.at("decode").dump();
+  for (const std::string v : {"eager", "tuned"}) EXPECT_GT(m.at("time").at(v).at("median_us").get<double>(), 0) << v;
+  EXPECT_FALSE(m.at("time").contains("compile"));  // compile not asked for
+  ASSERT_FALSE(m.at("predicted_speedup").is_null());
+  // Amdahl: 1 / (1 - 0.2 * (1 - 1/1.5)).
+  EXPECT_NEAR(m.at("predicted_speedup").get<double>(), 1.0 / (1.0 - 0.2 / 3.0), 1e-9);
+  ASSERT_EQ(m.at("kernels_skipped").size(), 2u) << m.at("kernels_skipped").dump();
+  EXPECT_NE(m.at("kernels_skipped")[0].at("reason").get<std::string>().find("NVIDIA H200"), std::string::npos);
+  EXPECT_NE(m.at("kernels_skipped")[1].at("reason").get<std::string>().find("does not compile"), std::string::npos);
+}
+
+// A tuned matmul that writes zeros: the model's outputs are wrong, so the job fails at "verify"
+// and keeps the report that says by how much.
+TEST_F(ModelJobRunnerTest, AVerifyWithAWrongKernelFailsAtStageVerify) {
+  make();
+  const std::string zeros =
+      "#include <cstdint>\n"
+      "extern \"C\" int ak_matmul_cpu(const void*, const void*, void* c, int64_t M, int64_t N, int64_t, int) {\n"
+      "  for (int64_t i = 0; i < M * N; ++i) static_cast<float*>(c)[i] = 0.0f;\n"
+      "  return 0;\n"
+      "}\n";
+  start(verify_job("w", nlohmann::json::array({tuned("matmul", {64, 192, 64}, "", zeros)})));
+  auto r = wait("w");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, ResultStatus::kFail) << r->reason;
+  EXPECT_EQ(r->stage, "verify");
+  EXPECT_NE(r->reason.find("differ"), std::string::npos) << r->reason;
+  ASSERT_TRUE(r->model.is_object());
+  EXPECT_FALSE(r->model.at("outputs").at("pass").get<bool>());
 }
 
 }  // namespace
