@@ -133,6 +133,26 @@ struct ProfileArgs {
 };
 int profile(const ClientArgs& c, const ProfileArgs& a);
 
+// autokernel verify (cli/model_command.cc): the tuned kernels plugged into the model on a worker;
+// outputs, greedy decoding and end-to-end time against eager and torch.compile (models/README.md).
+struct VerifyArgs {
+  std::string model;  // as ProfileArgs::model
+  std::string tuned;  // `autokernel best --export` output; empty: the farm's whole tuning database
+  std::string profile;  // `autokernel profile --json` output, for the Amdahl prediction; may be empty
+  std::string backend = "cuda";
+  std::string gpu_model;
+  std::string dtype = "bf16";
+  bool compile = true;  // time torch.compile too
+  int iters = 20;
+  int warmup = 5;
+  int decode_tokens = 32;
+  double min_speedup = 1.0;  // plug in only kernels faster than PyTorch's op by more than this
+  int64_t timeout_ms = 1'800'000;
+  double wait_s = 0;
+  std::string json_out;  // the reports, as an array
+};
+int verify(const ClientArgs& c, const VerifyArgs& a);
+
 // autokernel extract (cli/model_command.cc, cli/extract.h): a profile's targets as a study campaign.
 struct ExtractArgs {
   std::string profile;  // `autokernel profile --json` output
@@ -157,8 +177,20 @@ struct RunArgs {
   std::string backend = "auto";
   int cpu_workers = 1;
   std::string metrics_bind = "127.0.0.1:0";
+  // --model: profile -> extract -> the studies -> verify, unattended, instead of campaign files
+  // (run_model_pipeline below); its reports go to out_dir.
+  std::string model;
+  std::string dtype = "bf16";  // the model's; fp32 on the cpu backend unless given
+  bool dtype_given = false;
+  int budget_trials = 32;      // per study
+  double min_share = 0.005;
+  int verify_iters = 20;
+  double min_speedup = 1.0;
+  bool verify_compile = true;
 };
 int run(const RunArgs& a);
+// The --model pipeline of `run` on a farm that is up, with workers of `backend`.
+int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string& backend);
 
 struct CalibrateArgs {
   std::string backend = "auto";

@@ -20,6 +20,17 @@ int main(int argc, char** argv) {
   run->add_option("--backend", run_args.backend, "auto, cpu or cuda")->capture_default_str();
   run->add_option("--cpu-workers", run_args.cpu_workers, "CPU worker processes when there is no GPU")->capture_default_str();
   run->add_option("--metrics", run_args.metrics_bind, "address for /metrics")->capture_default_str();
+  run->add_option("--model", run_args.model,
+                  "instead of campaigns: profile -> extract -> optimize -> verify this model (a model file, "
+                  "examples/NAME[:CONFIG] or hf:ARCH; models/README.md)");
+  auto* run_dtype = run->add_option("--dtype", run_args.dtype, "--model: fp32, fp16 or bf16 (default bf16; fp32 on the cpu backend)");
+  run->add_option("--budget-trials", run_args.budget_trials, "--model: trials per study")->capture_default_str();
+  run->add_option("--min-share", run_args.min_share, "--model: leave out targets with a smaller share")->capture_default_str();
+  run->add_option("--verify-iters", run_args.verify_iters, "--model: timed rounds of the verify")->capture_default_str();
+  run->add_flag("!--no-compile", run_args.verify_compile, "--model: do not time torch.compile in the verify");
+  run->add_option("--min-speedup", run_args.min_speedup,
+                  "--model: plug in only kernels faster than PyTorch's op by more than this; 0: all")
+      ->capture_default_str();
 
   CoordinatorArgs co;
   auto* coord = app.add_subcommand("coordinator", "Serve workers and clients; write everything through to Redis; /metrics");
@@ -259,6 +270,30 @@ int main(int argc, char** argv) {
   prof->add_option("--json", pa.json_out, "write the profile documents (a JSON array) here");
   add_client(prof);
 
+  ak::cli::VerifyArgs va;
+  auto* ver = app.add_subcommand("verify",
+                                 "The tuned kernels plugged into a model on a worker: outputs, greedy decoding, "
+                                 "end-to-end time against eager and torch.compile");
+  ver->add_option("--model", va.model, "a model file (models/README.md), examples/NAME[:CONFIG] or hf:ARCH")->required();
+  ver->add_option("--tuned", va.tuned, "`autokernel best --export` output; default: the farm's tuning database");
+  ver->add_option("--profile", va.profile, "`autokernel profile --json` output, for the Amdahl prediction");
+  ver->add_option("--backend", va.backend, "the workers that run it: cuda or cpu")->capture_default_str();
+  ver->add_option("--gpu-model", va.gpu_model, "only workers of this GPU model (\"NVIDIA H200\")");
+  ver->add_option("--dtype", va.dtype, "fp32, fp16 or bf16: the model's parameters and inputs")->capture_default_str();
+  ver->add_flag("!--no-compile", va.compile, "do not time torch.compile");
+  ver->add_option("--iters", va.iters, "timed rounds (one forward of each variant per round)")->capture_default_str();
+  ver->add_option("--warmup", va.warmup, "rounds before")->capture_default_str();
+  ver->add_option("--decode-tokens", va.decode_tokens, "greedy decoding check of a language model; 0: none")
+      ->capture_default_str();
+  ver->add_option("--min-speedup", va.min_speedup,
+                  "plug in only kernels faster than PyTorch's op (where tuned) by more than this; 0: all")
+      ->capture_default_str();
+  ver->add_option("--job-timeout-ms", va.timeout_ms, "the verify job's timeout")->capture_default_str();
+  ver->add_option("--wait-s", va.wait_s, "stop waiting after this long (the job goes on); 0: until it ends")
+      ->capture_default_str();
+  ver->add_option("--json", va.json_out, "write the verify reports (a JSON array) here");
+  add_client(ver);
+
   ak::cli::ExtractArgs ea;
   auto* extr = app.add_subcommand("extract", "A profile's targets (the model's shapes and shares) as a study campaign");
   extr->add_option("--profile", ea.profile, "`autokernel profile --json` output")->required();
@@ -292,7 +327,11 @@ int main(int argc, char** argv) {
 
   if (*keys_gen) return ak::cli::keys_generate(key_name, key_dir);
   if (int rc = ak::cli::load_client_keys(client_key, coordinator_key, &cl); rc != 0) return rc;
-  if (*run) return ak::cli::run(run_args);
+  if (*run) {
+    run_args.dtype_given = run_dtype->count() > 0;
+    return ak::cli::run(run_args);
+  }
+  if (*ver) return ak::cli::verify(cl, va);
   if (*coord) return ak::cli::coordinator(co);
   if (*work) return ak::cli::worker(wo);
   if (*sub) return ak::cli::submit(cl, campaign_file, wait, allow_source_outside);

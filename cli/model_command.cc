@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "cli/extract.h"
 #include "cli/format.h"
 #include "common/stop_signal.h"
+#include "common/tuning.h"
 #include "coordinator/client.h"
 #include "coordinator/model_campaign.h"
 
@@ -64,73 +66,146 @@ void print_profile(const pr::ModelProfile& p, int top) {
   }
 }
 
-}  // namespace
-
-int profile(const ClientArgs& c, const ProfileArgs& a) {
-  json doc = {{"kind", "model"},      {"task", "profile"}, {"backend", a.backend}, {"dtype", a.dtype},
-              {"compile", a.compile}, {"iters", a.iters},  {"warmup", a.warmup},   {"timeout_ms", a.timeout_ms}};
-  if (a.model.rfind("examples/", 0) == 0 || a.model.rfind("hf:", 0) == 0) {
-    doc["model"] = a.model;
+// The model campaign document of `task` for a model name or file (its text read in), or 2 with
+// the reason printed.
+int model_document(const std::string& verb, const std::string& model, json& doc) {
+  if (model.rfind("examples/", 0) == 0 || model.rfind("hf:", 0) == 0) {
+    doc["model"] = model;
   } else {
     // A user's file: its text travels in the document, under its plain name.
     std::error_code ec;
-    if (!fs::is_regular_file(a.model, ec)) {
-      std::cerr << "autokernel profile: " << a.model
+    if (!fs::is_regular_file(model, ec)) {
+      std::cerr << "autokernel " << verb << ": " << model
                 << " is not a regular file; name a model file, examples/NAME[:CONFIG] or hf:ARCH\n";
       return 2;
     }
-    std::ifstream in(a.model, std::ios::binary);
+    std::ifstream in(model, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    doc["model"] = fs::path(a.model).filename().string();
+    doc["model"] = fs::path(model).filename().string();
     doc["model_code"] = text.str();
   }
-  if (!a.gpu_model.empty()) doc["gpu_models"] = {a.gpu_model};
   if (std::string why = check_model_name(doc["model"].get<std::string>()); !why.empty()) {
-    std::cerr << "autokernel profile: model '" << doc["model"].get<std::string>() << "': " << why << "\n";
+    std::cerr << "autokernel " << verb << ": model '" << doc["model"].get<std::string>() << "': " << why << "\n";
     return 2;
   }
-  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
+  return 0;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s;
+}
+
+// Submits a model campaign, says when no connected worker can run it, waits (at most wait_s when
+// > 0) and returns its rows; `complete` says whether the campaign ended. nullopt: an error, printed.
+std::optional<std::vector<pr::ResultRow>> run_model_campaign(CoordinatorClient& client, const json& doc,
+                                                             const std::string& verb, const std::string& backend,
+                                                             const std::string& gpu_model, double wait_s,
+                                                             bool& complete) {
   auto sub = client.submit(doc);
   if (!sub.ok()) {
-    std::cerr << "autokernel profile: campaign rejected: " << sub.status().message() << "\n";
-    return 1;
+    std::cerr << "autokernel " << verb << ": campaign rejected: " << sub.status().message() << "\n";
+    return std::nullopt;
   }
-  std::cerr << "campaign " << sub->campaign_id << " (" << sub->name << "): " << sub->jobs << " profile job(s)\n";
+  std::cerr << "campaign " << sub->campaign_id << " (" << sub->name << "): " << sub->jobs << " " << verb
+            << " job(s)\n";
   // A job no connected worker can run waits until one connects: say so rather than wait silently.
   if (auto st = client.status(); st.ok()) {
     bool runnable = false;
     std::string seen;
     for (const auto& w : st->workers) {
       seen += (seen.empty() ? "" : ", ") + w.worker_id + " (" + w.gpu + ")";
-      const bool backend = std::find(w.backends.begin(), w.backends.end(), a.backend) != w.backends.end();
-      std::string want = a.gpu_model, have = w.gpu;
-      for (auto* t : {&want, &have})
-        std::transform(t->begin(), t->end(), t->begin(), [](unsigned char ch) { return std::tolower(ch); });
-      runnable = runnable || (backend && (want.empty() || want == have));
+      const bool has = std::find(w.backends.begin(), w.backends.end(), backend) != w.backends.end();
+      runnable = runnable || (has && (gpu_model.empty() || lower(gpu_model) == lower(w.gpu)));
     }
     if (!runnable)
-      std::cerr << "autokernel profile: no connected worker runs the " << a.backend << " backend"
-                << (a.gpu_model.empty() ? "" : " on " + a.gpu_model)
-                << " (connected: " << (seen.empty() ? "none" : seen)
+      std::cerr << "autokernel " << verb << ": no connected worker runs the " << backend << " backend"
+                << (gpu_model.empty() ? "" : " on " + gpu_model) << " (connected: " << (seen.empty() ? "none" : seen)
                 << "); the job waits in the queue until one connects\n";
   }
   const auto deadline =
-      a.wait_s > 0 ? std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                            std::chrono::duration<double>(std::min(a.wait_s, 3.2e7)))
-                   : std::chrono::steady_clock::time_point::max();
-  const bool complete = wait_for_campaign(client, sub->campaign_id, stop_flag(), deadline);
+      wait_s > 0 ? std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                          std::chrono::duration<double>(std::min(wait_s, 3.2e7)))
+                 : std::chrono::steady_clock::time_point::max();
+  complete = wait_for_campaign(client, sub->campaign_id, stop_flag(), deadline);
   if (!complete)
-    std::cerr << "autokernel profile: stopped waiting for campaign " << sub->campaign_id
+    std::cerr << "autokernel " << verb << ": stopped waiting for campaign " << sub->campaign_id
               << "; its job goes on in the farm (autokernel results --campaign " << sub->campaign_id << ")\n";
   auto rows = client.results(sub->campaign_id, "");
   if (!rows.ok()) {
-    std::cerr << "autokernel profile: coordinator lost: " << rows.status().message() << "\n";
-    return 1;
+    std::cerr << "autokernel " << verb << ": coordinator lost: " << rows.status().message() << "\n";
+    return std::nullopt;
   }
+  return std::move(rows->rows);
+}
+
+double num(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
+
+void print_verify(const json& r) {
+  const json& o = r.value("outputs", json::object());
+  std::printf("%s on %s, %s: outputs %s (error %.3g; the original's %.3g; limit %.3g)\n",
+              r.value("model", "?").c_str(), r.value("gpu", r.value("device", "?")).c_str(),
+              r.value("dtype", "?").c_str(), o.value("pass", false) ? "match" : "DIFFER", num(o, "tuned_error"),
+              num(o, "original_error"), num(o, "limit"));
+  if (r.contains("decode") && r["decode"].is_object()) {
+    const json& d = r["decode"];
+    if (d.value("identical", false))
+      std::printf("greedy decoding: %d tokens identical\n", d.value("tokens", 0));
+    else
+      std::printf("greedy decoding: parts at token %d of %d (the original's margin there %.3g)\n",
+                  d.value("first_difference", -1), d.value("tokens", 0), num(d, "margin_at_difference"));
+  }
+  const json& t = r.value("time", json::object());
+  const double eager = t.contains("eager") ? num(t["eager"], "median_us") : 0;
+  std::printf("%-8s %12s %10s %10s %9s\n", "variant", "median us", "p10", "p90", "vs eager");
+  for (const char* v : {"eager", "compile", "tuned"})
+    if (t.contains(v) && t[v].is_object()) {
+      const double m = num(t[v], "median_us");
+      std::printf("%-8s %12.1f %10.1f %10.1f %8.3fx\n", v, m, num(t[v], "p10_us"), num(t[v], "p90_us"),
+                  m > 0 ? eager / m : 0.0);
+    }
+  if (r.contains("predicted_speedup") && r["predicted_speedup"].is_number())
+    std::printf("predicted (Amdahl over the replaced kernels) %.3fx; measured %.3fx against eager%s\n",
+                num(r, "predicted_speedup"), num(r, "speedup_vs_eager"),
+                r.contains("speedup_vs_compile")
+                    ? (", " + std::to_string(num(r, "speedup_vs_compile")).substr(0, 5) + "x against torch.compile").c_str()
+                    : "");
+  int calls = 0;
+  for (const auto& x : r.value("replaced", json::array())) calls += x.value("calls_per_forward", 0);
+  std::printf("replaced %d calls per forward:\n", calls);
+  for (const auto& x : r.value("replaced", json::array()))
+    std::printf("  %-32s %-22s %-20s x%d\n", x.value("function", "").c_str(), x.value("kernel_type", "").c_str(),
+                x.contains("shape") ? x["shape"].dump().c_str() : "", x.value("calls_per_forward", 0));
+  int k = 0;
+  for (const auto& x : r.value("fallbacks", json::array()))
+    if (k++ < 8)
+      std::printf("  fallback %-23s %s x%d\n", x.value("function", "").c_str(), x.value("reason", "").c_str(),
+                  x.value("calls_per_forward", 0));
+  for (const auto& x : r.value("kernels_skipped", json::array()))
+    std::printf("  kernel left out: %s %s: %s\n", x.value("kernel_type", "").c_str(),
+                x.contains("shape") ? x["shape"].dump().c_str() : "", x.value("reason", "").c_str());
+}
+
+Status write_reports(const std::string& path, const json& out) {
+  if (path.empty()) return Status::ok_status();
+  return write_file(path, out.dump(1) + "\n");
+}
+
+}  // namespace
+
+int profile(const ClientArgs& c, const ProfileArgs& a) {
+  json doc = {{"kind", "model"},      {"task", "profile"}, {"backend", a.backend}, {"dtype", a.dtype},
+              {"compile", a.compile}, {"iters", a.iters},  {"warmup", a.warmup},   {"timeout_ms", a.timeout_ms}};
+  if (int rc = model_document("profile", a.model, doc); rc != 0) return rc;
+  if (!a.gpu_model.empty()) doc["gpu_models"] = {a.gpu_model};
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
+  bool complete = false;
+  auto rows = run_model_campaign(client, doc, "profile", a.backend, a.gpu_model, a.wait_s, complete);
+  if (!rows) return 1;
   int rc = complete ? 0 : 1;
   json out = json::array();
-  for (const auto& r : rows->rows) {
+  for (const auto& r : *rows) {
     if (r.model) out.push_back(r.model->raw);
     if (r.correctness != "PASS") {
       std::cerr << "autokernel profile: " << r.job_id << " " << r.correctness << " at " << r.stage << ": " << r.reason
@@ -141,12 +216,108 @@ int profile(const ClientArgs& c, const ProfileArgs& a) {
     if (r.model) print_profile(*r.model, a.top);
   }
   if (!a.json_out.empty()) {
-    if (Status s = write_file(a.json_out, out.dump(1) + "\n"); !s.ok()) {
+    if (Status s = write_reports(a.json_out, out); !s.ok()) {
       std::cerr << "autokernel profile: " << s.message() << "\n";
       return 1;
     }
     std::cerr << "profile written to " << a.json_out << "\n";
   }
+  return rc;
+}
+
+namespace {
+
+// A JSON file, or nullopt with the reason printed.
+std::optional<json> read_json(const std::string& verb, const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "autokernel " << verb << ": cannot read " << path << "\n";
+    return std::nullopt;
+  }
+  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    std::cerr << "autokernel " << verb << ": " << path << " is not JSON; expected " << what << "\n";
+    return std::nullopt;
+  }
+  return doc;
+}
+
+// The targets of the first profile in `doc` (`profile --json` writes an array).
+json profile_targets(const json& doc) {
+  for (const json& d : doc.is_array() ? doc : json::array({doc}))
+    if (d.is_object() && d.contains("targets") && d["targets"].is_array()) return d["targets"];
+  return json::array();
+}
+
+int verify_with(CoordinatorClient& client, const VerifyArgs& a, const json& tuned, const json& targets,
+                json& reports) {
+  json doc = {{"kind", "model"},
+              {"task", "verify"},
+              {"backend", a.backend},
+              {"dtype", a.dtype},
+              {"compile", a.compile},
+              {"iters", a.iters},
+              {"warmup", a.warmup},
+              {"decode_tokens", a.decode_tokens},
+              {"min_speedup", a.min_speedup},
+              {"timeout_ms", a.timeout_ms},
+              {"tuned", tuned},
+              {"targets", targets}};
+  if (int rc = model_document("verify", a.model, doc); rc != 0) return rc;
+  if (!a.gpu_model.empty()) doc["gpu_models"] = {a.gpu_model};
+  bool complete = false;
+  auto rows = run_model_campaign(client, doc, "verify", a.backend, a.gpu_model, a.wait_s, complete);
+  if (!rows) return 1;
+  int rc = complete ? 0 : 1;
+  for (const auto& r : *rows) {
+    if (r.model) {
+      reports.push_back(r.model->raw);
+      if (r.model->raw.contains("outputs")) print_verify(r.model->raw);
+    }
+    if (r.correctness != "PASS") {
+      std::cerr << "autokernel verify: " << r.job_id << " " << r.correctness << " at " << r.stage << ": " << r.reason
+                << "\n";
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+int verify(const ClientArgs& c, const VerifyArgs& a) {
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
+  json tuned;
+  if (!a.tuned.empty()) {
+    auto doc = read_json("verify", a.tuned, "`autokernel best --export` output");
+    if (!doc) return 2;
+    auto entries = parse_tuning_export(*doc);
+    if (!entries.ok()) {
+      std::cerr << "autokernel verify: " << a.tuned << ": " << entries.status().message() << "\n";
+      return 2;
+    }
+    tuned = *doc;
+  } else {
+    auto best = client.best(TuningQuery{});
+    if (!best.ok()) {
+      std::cerr << "autokernel verify: cannot read the farm's tuning database: " << best.status().message() << "\n";
+      return 1;
+    }
+    tuned = tuning_export(best->entries, 0);
+  }
+  json targets = json::array();
+  if (!a.profile.empty()) {
+    auto doc = read_json("verify", a.profile, "`autokernel profile --json` output");
+    if (!doc) return 2;
+    targets = profile_targets(*doc);
+  }
+  json reports = json::array();
+  const int rc = verify_with(client, a, tuned, targets, reports);
+  if (Status s = write_reports(a.json_out, reports); !s.ok()) {
+    std::cerr << "autokernel verify: " << s.message() << "\n";
+    return 1;
+  }
+  if (!a.json_out.empty()) std::cerr << "verify report written to " << a.json_out << "\n";
   return rc;
 }
 
@@ -210,6 +381,89 @@ int extract(const ExtractArgs& a) {
   }
   std::printf("study campaign written to %s; run it with: autokernel submit %s --wait\n", a.out.c_str(), a.out.c_str());
   return 0;
+}
+
+int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string& backend) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto seconds = [](Clock::time_point from) { return std::chrono::duration<double>(Clock::now() - from).count(); };
+  CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
+  const std::string out_dir = a.out_dir.empty() ? std::string(".") : a.out_dir;
+
+  // 1. Profile.
+  std::printf("== 1/4 profile %s (%s, %s)\n", a.model.c_str(), backend.c_str(), a.dtype.c_str());
+  json doc = {{"kind", "model"}, {"task", "profile"}, {"backend", backend}, {"dtype", a.dtype}};
+  if (int rc = model_document("run", a.model, doc); rc != 0) return rc;
+  bool complete = false;
+  auto rows = run_model_campaign(client, doc, "profile", backend, "", 0, complete);
+  if (!rows || rows->empty()) return 1;
+  const pr::ResultRow& prow = rows->front();
+  if (prow.correctness != "PASS" || !prow.model) {
+    std::cerr << "autokernel run: the profile " << prow.correctness << " at " << prow.stage << ": " << prow.reason
+              << "\n";
+    return 1;
+  }
+  print_profile(*prow.model, 15);
+  (void)write_reports(out_dir + "/profile.json", json::array({prow.model->raw}));
+  const double profile_s = seconds(t0);
+
+  // 2. Extract.
+  std::printf("== 2/4 extract\n");
+  ExtractOptions o;
+  o.backend = backend;
+  o.min_share = a.min_share;
+  o.budget_trials = a.budget_trials;
+  const Extraction x = cli::extract(*prow.model, o);
+  for (const auto& e : x.targets)
+    std::printf("%5.1f%%  %-22s %-20s %-5s %s\n", 100 * e.target.share, e.target.kernel_type.c_str(),
+                shape_text(e.target.shape).c_str(), e.target.dtype.c_str(), e.kept ? "kept" : e.why.c_str());
+  std::printf("kept %.1f%% of the device time: at most %.2fx end to end from these targets\n", 100 * x.kept_share,
+              x.kept_share < 1 ? 1 / (1 - x.kept_share) : 0.0);
+
+  // 3. Optimize: the studies.
+  const auto t2 = Clock::now();
+  std::printf("== 3/4 optimize\n");
+  if (x.campaign.is_null()) {
+    std::printf("no target kept: nothing to optimize; verifying the model as it is\n");
+  } else {
+    (void)write_reports(out_dir + "/model-study.json", x.campaign);
+    auto sub = client.submit(x.campaign);
+    if (!sub.ok()) {
+      std::cerr << "autokernel run: the study campaign was rejected: " << sub.status().message() << "\n";
+      return 1;
+    }
+    std::printf("campaign %s (%s): %zu studies\n", sub->campaign_id.c_str(), sub->name.c_str(),
+                x.campaign.value("targets", json::array()).size());
+    if (!wait_for_campaign(client, sub->campaign_id, stop_flag())) return 1;
+    if (auto st = client.status(); st.ok())
+      for (const auto& cs : st->campaigns)
+        if (cs.campaign_id == sub->campaign_id && cs.is_study) std::cout << format_studies(cs);
+  }
+  const double optimize_s = seconds(t2);
+
+  // 4. Verify with what the studies found.
+  const auto t3 = Clock::now();
+  std::printf("== 4/4 verify\n");
+  auto best = client.best(TuningQuery{});
+  if (!best.ok()) {
+    std::cerr << "autokernel run: cannot read the tuning database: " << best.status().message() << "\n";
+    return 1;
+  }
+  VerifyArgs v;
+  v.model = a.model;
+  v.backend = backend;
+  v.dtype = a.dtype;
+  v.compile = a.verify_compile;
+  v.iters = a.verify_iters;
+  v.min_speedup = a.min_speedup;
+  json reports = json::array();
+  const int rc = verify_with(client, v, tuning_export(best->entries, 0), prow.model->raw.value("targets", json::array()),
+                             reports);
+  (void)write_reports(out_dir + "/verify.json", reports);
+  std::printf("wall time: profile %.1f s, optimize %.1f s, verify %.1f s, total %.1f s; reports in %s "
+              "(profile.json, model-study.json, verify.json)\n",
+              profile_s, optimize_s, seconds(t3), seconds(t0), out_dir.c_str());
+  return rc;
 }
 
 }  // namespace ak::cli

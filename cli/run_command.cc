@@ -45,6 +45,10 @@ int run(const RunArgs& a) {
     std::cerr << "autokernel run: unknown --backend " << a.backend << "; expected auto, cpu or cuda\n";
     return 2;
   }
+  if (!a.model.empty() && !a.campaign_files.empty()) {
+    std::cerr << "autokernel run: --model and --campaign are exclusive: a model run plans its own campaigns\n";
+    return 2;
+  }
   std::vector<json> campaigns;
   for (const std::string& file : a.campaign_files) {
     auto doc = load_campaign_file(file);
@@ -54,7 +58,7 @@ int run(const RunArgs& a) {
     }
     campaigns.push_back(*doc);
   }
-  if (campaigns.empty()) campaigns.push_back(default_campaign(backend));
+  if (campaigns.empty() && a.model.empty()) campaigns.push_back(default_campaign(backend));
 
   // 3. Coordinator process, on free loopback ports.
   const std::string self = self_exe_path();
@@ -114,7 +118,20 @@ int run(const RunArgs& a) {
   CoordinatorClient client(clients_ep, std::chrono::seconds(30));
   int rc = 0;
   std::vector<protocol::ResultRow> all_rows;
+  if (!a.model.empty()) {
+    // The model pipeline (cli/model_command.cc), then the results of every campaign it ran.
+    RunArgs m = a;
+    if (!a.dtype_given && backend == Backend::kCpu) m.dtype = "fp32";  // the CPU kernels' dtype
+    ClientArgs c;
+    c.endpoint = clients_ep;
+    rc = run_model_pipeline(c, m, backend_name(backend));
+    if (auto st = client.status(); st.ok())
+      for (const auto& cs : st->campaigns)
+        if (auto rows = client.results(cs.campaign_id, ""); rows.ok())
+          for (auto& r : rows->rows) all_rows.push_back(std::move(r));
+  }
   for (const json& campaign : campaigns) {
+    if (rc != 0) break;
     auto sub = client.submit(campaign);
     if (!sub.ok()) {
       std::cerr << "autokernel run: campaign rejected: " << sub.status().message() << "\n";

@@ -88,6 +88,7 @@ void to_json(nlohmann::json& j, const ModelTask& v) {
     j["tuned"] = v.tuned;
     j["targets"] = v.targets;
     j["decode_tokens"] = v.decode_tokens;
+    j["min_speedup"] = v.min_speedup;
   }
 }
 void from_json(const nlohmann::json& j, ModelTask& v) {
@@ -102,6 +103,7 @@ void from_json(const nlohmann::json& j, ModelTask& v) {
   v.tuned = j.value("tuned", nlohmann::json::array());
   v.targets = j.value("targets", nlohmann::json::array());
   v.decode_tokens = j.value("decode_tokens", d.decode_tokens);
+  v.min_speedup = j.value("min_speedup", d.min_speedup);
 }
 
 void to_json(nlohmann::json& j, const KernelBenchTask& v) {

@@ -105,6 +105,9 @@ struct ModelTask {
   // "targets": the profile's targets (their shares), for the Amdahl prediction; may be empty.
   nlohmann::json targets = nlohmann::json::array();
   int decode_tokens = 32;          // greedy decoding check for a language model; 0: none
+  // Plug in only kernels whose tuned speedup over PyTorch's op (as the sandbox measured it) is
+  // above this; 0 plugs every kernel (a correctness check of all of them).
+  double min_speedup = 1.0;
 };
 
 struct JobSpec {

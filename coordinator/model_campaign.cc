@@ -3,14 +3,18 @@
 #include <cctype>
 #include <set>
 
+#include "common/tuning.h"
+
 namespace ak {
 
 using nlohmann::json;
 
 namespace {
 
-const std::set<std::string> kKeys = {"kind",  "name",    "task",  "model",  "model_code", "backend",     "gpu_models",
-                                     "dtype", "compile", "iters", "warmup", "timeout_ms", "description", "tag"};
+const std::set<std::string> kKeys = {"kind",   "name",       "task",        "model", "model_code", "backend",
+                                     "gpu_models", "dtype", "compile",  "iters",       "warmup", "timeout_ms",
+                                     "description", "tag", "tuned",     "targets",     "decode_tokens", "min_speedup"};
+constexpr size_t kMaxTuned = 1024;  // tuned kernels of one verify job
 
 bool plain(const std::string& s) {
   if (s.empty()) return false;
@@ -39,7 +43,11 @@ Result<PlannedCampaign> plan_model_campaign(const json& doc, const std::string& 
   if (Status s = check_keys(doc, kKeys, "a model campaign", "coordinator/model_campaign.h"); !s.ok()) return s;
   try {
     const std::string task = doc.value("task", "profile");
-    if (task != "profile") return Status::invalid("'task' must be \"profile\", got \"" + task + "\"");
+    if (task != "profile" && task != "verify")
+      return Status::invalid("'task' must be \"profile\" or \"verify\", got \"" + task + "\"");
+    const bool verify = task == "verify";
+    for (const char* k : {"tuned", "targets", "decode_tokens", "min_speedup"})
+      if (!verify && doc.contains(k)) return Status::invalid(std::string("'") + k + "' is for a verify task");
     const std::string b = doc.value("backend", "cuda");
     auto backend = parse_backend(b);
     if (!backend || *backend == Backend::kTriton)
@@ -68,6 +76,35 @@ Result<PlannedCampaign> plan_model_campaign(const json& doc, const std::string& 
     t.dtype = doc.value("dtype", t.dtype);
     if (t.dtype != "fp32" && t.dtype != "fp16" && t.dtype != "bf16")
       return Status::invalid("'dtype' must be fp32, fp16 or bf16, got \"" + t.dtype + "\"");
+    if (verify) {
+      // Verify times eager, torch.compile and the tuned model, 20 rounds after 5 by default.
+      t.compile = true;
+      t.iters = 20;
+      t.warmup = 5;
+      if (!doc.contains("tuned"))
+        return Status::invalid("a verify task needs 'tuned': the tuned kernels (autokernel best --export)");
+      // The export's document or its entries.
+      const json& tuned = doc["tuned"].is_object() && doc["tuned"].contains("entries") ? doc["tuned"]["entries"]
+                                                                                       : doc["tuned"];
+      if (!tuned.is_array()) return Status::invalid("'tuned' must be a list of tuning entries or an export");
+      if (tuned.size() > kMaxTuned)
+        return Status::invalid("'tuned' has " + std::to_string(tuned.size()) + " entries; at most " +
+                               std::to_string(kMaxTuned));
+      for (size_t i = 0; i < tuned.size(); ++i) {
+        try {
+          (void)tuned[i].get<TunedEntry>();
+        } catch (const json::exception& e) {
+          return Status::invalid("'tuned' entry " + std::to_string(i) + " is not a tuning entry: " + e.what());
+        }
+      }
+      t.tuned = tuned;
+      t.targets = doc.value("targets", json::array());
+      if (!t.targets.is_array()) return Status::invalid("'targets' must be the profile's list of targets");
+      t.decode_tokens = doc.value("decode_tokens", t.decode_tokens);
+      if (t.decode_tokens < 0 || t.decode_tokens > 1024) return Status::invalid("'decode_tokens' must be 0..1024");
+      t.min_speedup = doc.value("min_speedup", t.min_speedup);
+      if (!(t.min_speedup >= 0)) return Status::invalid("'min_speedup' must be >= 0");
+    }
     t.compile = doc.value("compile", t.compile);
     t.iters = doc.value("iters", t.iters);
     t.warmup = doc.value("warmup", t.warmup);
@@ -80,7 +117,7 @@ Result<PlannedCampaign> plan_model_campaign(const json& doc, const std::string& 
     for (size_t g = 0; g < models.size(); ++g) {
       JobSpec j;
       j.campaign_id = campaign_id;
-      j.job_id = campaign_id + "-profile" + (models.size() > 1 ? "-g" + std::to_string(g) : "");
+      j.job_id = campaign_id + "-" + task + (models.size() > 1 ? "-g" + std::to_string(g) : "");
       j.kernel_type = "model";
       j.dtype = t.dtype == "fp16" ? DType::kF16 : t.dtype == "bf16" ? DType::kBF16 : DType::kF32;
       j.requires_.backend = *backend;

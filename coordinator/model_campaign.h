@@ -1,16 +1,23 @@
-// Model campaigns (document "kind": "model", models/README.md): a model's profile on a worker, as
-// one job per GPU model (common/job.h ModelTask) that the worker runs with the model pipeline's
-// Python (models/profile_model.py) instead of the kernel sandbox. A user's model file travels
-// inside the document (`model_code`), so the coordinator reads no files.
+// Model campaigns (document "kind": "model", models/README.md): a model's profile, or its verify
+// with tuned kernels plugged in, on a worker, as one job per GPU model (common/job.h ModelTask) that
+// the worker runs with the model pipeline's Python (models/profile_model.py, verify_model.py)
+// instead of the kernel sandbox. A user's model file travels inside the document (`model_code`),
+// so the coordinator reads no files.
 //
-//   {"kind": "model", "name": "...", "task": "profile",
+//   {"kind": "model", "name": "...", "task": "profile" | "verify",
 //    "model": "examples/gpt2" | "examples/llama:7b-4l" | "hf:bert" | "<file name>",
 //    "model_code": "<the file's text>",   // exactly when "model" names a file (ends in .py)
 //    "backend": "cuda" | "cpu",           // the workers that run it
 //    "gpu_models": ["NVIDIA H200", ...],  // optional: one profile per model (cuda)
 //    "dtype": "bf16", "compile": false, "iters": 5, "warmup": 3,
-//    "timeout_ms": 600000, "tag": "...", "description": "..."}
-// Job ids: <campaign>-profile[-g<model index>]. Unknown keys are errors. Pure functions; thread-safe.
+//    "timeout_ms": 600000, "tag": "...", "description": "...",
+//    // verify only: the tuned kernels (the export of `autokernel best --export`, or its entries;
+//    // at most 1024), the profile's targets for the Amdahl prediction, the greedy decoding check;
+//    // "compile" (time torch.compile too) defaults to true, "iters" to 20, "warmup" to 5.
+//    // Kernels no faster than PyTorch's op where they were tuned are left out unless min_speedup
+//    // is lowered (0: plug every kernel in).
+//    "tuned": {...}, "targets": [...], "decode_tokens": 32, "min_speedup": 1.0}
+// Job ids: <campaign>-<task>[-g<model index>]. Unknown keys are errors. Pure functions; thread-safe.
 #pragma once
 
 #include <string>

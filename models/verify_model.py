@@ -177,7 +177,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.iters < 1 or a.warmup < 0 or a.decode_tokens < 0:
         ap.error("--iters must be at least 1, --warmup and --decode-tokens at least 0")
-    report = {"model": a.model, "device": a.device, "dtype": a.dtype, "torch": torch.__version__,
+    report = {"model": a.model, "device": a.device, "dtype": a.dtype, "mode": "verify", "torch": torch.__version__,
               "iters": a.iters, "warmup": a.warmup}
     if a.device.startswith("cuda"):
         if not torch.cuda.is_available():

@@ -152,6 +152,9 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
     if (lower(e.gpu_model) != gpu) why = "tuned on " + e.gpu_model + ", this worker is " + options_.caps.gpu_name;
     else if (!ours) why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(options_.backend);
     else if (!kernels::find(e.kernel_type)) why = "unknown kernel type '" + e.kernel_type + "'";
+    else if (e.m.speedup <= t.min_speedup)
+      why = "no faster than PyTorch's op where it was tuned (" + std::to_string(e.m.speedup).substr(0, 5) +
+            "x; min_speedup " + std::to_string(t.min_speedup).substr(0, 4) + ")";
     JobSpec job;
     if (why.empty()) {
       job.job_id = "verify-" + std::to_string(i);

@@ -1,5 +1,7 @@
 #include "coordinator/model_campaign.h"
 
+#include "common/tuning.h"
+
 #include <gtest/gtest.h>
 
 namespace ak {
@@ -55,7 +57,14 @@ TEST(ModelCampaign, EveryBadFieldIsRefusedNamingIt) {
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"model_code", "x"}}, "only for a model file"},
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"dtype", "fp8"}}, "'dtype' must be"},
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"iters", 0}}, "'iters' must be"},
-      {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "verify"}}, "'task' must be"},
+      {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "tune"}}, "'task' must be"},
+      {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "verify"}}, "needs 'tuned'"},
+      {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "verify"}, {"tuned", {{{"kernel_type", 1}}}}},
+       "'tuned' entry 0 is not a tuning entry"},
+      {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "verify"}, {"tuned", json::array()},
+        {"min_speedup", -1}},
+       "'min_speedup'"},
+      {{{"kind", "model"}, {"model", "examples/gpt2"}, {"tuned", json::array()}}, "'tuned' is for a verify task"},
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"backend", "triton"}}, "'backend'"},
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"backend", "cpu"}, {"gpu_models", {"NVIDIA H200"}}},
        "a cpu campaign runs on cpu workers"},
@@ -78,6 +87,41 @@ TEST(ModelCampaign, NamesTheDocumentAccepts) {
   for (const char* no :
        {"", "examples/", "examples/a/b", "examples/x:", "hf:", "hf:a b", "x.txt", "/abs.py", "a/b.py", "..py/"})
     EXPECT_NE(check_model_name(no), "") << no;
+}
+
+// A verify task takes the export document or its entries, defaults to timing torch.compile too, and
+// its job carries the entries and the profile's targets.
+TEST(ModelCampaign, AVerifyTaskCarriesTheTunedEntriesAndTargets) {
+  TunedEntry e;
+  e.kernel_type = "softmax";
+  e.backend = Backend::kCuda;
+  e.gpu_model = "NVIDIA H200";
+  e.dtype = DType::kBF16;
+  e.shape = {4096, 1024};
+  e.config = {{"AK_THREADS", 256}};
+  e.source = "src";
+  const json targets = json::array({{{"kernel_type", "softmax"}, {"shape", {4096, 1024}}, {"share", 0.1}}});
+  for (const json& tuned : {tuning_export({e}, 0), json::array({json(e)})}) {
+    auto plan = plan_model_campaign(
+        {{"kind", "model"}, {"task", "verify"}, {"model", "examples/gpt2"}, {"tuned", tuned}, {"targets", targets}}, "c",
+        0);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    ASSERT_EQ(plan->jobs.size(), 1u);
+    const JobSpec& j = plan->jobs[0];
+    EXPECT_EQ(j.job_id, "c-verify");
+    ASSERT_TRUE(j.model.has_value());
+    EXPECT_EQ(j.model->action, "verify");
+    EXPECT_TRUE(j.model->compile);
+    EXPECT_EQ(j.model->iters, 20);
+    ASSERT_EQ(j.model->tuned.size(), 1u);
+    EXPECT_EQ(j.model->tuned[0].get<TunedEntry>().shape, e.shape);
+    EXPECT_EQ(j.model->targets, targets);
+    EXPECT_EQ(j.model->min_speedup, 1.0);
+    // Through the wire and back.
+    const JobSpec back = json(j).get<JobSpec>();
+    EXPECT_EQ(back.model->tuned, j.model->tuned);
+    EXPECT_EQ(back.model->decode_tokens, 32);
+  }
 }
 
 }  // namespace
