@@ -63,6 +63,28 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
   for (const auto& r : rows->rows) passed += r.kernel_type != "model" && r.correctness == "PASS";
   EXPECT_GE(passed, int(campaign["targets"].size())) << "every study measures at least its starter";
 
+  // Verify: what the studies tuned, from the farm's tuning database, plugged into the model on a
+  // worker (every kernel, slower than PyTorch's or not: a correctness check of each).
+  const fs::path report = fs::path(farm.dir()) / "verify.json";
+  args = {"verify", "--model", "examples/llama:tiny", "--profile", out.string(), "--min-speedup", "0",
+          "--no-compile", "--decode-tokens", "4", "--json", report.string()};
+  args.insert(args.end(), common.begin(), common.end());
+  ASSERT_EQ(run_autokernel_to(args, table.string()), 0) << read_text(table.string());
+  EXPECT_NE(read_text(table.string()).find("outputs match"), std::string::npos) << read_text(table.string());
+  const json verified = json::parse(read_text(report.string()));
+  ASSERT_EQ(verified.size(), 1u);
+  const json& v = verified[0];
+  EXPECT_TRUE(v["outputs"]["pass"].get<bool>()) << v["outputs"].dump();
+  EXPECT_TRUE(v["decode"]["identical"].get<bool>()) << v["decode"].dump();
+  std::set<std::string> replaced;
+  for (const auto& x : v["replaced"]) replaced.insert(x["kernel_type"].get<std::string>());
+  EXPECT_TRUE(replaced.count("matmul")) << v["replaced"].dump();
+  // The decoder's RMSNorm uses eps 1e-5, the rmsnorm kernel 1e-6: PyTorch's op runs, and the
+  // report says why.
+  EXPECT_FALSE(replaced.count("rmsnorm")) << v["replaced"].dump();
+  EXPECT_NE(v["fallbacks"].dump().find("eps 1e-06"), std::string::npos) << v["fallbacks"].dump();
+  EXPECT_FALSE(v["predicted_speedup"].is_null());
+
   // A user's file (KernelBench's contract), a file that raises on import, and one that hangs.
   const std::string models = std::string(AK_SOURCE_DIR) + "/tests/models/models";
   args = {"profile", "--model", models + "/small_cnn.py"};
@@ -107,6 +129,34 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
   args = {"profile", "--model", "examples/gpt2:tiny"};
   args.insert(args.end(), common.begin(), common.end());
   EXPECT_EQ(run_autokernel_to(args, table.string()), 0) << read_text(table.string());
+}
+
+// `autokernel run --model`: the whole pipeline unattended on a farm `run` starts itself (a private
+// Redis, a coordinator and two CPU workers): profile, extract, the studies, verify, with the
+// reports written and the wall time printed.
+TEST(ModelFarmTest, RunModelDoesProfileExtractOptimizeAndVerifyUnattended) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("run_model_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path log = dir / "run.txt";
+  const int rc = run_autokernel_to({"run", "--model", "examples/gpt2:tiny", "--backend", "cpu", "--cpu-workers", "2",
+                                    "--budget-trials", "2", "--verify-iters", "3", "--no-compile", "--min-speedup",
+                                    "0", "--data-dir", (dir / "ak").string(), "--out", (dir / "out").string(),
+                                    "--metrics", "127.0.0.1:0"},
+                                   log.string());
+  const std::string printed = read_text(log.string());
+  ASSERT_EQ(rc, 0) << printed;
+  for (const char* step : {"== 1/4 profile", "== 2/4 extract", "== 3/4 optimize", "== 4/4 verify", "wall time: profile"})
+    EXPECT_NE(printed.find(step), std::string::npos) << step << "\n" << printed;
+  const json v = json::parse(read_text((dir / "out" / "verify.json").string()));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_TRUE(v[0]["outputs"]["pass"].get<bool>());
+  EXPECT_TRUE(v[0]["decode"]["identical"].get<bool>());
+  EXPECT_FALSE(v[0]["replaced"].empty());
+  EXPECT_TRUE(fs::exists(dir / "out" / "profile.json"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "model-study.json"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "results.tsv"));
+  fs::remove_all(dir);
 }
 
 }  // namespace
