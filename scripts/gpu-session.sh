@@ -11,6 +11,9 @@
 # confinement layers this host gives the worker, as this user and as an unprivileged one.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
+# "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
+# AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify, in
+# $OUT/pipeline/<model>.
 # AK_CTEST_TIMEOUT bounds the ctest step (default 560 s).
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
@@ -55,6 +58,18 @@ for step in $STEPS; do
         timeout 300 python3 models/profile_model.py --model "$m" --dtype bf16 --ceilings "$OUT/models/ceilings.json" \
           --out "$OUT/models/$f.json" > "$OUT/models/$f.txt" 2> "$OUT/models/$f.log"
         rc=$?; echo "profile $m rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms"; head -16 "$OUT/models/$f.txt"; tail -1 "$OUT/models/$f.txt"
+      done ;;
+    pipeline)
+      # Issue 20's must-show: the whole model pipeline unattended (profile, extract, the studies,
+      # verify against eager and torch.compile), one farm per model; its reports and wall time.
+      for m in ${AK_PIPELINE_MODELS:-examples/gpt2}; do
+        f=$(echo "$m" | tr '/:' '__'); d="$OUT/pipeline/$f"; mkdir -p "$d"
+        t0=$(date +%s%N)
+        (cd "$d" && timeout "${AK_PIPELINE_TIMEOUT:-540}" "$B/bin/autokernel" run --model "$m" \
+          --budget-trials "${AK_PIPELINE_TRIALS:-16}" --data-dir "$d/.ak" --out "$d") > "$d/run.log" 2>&1
+        rc=$?; echo "run --model $m rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+        grep -v "^\s*$" "$d/run.log" | grep -v "\r" | grep -v "^PASS\|^FAIL" | tail -40
+        rm -rf "$d/.ak"
       done ;;
     confine)
       # What a worker started here would get, then what one started by an ordinary user would.
