@@ -14,11 +14,12 @@
 // parameters, its spec the launch geometry), so call() accepts only inputs of the kind the
 // harness makes for that shape (sizes, dtype, contiguous, on the manifest's device) and refuses
 // anything else with an error naming what differs; the caller falls back to PyTorch's op.
-// The output is allocated by the type's harness (make_output). cuda launches go to the default
-// stream (PyTorch's current stream unless the caller changed it).
+// The output is allocated by the type's harness (make_output). cuda launches go to PyTorch's
+// current stream, so the kernels order with the model's other ops and can be captured in a graph.
 //
 // Not thread-safe: one model on one thread, as verify_model.py runs it.
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <nlohmann/json.hpp>
@@ -161,6 +162,8 @@ at::Tensor call(int64_t index, std::vector<at::Tensor> inputs) {
              e.device.str());
   }
   at::Tensor out = e.harness->make_output(inputs);
+  if (e.device.is_cuda())  // PyTorch's current stream on the inputs' device, as its own ops use
+    e.candidate->set_stream(c10::cuda::getCurrentCUDAStream(inputs.at(0).device().index()).stream());
   try {
     e.candidate->launch(inputs, out, e.shape);
   } catch (const sandbox::StageError& err) {

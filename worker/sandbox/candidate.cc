@@ -59,6 +59,7 @@ class CudaCandidate final : public Candidate {
       : drv_(drv), mod_(mod), fn_(fn), spec_(spec), config_(std::move(config)), dtype_(dtype),
         max_threads_(max_threads), max_shared_(max_shared), th_(th) {}
   ~CudaCandidate() override { drv_.cuModuleUnload(mod_); }
+  void set_stream(void* stream) override { stream_ = static_cast<CUstream>(stream); }
 
   void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
     // The harness, not the candidate, decides the launch: geometry from the kernel type's
@@ -98,7 +99,7 @@ class CudaCandidate final : public Candidate {
     if (spec_.workspace_bytes) params.add_pointer(workspace);
     if (phases > 1) params.add_i64(phase);
     CUresult r = drv_.cuLaunchKernel(fn_, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
-                                     g.shared_bytes, /*default stream*/ nullptr, params.args(), nullptr);
+                                     g.shared_bytes, stream_, params.args(), nullptr);
     if (r != CUDA_SUCCESS)
       fail("", "cuLaunchKernel failed (" + (phases > 1 ? "phase " + std::to_string(phase) + ", " : std::string()) +
                    what + "): " + drv_.error_text(r));
@@ -115,6 +116,7 @@ class CudaCandidate final : public Candidate {
   unsigned granted_shared_ = 48 * 1024;
   const kernels::TorchHarness* th_;
   at::Tensor workspace_;  // grown to the largest shape's spec_.workspace_bytes, kept across calls
+  CUstream stream_ = nullptr;
 };
 
 // A Triton kernel compiled by worker/triton/compile.py: one or two builds (generic, and one that
@@ -141,6 +143,7 @@ class TritonCandidate final : public Candidate {
   ~TritonCandidate() override {
     for (Build& b : builds_) drv_.cuModuleUnload(b.mod);
   }
+  void set_stream(void* stream) override { stream_ = static_cast<CUstream>(stream); }
 
   void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
     kernels::KernelParams params;
@@ -161,8 +164,8 @@ class TritonCandidate final : public Candidate {
                              std::to_string(g.grid[2]) + ", block " + std::to_string(b->block) + ", " +
                              std::to_string(b->shared_bytes) + " B dynamic shared memory";
     grant_dynamic_shared(drv_, b->fn, b->shared_bytes, max_shared_, b->granted_shared, what);
-    CUresult r = drv_.cuLaunchKernel(b->fn, g.grid[0], g.grid[1], g.grid[2], b->block, 1, 1, b->shared_bytes,
-                                     /*default stream*/ nullptr, params.args(), nullptr);
+    CUresult r = drv_.cuLaunchKernel(b->fn, g.grid[0], g.grid[1], g.grid[2], b->block, 1, 1, b->shared_bytes, stream_,
+                                     params.args(), nullptr);
     if (r != CUDA_SUCCESS) fail("", "cuLaunchKernel failed (" + what + "): " + drv_.error_text(r));
   }
 
@@ -174,6 +177,7 @@ class TritonCandidate final : public Candidate {
   DType dtype_;
   int max_shared_;
   const kernels::TorchHarness* th_;
+  CUstream stream_ = nullptr;
 };
 
 CUresult load_module(const CudaDriver& drv, const std::string& cubin, const std::string& name,

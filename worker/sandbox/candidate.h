@@ -4,8 +4,8 @@
 // Shared by the sandbox's harness (worker/sandbox/harness.cc) and the torch library that plugs
 // tuned kernels into a running model (models/plug/ops.cc). libtorch translation units only.
 //
-// Launches go to the CUDA default (legacy) stream, which is also PyTorch's current stream unless a
-// caller changes it. A Candidate is not thread-safe; it must not outlive the CudaDriver it uses.
+// Launches go to the CUDA default (legacy) stream unless set_stream() names another (the torch
+// library passes PyTorch's current stream). A Candidate is not thread-safe; it must not outlive the CudaDriver it uses.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -41,6 +41,9 @@ class Candidate {
  public:
   virtual ~Candidate() = default;
   virtual void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) = 0;
+  // cuda and triton: the stream later launches go to (a CUstream; nullptr, the default, is the
+  // legacy default stream). cpu: ignored.
+  virtual void set_stream(void* stream) {}
 };
 
 // The device a cuda or Triton candidate is loaded on; its context must be current on the calling
