@@ -1,5 +1,6 @@
 // autokernel: the farm's one command line. main only parses and dispatches.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
@@ -318,6 +319,9 @@ int main(int argc, char** argv) {
   cal->add_flag("--json", ca.json, "print the ceilings as JSON");
 
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stderr: stdout carries what a command prints (tables, --json documents, the
+  // coordinator's READY line), so `autokernel calibrate --json | jq` and pipes read clean output.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("autokernel"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%P] %v");
   // Warnings and errors reach a piped or redirected log at once, not when a buffer fills (or
