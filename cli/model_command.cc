@@ -165,6 +165,11 @@ void print_verify(const json& r) {
       std::printf("%-8s %12.1f %10.1f %10.1f %8.3fx\n", v, m, num(t[v], "p10_us"), num(t[v], "p90_us"),
                   m > 0 ? eager / m : 0.0);
     }
+  if (r.contains("graph_time") && r["graph_time"].contains("speedup")) {
+    const json& g = r["graph_time"];
+    std::printf("device time (each forward in a CUDA graph): eager %.1f us, tuned %.1f us, %.3fx\n",
+                num(g["eager"], "median_us"), num(g["tuned"], "median_us"), num(g, "speedup"));
+  }
   if (r.contains("predicted_speedup") && r["predicted_speedup"].is_number())
     std::printf("predicted (Amdahl over the replaced kernels) %.3fx; measured %.3fx against eager%s\n",
                 num(r, "predicted_speedup"), num(r, "speedup_vs_eager"),

@@ -17,6 +17,8 @@ In one process on one device, with the same weights and inputs (models/README.md
   3. time: eager, torch.compile (unless --no-compile) and the tuned model, interleaved round by
      round, each forward timed alone (CUDA events after a synchronize; on the CPU the wall clock),
      medians with p10 and p90.
+     On CUDA also the device time of eager and tuned: each forward captured in a CUDA graph and
+     replayed, so the host's launches are out of the figure ("graph_time").
   4. the Amdahl prediction from the profile's shares and the tuned kernels' speedups,
      1 / (1 - sum f (1 - 1/s)) over the targets whose kernel was used, beside the measured speedup.
 
@@ -148,6 +150,10 @@ def table(r):
         if name in t:
             lines.append(f"{name:<10} {t[name]['median_us']:>12.1f} {t[name]['p10_us']:>10.1f} "
                          f"{t[name]['p90_us']:>10.1f} {t['eager']['median_us'] / t[name]['median_us']:>7.3f}x")
+    g = r.get("graph_time", {})
+    if "speedup" in g:
+        lines.append(f"device time (CUDA graphs): eager {g['eager']['median_us']:.1f} us, tuned "
+                     f"{g['tuned']['median_us']:.1f} us, {g['speedup']:.3f}x")
     if r.get("predicted_speedup"):
         lines.append(f"predicted (Amdahl) {r['predicted_speedup']:.3f}x, measured {r['speedup_vs_eager']:.3f}x "
                      f"against eager")
@@ -181,7 +187,7 @@ def main(argv=None):
               "iters": a.iters, "warmup": a.warmup}
     if a.device.startswith("cuda"):
         if not torch.cuda.is_available():
-            return _fail(a.out, report, 3, f"device {a.device} requested but CUDA is not available here")
+            return model_loader.fail(a.out, report, 3, f"device {a.device} requested but CUDA is not available here")
         report["gpu"] = torch.cuda.get_device_name(torch.device(a.device))
     profile = {}
     if a.profile:
@@ -196,23 +202,23 @@ def main(argv=None):
         model, inputs, label = model_loader.load(a.model, a.device, a.dtype)
         report["model"] = label
     except model_loader.ModelError as e:
-        return _fail(a.out, report, 3, str(e))
+        return model_loader.fail(a.out, report, 3, str(e))
     except Exception as e:
-        return _fail(a.out, report, 3, f"{a.model} cannot be built: " + model_loader.describe(e))
+        return model_loader.fail(a.out, report, 3, f"{a.model} cannot be built: " + model_loader.describe(e))
     try:
         p = plug.Plug(a.manifest, a.ops_lib)
     except Exception as e:  # the farm's own files: a bad manifest or library is a verify failure
-        return _fail(a.out, report, 6, "cannot load the tuned kernels: " + model_loader.describe(e))
+        return model_loader.fail(a.out, report, 6, "cannot load the tuned kernels: " + model_loader.describe(e))
     report["kernels"] = [{k: e.get(k) for k in ("kernel_type", "shape", "dtype", "backend", "config", "speedup",
                                                 "latency_us", "baseline_us")} for e in p.entries]
     try:
         with torch.inference_mode():
             report.update(_run(a, model, inputs, p, profile))
     except torch.cuda.OutOfMemoryError as e:
-        return _fail(a.out, report, 4, f"{report['model']}: " + model_loader.describe(e))
+        return model_loader.fail(a.out, report, 4, f"{report['model']}: " + model_loader.describe(e))
     except Exception as e:
-        return _fail(a.out, report, 5, f"{report['model']} raised while running: " + model_loader.describe(e))
-    _write(a.out, report)
+        return model_loader.fail(a.out, report, 5, f"{report['model']} raised while running: " + model_loader.describe(e))
+    model_loader.write_report(a.out, report)
     print(table(report))
     if not report["outputs"]["pass"]:
         print(f"{report['model']}: the tuned model's outputs differ from the reference: error "
@@ -278,24 +284,47 @@ def _run(a, model, inputs, p, profile):
     r["speedup_vs_eager"] = eager / r["time"]["tuned"]["median_us"]
     if "compile" in r["time"]:
         r["speedup_vs_compile"] = r["time"]["compile"]["median_us"] / r["time"]["tuned"]["median_us"]
+    if timer.cuda:
+        r["graph_time"] = _graph_times(model, inputs, p, a)
     pred, rows = _prediction(profile, p, used)
     r["predicted_speedup"] = pred
     r["prediction"] = rows
     return r
 
 
-def _write(path, report):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(tmp, path)
-
-
-def _fail(path, report, code, message):
-    report["error"] = message
-    _write(path, report)
-    print(message, file=sys.stderr)
-    return code
+def _graph_times(model, inputs, p, a):
+    """Device time of one forward, eager and tuned: each captured once in a CUDA graph and replayed,
+    so the host's launches are out of the figure (a forward at batch 1 is often bound by them).
+    The tuned kernels launch on PyTorch's current stream and are captured with the rest."""
+    out = {}
+    for name in ("eager", "tuned"):
+        try:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.stream(stream):
+                if name == "tuned":
+                    with p:
+                        model(*inputs)  # fills the weight cache outside the capture
+                        with torch.cuda.graph(graph, stream=stream):
+                            model(*inputs)
+                else:
+                    model(*inputs)
+                    with torch.cuda.graph(graph, stream=stream):
+                        model(*inputs)
+            torch.cuda.current_stream().wait_stream(stream)
+            timer = Timer(a.device)
+            for _ in range(a.warmup):
+                graph.replay()
+            out[name] = _stats([timer(graph.replay) for _ in range(a.iters)])
+            del graph
+        except Exception as e:  # a model that cannot be captured (host syncs, dynamic shapes)
+            out[name] = {"error": model_loader.describe(e)}
+    if "median_us" in out.get("eager", {}) and "median_us" in out.get("tuned", {}):
+        out["speedup"] = out["eager"]["median_us"] / out["tuned"]["median_us"]
+    out["protocol"] = ("each variant's forward captured once in a CUDA graph, then replayed: "
+                       f"{a.warmup} warm-up replays, {a.iters} timed alone; medians")
+    return out
 
 
 if __name__ == "__main__":
