@@ -12,6 +12,7 @@ dtype and everything is moved to its device; integer inputs (token ids) keep the
 Every failure is a ModelError whose message names the cause and the model.
 """
 import importlib.util
+import json
 import os
 import sys
 import traceback
@@ -137,6 +138,22 @@ def describe(exc):
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return "the model ran out of GPU memory: " + str(exc).split("\n")[0]
     return f"{type(exc).__name__}: {exc}"
+
+
+def write_report(path, report):
+    """Writes a step's JSON report beside and renames it, so no reader sees half of one."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, path)
+
+
+def fail(path, report, code, message):
+    """A step's failure: the report with its "error", the message on stderr; returns the exit code."""
+    report["error"] = message
+    write_report(path, report)
+    print(message, file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -257,7 +257,7 @@ def main(argv=None):
               "ceilings": {"tflops": a.peak_tflops, "gbps": a.peak_gbps}}
     if a.device.startswith("cuda"):
         if not torch.cuda.is_available():
-            return _fail(a.out, report, 3, f"device {a.device} requested but CUDA is not available here")
+            return model_loader.fail(a.out, report, 3, f"device {a.device} requested but CUDA is not available here")
         report["gpu"] = torch.cuda.get_device_name(torch.device(a.device))
 
     torch.manual_seed(a.seed)
@@ -269,36 +269,22 @@ def main(argv=None):
             model = torch.compile(model)
         groups, total, attributed = profile(model, inputs, a.device, a.dtype, a.iters, a.warmup)
     except model_loader.ModelError as e:
-        return _fail(a.out, report, 3, str(e))
+        return model_loader.fail(a.out, report, 3, str(e))
     except torch.cuda.OutOfMemoryError as e:
-        return _fail(a.out, report, 4, f"{report['model']}: " + model_loader.describe(e))
+        return model_loader.fail(a.out, report, 4, f"{report['model']}: " + model_loader.describe(e))
     except Exception as e:
-        return _fail(a.out, report, 5, f"{report['model']} raised while running: " + model_loader.describe(e))
+        return model_loader.fail(a.out, report, 5, f"{report['model']} raised while running: " + model_loader.describe(e))
     report.update(summarize(groups, total, attributed, a.iters, a.peak_tflops, a.peak_gbps))
     if a.compile and not a.device.startswith("cuda"):
         # Inductor's generated C++ kernels are neither ATen ops nor recorded: only the ATen ops left
         # in the compiled graph (extern kernels such as mm and attention) are seen and counted.
         report["note"] = ("torch.compile on the CPU: inductor's generated kernels are invisible to the profiler; "
                           "the profile covers the ATen ops left in the graph only")
-    _write(a.out, report)
+    model_loader.write_report(a.out, report)
     print(table(report))
     if "note" in report:
         print("note: " + report["note"])
     return 0
-
-
-def _write(path, report):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(tmp, path)
-
-
-def _fail(path, report, code, message):
-    report["error"] = message
-    _write(path, report)
-    print(message, file=sys.stderr)
-    return code
 
 
 if __name__ == "__main__":
