@@ -91,6 +91,9 @@ class Farm {
     std::string cb = clients_ep_.empty() ? "tcp://127.0.0.1:*" : clients_ep_;
     ChildProcess::Options o;
     o.capture_stdout = true;
+    // Its log (stderr), across restarts.
+    o.output_path = dir_ + "/coordinator.log";
+    o.append_output = true;
     std::vector<std::string> argv = {bin("autokernel"),
                                      "--log-level",
                                      "warn",
@@ -127,14 +130,18 @@ class Farm {
   }
 
   // The coordinator's log lines (its stdout after the READY line) that have arrived so far.
+  // What the coordinator printed (stdout, drained) and every line of its log so far (stderr).
   std::vector<std::string> coordinator_output() {
     std::vector<std::string> lines;
     for (;;) {
       // read_line looks at the pipe only while its time (in whole ms) is not up.
       auto line = coordinator_->read_line(std::chrono::milliseconds(20));
-      if (!line.ok() || !line->has_value()) return lines;
+      if (!line.ok() || !line->has_value()) break;
       lines.push_back(**line);
     }
+    std::ifstream log(dir_ + "/coordinator.log");
+    for (std::string l; std::getline(log, l);) lines.push_back(l);
+    return lines;
   }
 
   void kill_coordinator() {
