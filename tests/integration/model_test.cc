@@ -133,29 +133,38 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
 
 // `autokernel run --model`: the whole pipeline unattended on a farm `run` starts itself (a private
 // Redis, a coordinator and two CPU workers): profile, extract, the studies, verify, with the
-// reports written and the wall time printed.
+// reports written and the wall time printed; for an example language model and for a user's file
+// that is not among the examples (a small CNN in KernelBench's contract).
 TEST(ModelFarmTest, RunModelDoesProfileExtractOptimizeAndVerifyUnattended) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("run_model_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path log = dir / "run.txt";
-  const int rc = run_autokernel_to({"run", "--model", "examples/gpt2:tiny", "--backend", "cpu", "--cpu-workers", "2",
-                                    "--budget-trials", "2", "--verify-iters", "3", "--no-compile", "--min-speedup",
-                                    "0", "--data-dir", (dir / "ak").string(), "--out", (dir / "out").string(),
-                                    "--metrics", "127.0.0.1:0"},
-                                   log.string());
-  const std::string printed = read_text(log.string());
-  ASSERT_EQ(rc, 0) << printed;
-  for (const char* step : {"== 1/4 profile", "== 2/4 extract", "== 3/4 optimize", "== 4/4 verify", "wall time: profile"})
-    EXPECT_NE(printed.find(step), std::string::npos) << step << "\n" << printed;
-  const json v = json::parse(read_text((dir / "out" / "verify.json").string()));
-  ASSERT_EQ(v.size(), 1u);
-  EXPECT_TRUE(v[0]["outputs"]["pass"].get<bool>());
-  EXPECT_TRUE(v[0]["decode"]["identical"].get<bool>());
-  EXPECT_FALSE(v[0]["replaced"].empty());
-  EXPECT_TRUE(fs::exists(dir / "out" / "profile.json"));
-  EXPECT_TRUE(fs::exists(dir / "out" / "model-study.json"));
-  EXPECT_TRUE(fs::exists(dir / "out" / "results.tsv"));
+  const std::string cnn = std::string(AK_SOURCE_DIR) + "/tests/models/models/small_cnn.py";
+  for (const std::string& model : {std::string("examples/gpt2:tiny"), cnn}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const fs::path log = dir / "run.txt";
+    const int rc = run_autokernel_to({"run", "--model", model, "--backend", "cpu", "--cpu-workers", "2",
+                                      "--budget-trials", "2", "--verify-iters", "3", "--no-compile", "--min-speedup",
+                                      "0", "--data-dir", (dir / "ak").string(), "--out", (dir / "out").string(),
+                                      "--metrics", "127.0.0.1:0"},
+                                     log.string());
+    const std::string printed = read_text(log.string());
+    ASSERT_EQ(rc, 0) << model << "\n" << printed;
+    for (const char* step :
+         {"== 1/4 profile", "== 2/4 extract", "== 3/4 optimize", "== 4/4 verify", "wall time: profile"})
+      EXPECT_NE(printed.find(step), std::string::npos) << model << ": " << step << "\n" << printed;
+    const json v = json::parse(read_text((dir / "out" / "verify.json").string()));
+    ASSERT_EQ(v.size(), 1u) << model;
+    EXPECT_TRUE(v[0]["outputs"]["pass"].get<bool>()) << model << v[0]["outputs"].dump();
+    EXPECT_FALSE(v[0]["replaced"].empty()) << model << v[0].dump();
+    if (model == cnn) {
+      EXPECT_FALSE(v[0].contains("decode")) << "not a language model";
+    } else {
+      EXPECT_TRUE(v[0]["decode"]["identical"].get<bool>());
+    }
+    EXPECT_TRUE(fs::exists(dir / "out" / "profile.json"));
+    EXPECT_TRUE(fs::exists(dir / "out" / "model-study.json"));
+    EXPECT_TRUE(fs::exists(dir / "out" / "results.tsv"));
+  }
   fs::remove_all(dir);
 }
 

@@ -261,5 +261,20 @@ TEST_F(ModelJobRunnerTest, AVerifyWithAWrongKernelFailsAtStageVerify) {
   EXPECT_FALSE(r->model.at("outputs").at("pass").get<bool>());
 }
 
+// A verify of a model file that raises on import fails at stage "model" with the cause, and the
+// runner serves the next job.
+TEST_F(ModelJobRunnerTest, AVerifyOfAModelThatCannotBeLoadedFailsNamingTheCause) {
+  make();
+  protocol::Job j = verify_job("vb", nlohmann::json::array({tuned("matmul", {64, 192, 64})}));
+  j.spec.model->model = "broken.py";
+  j.spec.model->model_code = "import torch\nraise ImportError('no such layer')\n";
+  start(j);
+  auto r = wait("vb");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, ResultStatus::kFail);
+  EXPECT_EQ(r->stage, "model");
+  EXPECT_NE(r->reason.find("ImportError: no such layer"), std::string::npos) << r->reason;
+}
+
 }  // namespace
 }  // namespace ak
