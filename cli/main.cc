@@ -9,6 +9,9 @@ int main(int argc, char** argv) {
   using namespace ak::cli;
   CLI::App app{"autokernel: a farm of GPU workers that search for faster kernels and verify and time every candidate"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("autokernel ") + AK_VERSION);
+  // Options of the app (--log-level) also after the subcommand: `autokernel status --log-level debug`.
+  app.fallthrough();
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
 
@@ -211,7 +214,7 @@ int main(int argc, char** argv) {
   };
   auto* kbb = kbc->add_subcommand("baseline", "Eager and torch.compile baselines of every selected problem (results/timing/<hardware>/)");
   add_kb(kbb);
-  kbb->add_option("--modes", kb.baselines, "eager, compile, compile-max-autotune ...")->capture_default_str();
+  kbb->add_option("--modes", kb.baselines, "eager, compile, compile-max-autotune ... (repeat the option for each)")->capture_default_str();
   kbb->add_flag("--skip-measured", kb.skip_measured,
                 "leave out the problems that the baseline files in --out hold in every mode of --modes for the one "
                 "--gpu-model (cpu on cpu workers), so a sweep stopped part-way goes on where it stopped");

@@ -54,6 +54,12 @@ std::vector<const KernelSpec*> all() {
   return out;
 }
 
+std::string type_names() {
+  std::string out;
+  for (const KernelSpec* k : all()) out += (out.empty() ? "" : ", ") + k->name;
+  return out;
+}
+
 std::vector<std::map<std::string, int64_t>> enumerate_space(const std::vector<Tunable>& space) {
   std::vector<std::map<std::string, int64_t>> out;
   for (const Tunable& t : space)

@@ -108,6 +108,8 @@ struct KernelSpec {
 // nullptr if unknown.
 const KernelSpec* find(std::string_view name);
 std::vector<const KernelSpec*> all();
+// Every type's name, comma-separated ("softmax, reduce, ..."), for error messages.
+std::string type_names();
 
 // Every point of the space (cartesian product), in a stable order.
 std::vector<std::map<std::string, int64_t>> enumerate_space(const std::vector<Tunable>& space);
