@@ -136,8 +136,8 @@ int profile(const ClientArgs& c, const ProfileArgs& a);
 // autokernel verify (cli/model_command.cc): the tuned kernels plugged into the model on a worker;
 // outputs, greedy decoding and end-to-end time against eager and torch.compile (models/README.md).
 struct VerifyArgs {
-  std::string model;  // as ProfileArgs::model
-  std::string tuned;  // `autokernel best --export` output; empty: the farm's whole tuning database
+  std::string model;    // as ProfileArgs::model
+  std::string tuned;    // `autokernel best --export` output; empty: the farm's whole tuning database
   std::string profile;  // `autokernel profile --json` output, for the Amdahl prediction; may be empty
   std::string backend = "cuda";
   std::string gpu_model;
@@ -182,7 +182,7 @@ struct RunArgs {
   std::string model;
   std::string dtype = "bf16";  // the model's; fp32 on the cpu backend unless given
   bool dtype_given = false;
-  int budget_trials = 32;      // per study
+  int budget_trials = 32;  // per study
   double min_share = 0.005;
   int verify_iters = 20;
   double min_speedup = 1.0;

@@ -1,7 +1,7 @@
 // autokernel: the farm's one command line. main only parses and dispatches.
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 
@@ -27,10 +27,13 @@ int main(int argc, char** argv) {
   run->add_option("--model", run_args.model,
                   "instead of campaigns: profile -> extract -> optimize -> verify this model (a model file, "
                   "examples/NAME[:CONFIG] or hf:ARCH; models/README.md)");
-  auto* run_dtype = run->add_option("--dtype", run_args.dtype, "--model: fp32, fp16 or bf16 (default bf16; fp32 on the cpu backend)");
+  auto* run_dtype =
+      run->add_option("--dtype", run_args.dtype, "--model: fp32, fp16 or bf16 (default bf16; fp32 on the cpu backend)");
   run->add_option("--budget-trials", run_args.budget_trials, "--model: trials per study")->capture_default_str();
-  run->add_option("--min-share", run_args.min_share, "--model: leave out targets with a smaller share")->capture_default_str();
-  run->add_option("--verify-iters", run_args.verify_iters, "--model: timed rounds of the verify")->capture_default_str();
+  run->add_option("--min-share", run_args.min_share, "--model: leave out targets with a smaller share")
+      ->capture_default_str();
+  run->add_option("--verify-iters", run_args.verify_iters, "--model: timed rounds of the verify")
+      ->capture_default_str();
   run->add_flag("!--no-compile", run_args.verify_compile, "--model: do not time torch.compile in the verify");
   run->add_option("--min-speedup", run_args.min_speedup,
                   "--model: plug in only kernels faster than PyTorch's op by more than this; 0: all")
@@ -214,7 +217,8 @@ int main(int argc, char** argv) {
   };
   auto* kbb = kbc->add_subcommand("baseline", "Eager and torch.compile baselines of every selected problem (results/timing/<hardware>/)");
   add_kb(kbb);
-  kbb->add_option("--modes", kb.baselines, "eager, compile, compile-max-autotune ... (repeat the option for each)")->capture_default_str();
+  kbb->add_option("--modes", kb.baselines, "eager, compile, compile-max-autotune ... (repeat the option for each)")
+      ->capture_default_str();
   kbb->add_flag("--skip-measured", kb.skip_measured,
                 "leave out the problems that the baseline files in --out hold in every mode of --modes for the one "
                 "--gpu-model (cpu on cpu workers), so a sweep stopped part-way goes on where it stopped");
@@ -278,7 +282,8 @@ int main(int argc, char** argv) {
   auto* ver = app.add_subcommand("verify",
                                  "The tuned kernels plugged into a model on a worker: outputs, greedy decoding, "
                                  "end-to-end time against eager and torch.compile");
-  ver->add_option("--model", va.model, "a model file (models/README.md), examples/NAME[:CONFIG] or hf:ARCH")->required();
+  ver->add_option("--model", va.model, "a model file (models/README.md), examples/NAME[:CONFIG] or hf:ARCH")
+      ->required();
   ver->add_option("--tuned", va.tuned, "`autokernel best --export` output; default: the farm's tuning database");
   ver->add_option("--profile", va.profile, "`autokernel profile --json` output, for the Amdahl prediction");
   ver->add_option("--backend", va.backend, "the workers that run it: cuda or cpu")->capture_default_str();

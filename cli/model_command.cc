@@ -108,8 +108,7 @@ std::optional<std::vector<pr::ResultRow>> run_model_campaign(CoordinatorClient& 
     std::cerr << "autokernel " << verb << ": campaign rejected: " << sub.status().message() << "\n";
     return std::nullopt;
   }
-  std::cerr << "campaign " << sub->campaign_id << " (" << sub->name << "): " << sub->jobs << " " << verb
-            << " job(s)\n";
+  std::cerr << "campaign " << sub->campaign_id << " (" << sub->name << "): " << sub->jobs << " " << verb << " job(s)\n";
   // A job no connected worker can run waits until one connects: say so rather than wait silently.
   if (auto st = client.status(); st.ok()) {
     bool runnable = false;
@@ -144,10 +143,10 @@ double num(const json& j, const char* k) { return j.contains(k) && j[k].is_numbe
 
 void print_verify(const json& r) {
   const json& o = r.value("outputs", json::object());
-  std::printf("%s on %s, %s: outputs %s (error %.3g; the original's %.3g; limit %.3g)\n",
-              r.value("model", "?").c_str(), r.value("gpu", r.value("device", "?")).c_str(),
-              r.value("dtype", "?").c_str(), o.value("pass", false) ? "match" : "DIFFER", num(o, "tuned_error"),
-              num(o, "original_error"), num(o, "limit"));
+  std::printf("%s on %s, %s: outputs %s (error %.3g; the original's %.3g; limit %.3g)\n", r.value("model", "?").c_str(),
+              r.value("gpu", r.value("device", "?")).c_str(), r.value("dtype", "?").c_str(),
+              o.value("pass", false) ? "match" : "DIFFER", num(o, "tuned_error"), num(o, "original_error"),
+              num(o, "limit"));
   if (r.contains("decode") && r["decode"].is_object()) {
     const json& d = r["decode"];
     if (d.value("identical", false))
@@ -171,11 +170,12 @@ void print_verify(const json& r) {
                 num(g["eager"], "median_us"), num(g["tuned"], "median_us"), num(g, "speedup"));
   }
   if (r.contains("predicted_speedup") && r["predicted_speedup"].is_number())
-    std::printf("predicted (Amdahl over the replaced kernels) %.3fx; measured %.3fx against eager%s\n",
-                num(r, "predicted_speedup"), num(r, "speedup_vs_eager"),
-                r.contains("speedup_vs_compile")
-                    ? (", " + std::to_string(num(r, "speedup_vs_compile")).substr(0, 5) + "x against torch.compile").c_str()
-                    : "");
+    std::printf(
+        "predicted (Amdahl over the replaced kernels) %.3fx; measured %.3fx against eager%s\n",
+        num(r, "predicted_speedup"), num(r, "speedup_vs_eager"),
+        r.contains("speedup_vs_compile")
+            ? (", " + std::to_string(num(r, "speedup_vs_compile")).substr(0, 5) + "x against torch.compile").c_str()
+            : "");
   int calls = 0;
   for (const auto& x : r.value("replaced", json::array())) calls += x.value("calls_per_forward", 0);
   std::printf("replaced %d calls per forward:\n", calls);
@@ -254,8 +254,7 @@ json profile_targets(const json& doc) {
   return json::array();
 }
 
-int verify_with(CoordinatorClient& client, const VerifyArgs& a, const json& tuned, const json& targets,
-                json& reports) {
+int verify_with(CoordinatorClient& client, const VerifyArgs& a, const json& tuned, const json& targets, json& reports) {
   json doc = {{"kind", "model"},
               {"task", "verify"},
               {"backend", a.backend},
@@ -462,12 +461,13 @@ int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string&
   v.iters = a.verify_iters;
   v.min_speedup = a.min_speedup;
   json reports = json::array();
-  const int rc = verify_with(client, v, tuning_export(best->entries, 0), prow.model->raw.value("targets", json::array()),
-                             reports);
+  const int rc =
+      verify_with(client, v, tuning_export(best->entries, 0), prow.model->raw.value("targets", json::array()), reports);
   (void)write_reports(out_dir + "/verify.json", reports);
-  std::printf("wall time: profile %.1f s, optimize %.1f s, verify %.1f s, total %.1f s; reports in %s "
-              "(profile.json, model-study.json, verify.json)\n",
-              profile_s, optimize_s, seconds(t3), seconds(t0), out_dir.c_str());
+  std::printf(
+      "wall time: profile %.1f s, optimize %.1f s, verify %.1f s, total %.1f s; reports in %s "
+      "(profile.json, model-study.json, verify.json)\n",
+      profile_s, optimize_s, seconds(t3), seconds(t0), out_dir.c_str());
   return rc;
 }
 

@@ -96,15 +96,15 @@ struct ModelTask {
   std::string dtype = "bf16";      // "fp32" | "fp16" | "bf16": the model's parameters and inputs
   // profile: profile torch.compile(model) instead of eager; verify: also time torch.compile(model).
   bool compile = false;
-  int iters = 5;                   // profiled (verify: timed) iterations
-  int warmup = 3;                  // iterations before
+  int iters = 5;   // profiled (verify: timed) iterations
+  int warmup = 3;  // iterations before
   // verify only (JSON keys written when set):
   // "tuned": the tuned kernels to plug in, entries of the tuning database export (common/tuning.h
   // TunedEntry); the worker uses those of its own GPU model and backend.
   nlohmann::json tuned = nlohmann::json::array();
   // "targets": the profile's targets (their shares), for the Amdahl prediction; may be empty.
   nlohmann::json targets = nlohmann::json::array();
-  int decode_tokens = 32;          // greedy decoding check for a language model; 0: none
+  int decode_tokens = 32;  // greedy decoding check for a language model; 0: none
   // Plug in only kernels whose tuned speedup over PyTorch's op (as the sandbox measured it) is
   // above this; 0 plugs every kernel (a correctness check of all of them).
   double min_speedup = 1.0;

@@ -176,7 +176,8 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
     if (!doc.contains("kernel_type")) return Status::invalid("campaign lacks 'kernel_type' (e.g. \"softmax\")");
     const std::string type = doc.at("kernel_type").get<std::string>();
     const kernels::KernelSpec* spec = kernels::find(type);
-    if (!spec) return Status::invalid("unknown kernel_type '" + type + "'; the kernel types are " + kernels::type_names());
+    if (!spec)
+      return Status::invalid("unknown kernel_type '" + type + "'; the kernel types are " + kernels::type_names());
     const std::string backend_s = doc.value("backend", "cpu");
     auto backend = parse_backend(backend_s);
     if (!backend) return Status::invalid("unknown backend '" + backend_s + "'; expected cpu, cuda or triton");

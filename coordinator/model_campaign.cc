@@ -11,9 +11,9 @@ using nlohmann::json;
 
 namespace {
 
-const std::set<std::string> kKeys = {"kind",   "name",       "task",        "model", "model_code", "backend",
-                                     "gpu_models", "dtype", "compile",  "iters",       "warmup", "timeout_ms",
-                                     "description", "tag", "tuned",     "targets",     "decode_tokens", "min_speedup"};
+const std::set<std::string> kKeys = {"kind",        "name",  "task",    "model",   "model_code",    "backend",
+                                     "gpu_models",  "dtype", "compile", "iters",   "warmup",        "timeout_ms",
+                                     "description", "tag",   "tuned",   "targets", "decode_tokens", "min_speedup"};
 constexpr size_t kMaxTuned = 1024;  // tuned kernels of one verify job
 
 bool plain(const std::string& s) {
@@ -84,8 +84,8 @@ Result<PlannedCampaign> plan_model_campaign(const json& doc, const std::string& 
       if (!doc.contains("tuned"))
         return Status::invalid("a verify task needs 'tuned': the tuned kernels (autokernel best --export)");
       // The export's document or its entries.
-      const json& tuned = doc["tuned"].is_object() && doc["tuned"].contains("entries") ? doc["tuned"]["entries"]
-                                                                                       : doc["tuned"];
+      const json& tuned =
+          doc["tuned"].is_object() && doc["tuned"].contains("entries") ? doc["tuned"]["entries"] : doc["tuned"];
       if (!tuned.is_array()) return Status::invalid("'tuned' must be a list of tuning entries or an export");
       if (tuned.size() > kMaxTuned)
         return Status::invalid("'tuned' has " + std::to_string(tuned.size()) + " entries; at most " +

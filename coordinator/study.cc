@@ -206,7 +206,8 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
       if (!t.contains("kernel_type")) return Status::invalid("a target lacks 'kernel_type'");
       const std::string type = t["kernel_type"].get<std::string>();
       const kernels::KernelSpec* spec = kernels::find(type);
-      if (!spec) return Status::invalid("unknown kernel_type '" + type + "'; the kernel types are " + kernels::type_names());
+      if (!spec)
+        return Status::invalid("unknown kernel_type '" + type + "'; the kernel types are " + kernels::type_names());
       const std::string bs = t.value("backend", default_backend);
       auto backend = parse_backend(bs);
       if (!backend) return Status::invalid("unknown backend '" + bs + "'; expected cpu, cuda or triton");

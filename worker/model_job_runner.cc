@@ -12,9 +12,9 @@
 
 #include "common/file.h"
 #include "common/hash.h"
+#include "common/process.h"
 #include "common/tuning.h"
 #include "kernels/registry.h"
-#include "common/process.h"
 #include "models/pipeline_source.h"
 #include "worker/python_step.h"
 
@@ -149,9 +149,12 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
       continue;
     }
     const bool ours = options_.backend == Backend::kCpu ? e.backend == Backend::kCpu : e.backend != Backend::kCpu;
-    if (lower(e.gpu_model) != gpu) why = "tuned on " + e.gpu_model + ", this worker is " + options_.caps.gpu_name;
-    else if (!ours) why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(options_.backend);
-    else if (!kernels::find(e.kernel_type)) why = "unknown kernel type '" + e.kernel_type + "'";
+    if (lower(e.gpu_model) != gpu)
+      why = "tuned on " + e.gpu_model + ", this worker is " + options_.caps.gpu_name;
+    else if (!ours)
+      why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(options_.backend);
+    else if (!kernels::find(e.kernel_type))
+      why = "unknown kernel type '" + e.kernel_type + "'";
     else if (e.m.speedup <= t.min_speedup)
       why = "no faster than PyTorch's op where it was tuned (" + std::to_string(e.m.speedup).substr(0, 5) +
             "x; min_speedup " + std::to_string(t.min_speedup).substr(0, 4) + ")";
@@ -174,7 +177,7 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
         const std::string stem = src.stem().string();
         const std::string mine = "k" + std::to_string(i);
         for (const std::string& suffix : {src.extension().string(), std::string(".json"), std::string(".div16.cubin"),
-                                         std::string(".div16.json")}) {
+                                          std::string(".div16.json")}) {
           const fs::path from = src.parent_path() / (stem + suffix);
           if (suffix != src.extension().string() && !fs::exists(from, ec)) continue;
           fs::copy_file(from, kdir / (mine + suffix), fs::copy_options::overwrite_existing, ec);
@@ -270,19 +273,32 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
     const std::string lib =
         options_.ops_library.empty() ? self_exe_dir() + "/libautokernel_ops.so" : options_.ops_library;
     if (!fs::exists(lib, ec))
-      return failed(ResultStatus::kCrash, "the tuned kernels' torch library " + lib + " is missing; build target autokernel_ops");
+      return failed(ResultStatus::kCrash,
+                    "the tuned kernels' torch library " + lib + " is missing; build target autokernel_ops");
     read_only.push_back(lib);
     if (Status s = write_file((dir / "targets.json").string(), json{{"targets", t.targets}}.dump()); !s.ok())
       return failed(ResultStatus::kCrash, s.message());
-    step.args = {pipeline + "/verify_model.py", "--model",      model,
-                 "--device",                    options_.device, "--dtype",
-                 t.dtype,                       "--out",        out.string(),
-                 "--manifest",                  (dir / "plug.json").string(),
-                 "--ops-lib",                   lib,
-                 "--profile",                   (dir / "targets.json").string(),
-                 "--iters",                     std::to_string(t.iters),
-                 "--warmup",                    std::to_string(t.warmup),
-                 "--decode-tokens",             std::to_string(t.decode_tokens)};
+    step.args = {pipeline + "/verify_model.py",
+                 "--model",
+                 model,
+                 "--device",
+                 options_.device,
+                 "--dtype",
+                 t.dtype,
+                 "--out",
+                 out.string(),
+                 "--manifest",
+                 (dir / "plug.json").string(),
+                 "--ops-lib",
+                 lib,
+                 "--profile",
+                 (dir / "targets.json").string(),
+                 "--iters",
+                 std::to_string(t.iters),
+                 "--warmup",
+                 std::to_string(t.warmup),
+                 "--decode-tokens",
+                 std::to_string(t.decode_tokens)};
     if (!t.compile) step.args.push_back("--no-compile");
   } else {
     step.args = {pipeline + "/profile_model.py",

@@ -61,7 +61,10 @@ TEST(ModelCampaign, EveryBadFieldIsRefusedNamingIt) {
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "verify"}}, "needs 'tuned'"},
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "verify"}, {"tuned", {{{"kernel_type", 1}}}}},
        "'tuned' entry 0 is not a tuning entry"},
-      {{{"kind", "model"}, {"model", "examples/gpt2"}, {"task", "verify"}, {"tuned", json::array()},
+      {{{"kind", "model"},
+        {"model", "examples/gpt2"},
+        {"task", "verify"},
+        {"tuned", json::array()},
         {"min_speedup", -1}},
        "'min_speedup'"},
       {{{"kind", "model"}, {"model", "examples/gpt2"}, {"tuned", json::array()}}, "'tuned' is for a verify task"},
@@ -103,8 +106,8 @@ TEST(ModelCampaign, AVerifyTaskCarriesTheTunedEntriesAndTargets) {
   const json targets = json::array({{{"kernel_type", "softmax"}, {"shape", {4096, 1024}}, {"share", 0.1}}});
   for (const json& tuned : {tuning_export({e}, 0), json::array({json(e)})}) {
     auto plan = plan_model_campaign(
-        {{"kind", "model"}, {"task", "verify"}, {"model", "examples/gpt2"}, {"tuned", tuned}, {"targets", targets}}, "c",
-        0);
+        {{"kind", "model"}, {"task", "verify"}, {"model", "examples/gpt2"}, {"tuned", tuned}, {"targets", targets}},
+        "c", 0);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     ASSERT_EQ(plan->jobs.size(), 1u);
     const JobSpec& j = plan->jobs[0];

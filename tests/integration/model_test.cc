@@ -66,8 +66,8 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
   // Verify: what the studies tuned, from the farm's tuning database, plugged into the model on a
   // worker (every kernel, slower than PyTorch's or not: a correctness check of each).
   const fs::path report = fs::path(farm.dir()) / "verify.json";
-  args = {"verify", "--model", "examples/llama:tiny", "--profile", out.string(), "--min-speedup", "0",
-          "--no-compile", "--decode-tokens", "4", "--json", report.string()};
+  args = {"verify", "--model",      "examples/llama:tiny", "--profile", out.string(), "--min-speedup",
+          "0",      "--no-compile", "--decode-tokens",     "4",         "--json",     report.string()};
   args.insert(args.end(), common.begin(), common.end());
   ASSERT_EQ(run_autokernel_to(args, table.string()), 0) << read_text(table.string());
   EXPECT_NE(read_text(table.string()).find("outputs match"), std::string::npos) << read_text(table.string());
@@ -142,10 +142,26 @@ TEST(ModelFarmTest, RunModelDoesProfileExtractOptimizeAndVerifyUnattended) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     const fs::path log = dir / "run.txt";
-    const int rc = run_autokernel_to({"run", "--model", model, "--backend", "cpu", "--cpu-workers", "2",
-                                      "--budget-trials", "2", "--verify-iters", "3", "--no-compile", "--min-speedup",
-                                      "0", "--data-dir", (dir / "ak").string(), "--out", (dir / "out").string(),
-                                      "--metrics", "127.0.0.1:0"},
+    const int rc = run_autokernel_to({"run",
+                                      "--model",
+                                      model,
+                                      "--backend",
+                                      "cpu",
+                                      "--cpu-workers",
+                                      "2",
+                                      "--budget-trials",
+                                      "2",
+                                      "--verify-iters",
+                                      "3",
+                                      "--no-compile",
+                                      "--min-speedup",
+                                      "0",
+                                      "--data-dir",
+                                      (dir / "ak").string(),
+                                      "--out",
+                                      (dir / "out").string(),
+                                      "--metrics",
+                                      "127.0.0.1:0"},
                                      log.string());
     const std::string printed = read_text(log.string());
     ASSERT_EQ(rc, 0) << model << "\n" << printed;

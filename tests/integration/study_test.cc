@@ -183,8 +183,8 @@ TEST(StudyFarmTest, AStudyResumesAfterACoordinatorCrashWithoutRerunningATrialAnd
   for (const auto& [config, us] : before.latency) EXPECT_TRUE(after.latency.count(config)) << config_string(config);
   const double best_cost = designed_cost(kDesignedBest);
   EXPECT_LE(designed_cost(after.best), 1.12 * best_cost) << "crashed run ended at " << config_string(after.best);
-  EXPECT_LE(designed_cost(reference.best), 1.12 * best_cost) << "uninterrupted run ended at "
-                                                              << config_string(reference.best);
+  EXPECT_LE(designed_cost(reference.best), 1.12 * best_cost)
+      << "uninterrupted run ended at " << config_string(reference.best);
   std::printf("crashed after %zu results; final best %s (%.1f us), uninterrupted %s (%.1f us)\n", before.rows,
               config_string(after.best).c_str(), after.best_us, config_string(reference.best).c_str(),
               reference.best_us);

@@ -204,8 +204,8 @@ protocol::Job verify_job(const std::string& id, nlohmann::json entries) {
   protocol::Job j = ModelJobRunnerTest::job(id, "examples/gpt2:tiny");
   j.spec.model->action = "verify";
   j.spec.model->tuned = std::move(entries);
-  j.spec.model->targets = nlohmann::json::array(
-      {{{"kernel_type", "matmul"}, {"shape", {64, 192, 64}}, {"dtype", "fp32"}, {"share", 0.2}}});
+  j.spec.model->targets =
+      nlohmann::json::array({{{"kernel_type", "matmul"}, {"shape", {64, 192, 64}}, {"dtype", "fp32"}, {"share", 0.2}}});
   j.spec.model->decode_tokens = 4;
   j.spec.model->min_speedup = 0;  // plug in every kernel, slower than PyTorch's or not
   return j;

@@ -47,7 +47,8 @@ void grant_dynamic_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, 
                  " B): " + what);
   if (bytes <= granted) return;
   CUresult r = drv.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes));
-  if (r != CUDA_SUCCESS) fail("", "cannot grant " + std::to_string(bytes) + " B of dynamic shared memory: " + drv.error_text(r));
+  if (r != CUDA_SUCCESS)
+    fail("", "cannot grant " + std::to_string(bytes) + " B of dynamic shared memory: " + drv.error_text(r));
   granted = bytes;
 }
 
@@ -56,8 +57,15 @@ class CudaCandidate final : public Candidate {
   CudaCandidate(const CudaDriver& drv, CUmodule mod, CUfunction fn, const kernels::KernelSpec& spec,
                 std::map<std::string, int64_t> config, DType dtype, int max_threads, int max_shared,
                 const kernels::TorchHarness* th)
-      : drv_(drv), mod_(mod), fn_(fn), spec_(spec), config_(std::move(config)), dtype_(dtype),
-        max_threads_(max_threads), max_shared_(max_shared), th_(th) {}
+      : drv_(drv),
+        mod_(mod),
+        fn_(fn),
+        spec_(spec),
+        config_(std::move(config)),
+        dtype_(dtype),
+        max_threads_(max_threads),
+        max_shared_(max_shared),
+        th_(th) {}
   ~CudaCandidate() override { drv_.cuModuleUnload(mod_); }
   void set_stream(void* stream) override { stream_ = static_cast<CUstream>(stream); }
 
@@ -131,15 +139,20 @@ class TritonCandidate final : public Candidate {
     CUfunction fn = nullptr;
     unsigned block = 0;
     unsigned shared_bytes = 0;
-    size_t params = 0;                  // runtime parameters, before the hidden ones
-    size_t hidden = 0;                  // trailing scratch pointers
-    std::vector<size_t> divisible;      // indices of the parameters this build assumes 16-divisible
+    size_t params = 0;              // runtime parameters, before the hidden ones
+    size_t hidden = 0;              // trailing scratch pointers
+    std::vector<size_t> divisible;  // indices of the parameters this build assumes 16-divisible
     unsigned granted_shared = 48 * 1024;
   };
   TritonCandidate(const CudaDriver& drv, std::vector<Build> builds, const kernels::KernelSpec& spec,
                   std::map<std::string, int64_t> config, DType dtype, int max_shared, const kernels::TorchHarness* th)
-      : drv_(drv), builds_(std::move(builds)), spec_(spec), config_(std::move(config)), dtype_(dtype),
-        max_shared_(max_shared), th_(th) {}
+      : drv_(drv),
+        builds_(std::move(builds)),
+        spec_(spec),
+        config_(std::move(config)),
+        dtype_(dtype),
+        max_shared_(max_shared),
+        th_(th) {}
   ~TritonCandidate() override {
     for (Build& b : builds_) drv_.cuModuleUnload(b.mod);
   }
@@ -185,7 +198,10 @@ CUresult load_module(const CudaDriver& drv, const std::string& cubin, const std:
   std::ifstream in(cubin, std::ios::binary);
   if (!in) fail("load", "cannot read artefact " + cubin);
   std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (image.size() < 4 || image.compare(0, 4, "\x7f" "ELF") != 0) fail("load", "artefact " + cubin + " is not a cubin");
+  if (image.size() < 4 || image.compare(0, 4,
+                                        "\x7f"
+                                        "ELF") != 0)
+    fail("load", "artefact " + cubin + " is not a cubin");
   CUresult r = drv.cuModuleLoadData(&b.mod, image.data());
   if (r != CUDA_SUCCESS) return r;
   r = drv.cuModuleGetFunction(&b.fn, b.mod, name.c_str());
@@ -218,11 +234,10 @@ std::unique_ptr<Candidate> load_cpu_candidate(const std::string& artifact_path, 
   void* sym = dlsym(h, entry.c_str());
   if (!sym) {
     dlclose(h);
-    fail("load", "artefact " + artifact_path + " has no symbol '" + entry +
-                     "'; the candidate must define it extern \"C\"");
+    fail("load",
+         "artefact " + artifact_path + " has no symbol '" + entry + "'; the candidate must define it extern \"C\"");
   }
-  return std::make_unique<CpuCandidate>(h, sym, kernels::find_harness(kernel_type),
-                                        dtype);
+  return std::make_unique<CpuCandidate>(h, sym, kernels::find_harness(kernel_type), dtype);
 }
 
 std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std::string& artifact_path,
@@ -233,7 +248,9 @@ std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std:
   std::ifstream in(artifact_path, std::ios::binary);
   if (!in) fail("load", "cannot read artefact " + artifact_path);
   std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (image.size() < 4 || image.compare(0, 4, "\x7f" "ELF") != 0)
+  if (image.size() < 4 || image.compare(0, 4,
+                                        "\x7f"
+                                        "ELF") != 0)
     fail("load", "artefact " + artifact_path + " is not a cubin (no ELF header)");
   CUmodule mod = nullptr;
   CUresult r = dev.drv->cuModuleLoadData(&mod, image.data());
@@ -248,8 +265,8 @@ std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std:
   }
   int max_threads = 0;
   dev.drv->cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
-  return std::make_unique<CudaCandidate>(*dev.drv, mod, fn, spec, config, dtype, max_threads,
-                                         dev.max_shared_optin, kernels::find_harness(spec.name));
+  return std::make_unique<CudaCandidate>(*dev.drv, mod, fn, spec, config, dtype, max_threads, dev.max_shared_optin,
+                                         kernels::find_harness(spec.name));
 }
 
 // The cubin and its metadata (<stem>.json), and the 16-divisible build <stem>.div16.* if present.
@@ -309,15 +326,16 @@ std::unique_ptr<Candidate> load_triton_candidate(const CudaDevice& dev, const st
       }
       b.params = index;
       CUresult r = load_module(*dev.drv, stem + suffix + ext, meta.at("name").get<std::string>(), b);
-      if (r != CUDA_SUCCESS) fail("load", "cannot load the Triton kernel " + stem + suffix + ext + ": " + dev.drv->error_text(r));
+      if (r != CUDA_SUCCESS)
+        fail("load", "cannot load the Triton kernel " + stem + suffix + ext + ": " + dev.drv->error_text(r));
     } catch (const nlohmann::json::exception& e) {
       fail("load", "triton metadata " + stem + suffix + ".json lacks a field: " + e.what());
     }
     builds.push_back(b);
   }
   guard.armed = false;
-  return std::make_unique<TritonCandidate>(*dev.drv, std::move(builds), spec, config, dtype,
-                                           dev.max_shared_optin, kernels::find_harness(spec.name));
+  return std::make_unique<TritonCandidate>(*dev.drv, std::move(builds), spec, config, dtype, dev.max_shared_optin,
+                                           kernels::find_harness(spec.name));
 }
 
 }  // namespace ak::sandbox

@@ -50,8 +50,8 @@ class Candidate {
 // thread.
 struct CudaDevice {
   const CudaDriver* drv = nullptr;
-  std::string arch;                   // "sm_90a", for error messages
-  int max_shared_optin = 48 * 1024;   // the most dynamic shared memory a block may have [bytes]
+  std::string arch;                  // "sm_90a", for error messages
+  int max_shared_optin = 48 * 1024;  // the most dynamic shared memory a block may have [bytes]
 };
 
 // Each throws StageError at stage "load" when the artefact cannot be read or loaded, or lacks its

@@ -48,13 +48,11 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-
 std::string fmt(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g", v);
   return buf;
 }
-
 
 // The output tensor of one call, inside a larger byte buffer with guard bands on both sides
 // filled with a pattern: a candidate that writes outside its output changes them.
@@ -664,7 +662,6 @@ $L_done:
 }
 )";
 
-
 class CudaHarness final : public HarnessBase {
  public:
   explicit CudaHarness(int device) : device_(device) {
@@ -706,7 +703,6 @@ class CudaHarness final : public HarnessBase {
       return load_triton_candidate(dev, request.artifact_path, spec, request.job.config, request.job.dtype);
     return load_cuda_candidate(dev, request.artifact_path, request.entry, spec, request.job.config, request.job.dtype);
   }
-
 
   double time_call(const std::function<void()>& prepare, const std::function<void()>& fn, bool cold) override {
     if (prepare) prepare();
