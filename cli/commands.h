@@ -192,6 +192,13 @@ int run(const RunArgs& a);
 // The --model pipeline of `run` on a farm that is up, with workers of `backend`.
 int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string& backend);
 
+// autokernel kernels [TYPE] / starter TYPE --backend B / check FILE... (cli/kernels_command.cc):
+// offline, no farm.
+int kernels_list(const std::string& type);  // "" lists every type
+int starter(const std::string& type, const std::string& backend);
+// Each file checked by the coordinator's planner: "ok, ..." or the error naming the key; 2 if any fails.
+int check(const std::vector<std::string>& files, bool allow_source_outside);
+
 struct CalibrateArgs {
   std::string backend = "auto";
   int device = 0;

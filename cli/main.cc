@@ -303,6 +303,20 @@ int main(int argc, char** argv) {
   ver->add_option("--json", va.json_out, "write the verify reports (a JSON array) here");
   add_client(ver);
 
+  std::string kernel_type, starter_backend = "cpu";
+  auto* kern = app.add_subcommand("kernels", "The kernel types: dtypes, backends, tunables and shapes (offline)");
+  kern->add_option("type", kernel_type, "one type's details");
+  auto* start = app.add_subcommand("starter", "Print a kernel type's starter source, self-contained: copy it, edit "
+                                              "it, name it as a campaign's source_file (offline)");
+  start->add_option("type", kernel_type, "the kernel type")->required();
+  start->add_option("--backend", starter_backend, "cpu, cuda or triton")->capture_default_str();
+  std::vector<std::string> check_files;
+  bool check_outside = false;
+  auto* chk = app.add_subcommand("check", "Check campaign files with the coordinator's own planner, offline: what "
+                                          "each would run, or the key at fault");
+  chk->add_option("files", check_files, "campaign files (.json or .toml)")->required();
+  chk->add_flag("--allow-source-outside", check_outside, "a source_file may lie outside the campaign's folder");
+
   ak::cli::ExtractArgs ea;
   auto* extr = app.add_subcommand("extract", "A profile's targets (the model's shapes and shares) as a study campaign");
   extr->add_option("--profile", ea.profile, "`autokernel profile --json` output")->required();
@@ -338,6 +352,9 @@ int main(int argc, char** argv) {
   ak::install_stop_signal_handlers();
 
   if (*keys_gen) return ak::cli::keys_generate(key_name, key_dir);
+  if (*kern) return ak::cli::kernels_list(kernel_type);
+  if (*start) return ak::cli::starter(kernel_type, starter_backend);
+  if (*chk) return ak::cli::check(check_files, check_outside);
   if (int rc = ak::cli::load_client_keys(client_key, coordinator_key, &cl); rc != 0) return rc;
   if (*run) {
     run_args.dtype_given = run_dtype->count() > 0;

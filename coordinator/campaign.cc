@@ -44,7 +44,12 @@ Status check_keys(const json& obj, const std::set<std::string>& keys, const std:
                   const std::string& doc) {
   if (!obj.is_object()) return Status::invalid(where + " must be an object");
   for (const auto& [k, v] : obj.items())
-    if (!keys.count(k)) return Status::invalid("unknown key '" + k + "' in " + where + "; see " + doc);
+    if (!keys.count(k)) {
+      std::string known;
+      for (const std::string& x : keys) known += (known.empty() ? "" : ", ") + x;
+      return Status::invalid("unknown key '" + k.substr(0, 64) + "' in " + where + "; the keys are " + known + " (" +
+                             doc + ")");
+    }
   return {};
 }
 
@@ -171,7 +176,12 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
                                       const PlanLimits& limits) {
   if (!doc.is_object()) return Status::invalid("a campaign must be a JSON/TOML object with at least kernel_type and backend");
   for (const auto& [k, v] : doc.items())
-    if (!kKeys.count(k)) return Status::invalid("unknown campaign key '" + k + "'; see coordinator/CAMPAIGNS.md for the keys");
+    if (!kKeys.count(k)) {
+      std::string known;
+      for (const std::string& x : kKeys) known += (known.empty() ? "" : ", ") + x;
+      return Status::invalid("unknown campaign key '" + k.substr(0, 64) + "'; the keys are " + known +
+                             " (coordinator/CAMPAIGNS.md)");
+    }
   try {
     if (!doc.contains("kernel_type")) return Status::invalid("campaign lacks 'kernel_type' (e.g. \"softmax\")");
     const std::string type = doc.at("kernel_type").get<std::string>();

@@ -13,6 +13,7 @@
 #include "coordinator/campaign.h"
 #include "coordinator/kernelbench_campaign.h"
 #include "coordinator/model_campaign.h"
+#include "coordinator/plan.h"
 #include "kernels/registry.h"
 
 namespace ak {
@@ -576,10 +577,7 @@ json FarmCore::handle_client(const pr::Message& m, const ClientPeer& peer, pr::E
   if (auto* s = std::get_if<pr::Submit>(&m)) {
     const std::string id = new_campaign_id();
     const PlanLimits limits = plan_limits();
-    auto plan = is_kernelbench_document(s->campaign)
-                    ? plan_kernelbench_campaign(s->campaign, id, clock_.wall_ms(), limits)
-                : is_model_document(s->campaign) ? plan_model_campaign(s->campaign, id, clock_.wall_ms(), limits)
-                                                 : plan_campaign(s->campaign, id, clock_.wall_ms(), limits);
+    auto plan = plan_job_campaign(s->campaign, id, clock_.wall_ms(), limits);
     if (!plan.ok()) {
       *error = {pr::ErrorCode::kBadRequest, plan.status().message()};
       return {};

@@ -309,5 +309,41 @@ TEST(FarmTest, EveryKindOfBadInputGetsAnErrorReplyAndTheCoordinatorKeepsServing)
     EXPECT_GE(metric_value(m, "autokernel_protocol_errors_total", std::string("kind=\"") + kind + "\""), 1) << kind;
 }
 
+// What a new user does first: `autokernel starter T --backend cpu` for every kernel type with a
+// CPU backend, each saved and named unchanged as a campaign's source_file, checked offline,
+// submitted and passing.
+TEST(FarmTest, EveryCpuStarterPrintedByTheCliIsSubmittedUnchangedAndPasses) {
+  Farm farm;
+  farm.start_coordinator();
+  farm.start_worker("s0", 2);
+  farm.wait_workers(1);
+  const std::string log = farm.dir() + "/submit.txt";
+  size_t types = 0;
+  for (const kernels::KernelSpec* k : kernels::all()) {
+    if (!k->backends.count(Backend::kCpu)) continue;
+    ++types;
+    const std::string file = farm.dir() + "/" + k->name + "_starter.cc";
+    ASSERT_EQ(run_autokernel_to({"starter", k->name, "--backend", "cpu"}, file), 0) << read_text(file);
+    // The smallest of the type's edge shapes: one verified, timed job per type.
+    const std::string campaign = farm.dir() + "/" + k->name + ".json";
+    std::ofstream(campaign) << nlohmann::json{{"name", k->name + "-starter"},
+                                              {"backend", "cpu"},
+                                              {"kernel_type", k->name},
+                                              {"source_file", k->name + "_starter.cc"},
+                                              {"shapes", {k->edge_shapes.back()}},
+                                              {"dtypes", {"fp32"}},
+                                              {"configs", "default"}}
+                                   .dump();
+    ASSERT_EQ(run_autokernel_to({"check", campaign}, log), 0) << read_text(log);
+    ASSERT_EQ(run_autokernel_to({"submit", campaign, "--wait", "--client", farm.client_endpoint()}, log), 0)
+        << read_text(log);
+  }
+  ASSERT_GE(types, 7u);
+  const StoreSnapshot snap = farm.snapshot();
+  ASSERT_EQ(snap.results.size(), types);
+  for (const auto& r : snap.results)
+    EXPECT_EQ(r.status, ResultStatus::kPass) << r.job_id << " " << r.stage << ": " << r.reason;
+}
+
 }  // namespace
 }  // namespace ak::testing
