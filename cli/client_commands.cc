@@ -27,7 +27,11 @@ int submit(const ClientArgs& c, const std::string& campaign_file, bool wait, boo
     std::cerr << "autokernel submit: " << r.status().message() << "\n";
     return 1;
   }
-  std::cout << "campaign " << r->campaign_id << ": " << r->jobs << " jobs\n";
+  if (r->studies)
+    std::cout << "study campaign " << r->campaign_id << " (" << r->name << "): " << *r->studies
+              << " studies, first " << r->jobs << " trials proposed; more follow as results come\n";
+  else
+    std::cout << "campaign " << r->campaign_id << " (" << r->name << "): " << r->jobs << " jobs\n";
   if (!wait) return 0;
   return wait_for_campaign(client, r->campaign_id, stop_flag()) ? 0 : 1;
 }

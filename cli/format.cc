@@ -147,12 +147,19 @@ std::string format_best(const pr::BestReply& doc) {
   if (doc.entries.empty()) return "the tuning database has no entry that matches\n";
   std::string out = fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11} {:>8}  {:<34} {}\n", "kernel", "backend",
                                 "gpu model", "dtype", "shape", "latency_us", "speedup", "config", "job / date");
+  size_t slower = 0;
   for (const auto& e : doc.entries) {
     const std::string config = config_string(e.config);
-    out += fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11.2f} {:>7.2f}x  {:<34} {} {}\n", e.kernel_type,
+    const bool loses = e.m.speedup > 0 && e.m.speedup < 1;
+    slower += loses;
+    out += fmt::format("{:<18} {:<7} {:<22} {:<5} {:<18} {:>11.2f} {:>7.2f}{} {:<34} {} {}\n", e.kernel_type,
                        backend_name(e.backend), e.gpu_model, dtype_name(e.dtype), shape_string(e.shape), e.m.latency_us,
-                       e.m.speedup, config.empty() ? "-" : config, e.job_id, e.date);
+                       e.m.speedup, loses ? "x*" : "x ", config.empty() ? "-" : config, e.job_id, e.date);
   }
+  if (slower > 0)
+    out += fmt::format("* {} of {} entries are slower than PyTorch's op: the best the search found, not a win; "
+                       "autokernel verify leaves them out (--min-speedup)\n",
+                       slower, doc.entries.size());
   return out;
 }
 
