@@ -140,6 +140,14 @@ def describe(exc):
     return f"{type(exc).__name__}: {exc}"
 
 
+def add_step_arguments(ap):
+    """The arguments every model step takes: --model, --device, --dtype, --out."""
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
+    ap.add_argument("--out", required=True)
+
+
 def write_report(path, report):
     """Writes a step's JSON report beside and renames it, so no reader sees half of one."""
     tmp = path + ".tmp"

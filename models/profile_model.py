@@ -229,10 +229,7 @@ def table(report, top=25):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="fp32", choices=sorted(model_loader.DTYPES))
-    ap.add_argument("--out", required=True)
+    model_loader.add_step_arguments(ap)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--compile", action="store_true", help="profile torch.compile(model) instead of eager")

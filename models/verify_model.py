@@ -168,10 +168,7 @@ def table(r):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="fp32", choices=sorted(model_loader.DTYPES))
-    ap.add_argument("--out", required=True)
+    model_loader.add_step_arguments(ap)
     ap.add_argument("--manifest", required=True, help="the tuned kernels (models/plug/ops.cc)")
     ap.add_argument("--ops-lib", required=True, help="libautokernel_ops.so")
     ap.add_argument("--profile", help="the model's profile (autokernel profile --json), for the prediction")
