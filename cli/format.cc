@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -108,33 +110,74 @@ std::string format_studies(const pr::CampaignRow& c) {
   return os.str();
 }
 
+namespace {
+
+// "64x1024" -> {64, 1024}: shapes order by their numbers, not their text.
+std::vector<int64_t> shape_numbers(const std::string& s) {
+  std::vector<int64_t> out;
+  int64_t v = 0;
+  bool in = false;
+  for (char c : s) {
+    if (c >= '0' && c <= '9') {
+      v = v * 10 + (c - '0');
+      in = true;
+    } else if (in) {
+      out.push_back(v);
+      v = 0;
+      in = false;
+    }
+  }
+  if (in) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
 std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit) {
   std::vector<const pr::ResultRow*> rows;
   for (const auto& r : rows_in) rows.push_back(&r);
+  // Per campaign, kernel, shape (by its numbers) and dtype, best first.
   std::stable_sort(rows.begin(), rows.end(), [](const pr::ResultRow* a, const pr::ResultRow* b) {
-    auto key = [](const pr::ResultRow& r) { return r.campaign_id + " " + r.shape + " " + r.dtype; };
+    auto key = [](const pr::ResultRow& r) {
+      return std::make_tuple(r.campaign_id, r.kernel_type, shape_numbers(r.shape), r.dtype);
+    };
     if (key(*a) != key(*b)) return key(*a) < key(*b);
     return a->speedup_vs_pytorch.value_or(-1) > b->speedup_vs_pytorch.value_or(-1);
   });
-  std::ostringstream os;
-  char line[1024];
-  std::snprintf(line, sizeof line, "%-13s %-5s %-11s %-6s %-28s %-13s %11s %11s %8s %8s %7s  %s\n", "correctness",
-                "att", "shape", "dtype", "config", "gpu", "latency_us", "torch_us", "speedup", "GB/s", "%peak", "job");
-  os << line;
-  int n = 0;
+  if (limit > 0 && rows.size() > size_t(limit)) rows.resize(size_t(limit));
+  // Every column as wide as its widest cell, so no config or name is cut.
+  const std::vector<std::string> head = {"correctness", "att",     "kernel",  "tag",  "shape", "dtype", "config", "gpu",
+                                         "latency_us",  "torch_us", "speedup", "GB/s", "%peak", "job"};
+  std::vector<std::vector<std::string>> cells;
   for (const auto* rp : rows) {
     const pr::ResultRow& r = *rp;
-    if (limit > 0 && n++ >= limit) break;
-    std::snprintf(line, sizeof line, "%-13s %-5d %-11s %-6s %-28s %-13s %11s %11s %8s %8s %7s  %s\n",
-                  r.correctness.c_str(), r.attempt, r.shape.c_str(), r.dtype.c_str(), r.config.substr(0, 28).c_str(),
-                  r.gpu.substr(0, 13).c_str(), fmt_double(r.latency_us).c_str(), fmt_double(r.baseline_us).c_str(),
-                  fmt_double(r.speedup_vs_pytorch, "%.3f").c_str(), fmt_double(r.bandwidth_gbps, "%.1f").c_str(),
-                  fmt_double(r.pct_peak, "%.1f").c_str(), r.job_id.c_str());
-    os << line;
-    if (r.correctness != "PASS" && !r.reason.empty())
-      os << "    " << r.stage << ": " << r.reason.substr(0, 200) << "\n";
+    cells.push_back({r.correctness, std::to_string(r.attempt), r.kernel_type, r.tag.empty() ? "-" : r.tag,
+                     r.shape.empty() ? "-" : r.shape, r.dtype, r.config.empty() ? "-" : r.config, r.gpu,
+                     fmt_double(r.latency_us), fmt_double(r.baseline_us), fmt_double(r.speedup_vs_pytorch, "%.3f"),
+                     fmt_double(r.bandwidth_gbps, "%.1f"), fmt_double(r.pct_peak, "%.1f"), r.job_id});
   }
-  return os.str();
+  std::vector<size_t> width(head.size());
+  for (size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : cells) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t c = 0; c < v.size(); ++c) {
+      const bool number = c >= 8 && c <= 12;  // right-aligned figures
+      const bool last = c + 1 == v.size();
+      out += number ? fmt::format("{:>{}}", v[c], width[c]) : last ? v[c] : fmt::format("{:<{}}", v[c], width[c]);
+      if (!last) out += "  ";
+    }
+    return out + "\n";
+  };
+  std::string os = line(head);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    os += line(cells[i]);
+    const pr::ResultRow& r = *rows[i];
+    if (r.correctness != "PASS" && !r.reason.empty()) os += "    " + r.stage + ": " + r.reason.substr(0, 200) + "\n";
+  }
+  return os;
 }
 
 Status write_file(const std::string& path, const std::string& text) { return write_file_atomically(path, text); }
