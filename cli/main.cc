@@ -364,7 +364,12 @@ int main(int argc, char** argv) {
   if (*coord) return ak::cli::coordinator(co);
   if (*work) return ak::cli::worker(wo);
   if (*sub) return ak::cli::submit(cl, campaign_file, wait, allow_source_outside);
-  if (*stat) return ak::cli::status(cl, as_json);
+  if (*stat) {
+    // A status is answered at once by a coordinator that runs: without --timeout-ms, say within
+    // 5 s that none answers rather than after the 30 s other requests may need.
+    if (stat->get_option("--timeout-ms")->count() == 0) cl.timeout_ms = 5'000;
+    return ak::cli::status(cl, as_json);
+  }
   if (*can) return ak::cli::cancel(cl, cancel_id, cancel_reason);
   rf.campaign_id = campaign;
   rf.status = status_filter;
