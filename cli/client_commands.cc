@@ -28,8 +28,8 @@ int submit(const ClientArgs& c, const std::string& campaign_file, bool wait, boo
     return 1;
   }
   if (r->studies)
-    std::cout << "study campaign " << r->campaign_id << " (" << r->name << "): " << *r->studies
-              << " studies, first " << r->jobs << " trials proposed; more follow as results come\n";
+    std::cout << "study campaign " << r->campaign_id << " (" << r->name << "): " << *r->studies << " studies, first "
+              << r->jobs << " trials proposed; more follow as results come\n";
   else
     std::cout << "campaign " << r->campaign_id << " (" << r->name << "): " << r->jobs << " jobs\n";
   if (!wait) return 0;

@@ -146,8 +146,8 @@ std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit)
   });
   if (limit > 0 && rows.size() > size_t(limit)) rows.resize(size_t(limit));
   // Every column as wide as its widest cell, so no config or name is cut.
-  const std::vector<std::string> head = {"correctness", "att",     "kernel",  "tag",  "shape", "dtype", "config", "gpu",
-                                         "latency_us",  "torch_us", "speedup", "GB/s", "%peak", "job"};
+  const std::vector<std::string> head = {"correctness", "att",        "kernel",   "tag",     "shape", "dtype", "config",
+                                         "gpu",         "latency_us", "torch_us", "speedup", "GB/s",  "%peak", "job"};
   std::vector<std::vector<std::string>> cells;
   for (const auto* rp : rows) {
     const pr::ResultRow& r = *rp;
@@ -200,9 +200,10 @@ std::string format_best(const pr::BestReply& doc) {
                        e.m.speedup, loses ? "x*" : "x ", config.empty() ? "-" : config, e.job_id, e.date);
   }
   if (slower > 0)
-    out += fmt::format("* {} of {} entries are slower than PyTorch's op: the best the search found, not a win; "
-                       "autokernel verify leaves them out (--min-speedup)\n",
-                       slower, doc.entries.size());
+    out += fmt::format(
+        "* {} of {} entries are slower than PyTorch's op: the best the search found, not a win; "
+        "autokernel verify leaves them out (--min-speedup)\n",
+        slower, doc.entries.size());
   return out;
 }
 

@@ -36,7 +36,8 @@ std::string backends_of(const kernels::KernelSpec& k) {
 
 int kernels_list(const std::string& type) {
   if (type.empty()) {
-    std::printf("%-24s %-15s %-18s %s\n", "type", "dtypes", "backends", "default shapes (cuda, else the first backend)");
+    std::printf("%-24s %-15s %-18s %s\n", "type", "dtypes", "backends",
+                "default shapes (cuda, else the first backend)");
     for (const kernels::KernelSpec* k : kernels::all()) {
       const auto it = k->backends.count(Backend::kCuda) ? k->backends.find(Backend::kCuda) : k->backends.begin();
       std::string shapes;
@@ -44,7 +45,8 @@ int kernels_list(const std::string& type) {
       std::printf("%-24s %-15s %-18s %s\n", k->name.c_str(), dtypes_of(*k).c_str(), backends_of(*k).c_str(),
                   shapes.c_str());
     }
-    std::printf("details of one: autokernel kernels TYPE; a source to start from: autokernel starter TYPE --backend B\n");
+    std::printf(
+        "details of one: autokernel kernels TYPE; a source to start from: autokernel starter TYPE --backend B\n");
     return 0;
   }
   const kernels::KernelSpec* k = kernels::find(type);

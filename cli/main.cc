@@ -306,14 +306,16 @@ int main(int argc, char** argv) {
   std::string kernel_type, starter_backend = "cpu";
   auto* kern = app.add_subcommand("kernels", "The kernel types: dtypes, backends, tunables and shapes (offline)");
   kern->add_option("type", kernel_type, "one type's details");
-  auto* start = app.add_subcommand("starter", "Print a kernel type's starter source, self-contained: copy it, edit "
-                                              "it, name it as a campaign's source_file (offline)");
+  auto* start = app.add_subcommand("starter",
+                                   "Print a kernel type's starter source, self-contained: copy it, edit "
+                                   "it, name it as a campaign's source_file (offline)");
   start->add_option("type", kernel_type, "the kernel type")->required();
   start->add_option("--backend", starter_backend, "cpu, cuda or triton")->capture_default_str();
   std::vector<std::string> check_files;
   bool check_outside = false;
-  auto* chk = app.add_subcommand("check", "Check campaign files with the coordinator's own planner, offline: what "
-                                          "each would run, or the key at fault");
+  auto* chk = app.add_subcommand("check",
+                                 "Check campaign files with the coordinator's own planner, offline: what "
+                                 "each would run, or the key at fault");
   chk->add_option("files", check_files, "campaign files (.json or .toml)")->required();
   chk->add_flag("--allow-source-outside", check_outside, "a source_file may lie outside the campaign's folder");
 

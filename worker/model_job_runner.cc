@@ -278,8 +278,15 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
     read_only.push_back(lib);
     if (Status s = write_file((dir / "targets.json").string(), json{{"targets", t.targets}}.dump()); !s.ok())
       return failed(ResultStatus::kCrash, s.message());
-    step.args = {pipeline + "/verify_model.py", "--manifest", (dir / "plug.json").string(), "--ops-lib", lib,
-                 "--profile", (dir / "targets.json").string(), "--decode-tokens", std::to_string(t.decode_tokens)};
+    step.args = {pipeline + "/verify_model.py",
+                 "--manifest",
+                 (dir / "plug.json").string(),
+                 "--ops-lib",
+                 lib,
+                 "--profile",
+                 (dir / "targets.json").string(),
+                 "--decode-tokens",
+                 std::to_string(t.decode_tokens)};
     if (!t.compile) step.args.push_back("--no-compile");
   } else {
     step.args = {pipeline + "/profile_model.py"};
@@ -291,9 +298,9 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
     }
   }
   // Both scripts take the model, the device, the dtype, the report's path and the rounds.
-  step.args.insert(step.args.end(), {"--model", model, "--device", options_.device, "--dtype", t.dtype, "--out",
-                                     out.string(), "--iters", std::to_string(t.iters), "--warmup",
-                                     std::to_string(t.warmup)});
+  step.args.insert(step.args.end(),
+                   {"--model", model, "--device", options_.device, "--dtype", t.dtype, "--out", out.string(), "--iters",
+                    std::to_string(t.iters), "--warmup", std::to_string(t.warmup)});
   step.dir = dir;
   step.log = dir / (verify ? "verify.log" : "profile.log");
   step.read_only = read_only;

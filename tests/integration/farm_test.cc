@@ -326,14 +326,14 @@ TEST(FarmTest, EveryCpuStarterPrintedByTheCliIsSubmittedUnchangedAndPasses) {
     ASSERT_EQ(run_autokernel_to({"starter", k->name, "--backend", "cpu"}, file), 0) << read_text(file);
     // The smallest of the type's edge shapes: one verified, timed job per type.
     const std::string campaign = farm.dir() + "/" + k->name + ".json";
-    std::ofstream(campaign) << nlohmann::json{{"name", k->name + "-starter"},
-                                              {"backend", "cpu"},
-                                              {"kernel_type", k->name},
-                                              {"source_file", k->name + "_starter.cc"},
-                                              {"shapes", {k->edge_shapes.back()}},
-                                              {"dtypes", {"fp32"}},
-                                              {"configs", "default"}}
-                                   .dump();
+    std::ofstream(campaign) << nlohmann::json{
+        {"name", k->name + "-starter"},
+        {"backend", "cpu"},
+        {"kernel_type", k->name},
+        {"source_file", k->name + "_starter.cc"},
+        {"shapes", {k->edge_shapes.back()}},
+        {"dtypes", {"fp32"}},
+        {"configs", "default"}}.dump();
     ASSERT_EQ(run_autokernel_to({"check", campaign}, log), 0) << read_text(log);
     ASSERT_EQ(run_autokernel_to({"submit", campaign, "--wait", "--client", farm.client_endpoint()}, log), 0)
         << read_text(log);
