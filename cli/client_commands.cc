@@ -70,8 +70,8 @@ int results(const ClientArgs& c, const ResultsFilter& f, bool as_json, int limit
     std::cerr << "autokernel results: " << r.status().message() << "\n";
     return 1;
   }
-  if (as_json) {
-    std::cout << json(r->rows).dump(2) << "\n";
+  if (as_json) {  // the table's rows, in its order, as many as --limit
+    std::cout << json(ordered_results(std::move(r->rows), limit)).dump(2) << "\n";
     return 0;
   }
   std::cout << format_results(r->rows, limit);

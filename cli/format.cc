@@ -133,18 +133,23 @@ std::vector<int64_t> shape_numbers(const std::string& s) {
 
 }  // namespace
 
-std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit) {
-  std::vector<const pr::ResultRow*> rows;
-  for (const auto& r : rows_in) rows.push_back(&r);
+std::vector<pr::ResultRow> ordered_results(std::vector<pr::ResultRow> rows, int limit) {
   // Per campaign, kernel, shape (by its numbers) and dtype, best first.
-  std::stable_sort(rows.begin(), rows.end(), [](const pr::ResultRow* a, const pr::ResultRow* b) {
+  std::stable_sort(rows.begin(), rows.end(), [](const pr::ResultRow& a, const pr::ResultRow& b) {
     auto key = [](const pr::ResultRow& r) {
       return std::make_tuple(r.campaign_id, r.kernel_type, shape_numbers(r.shape), r.dtype);
     };
-    if (key(*a) != key(*b)) return key(*a) < key(*b);
-    return a->speedup_vs_pytorch.value_or(-1) > b->speedup_vs_pytorch.value_or(-1);
+    if (key(a) != key(b)) return key(a) < key(b);
+    return a.speedup_vs_pytorch.value_or(-1) > b.speedup_vs_pytorch.value_or(-1);
   });
   if (limit > 0 && rows.size() > size_t(limit)) rows.resize(size_t(limit));
+  return rows;
+}
+
+std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit) {
+  const std::vector<pr::ResultRow> sorted = ordered_results(rows_in, limit);
+  std::vector<const pr::ResultRow*> rows;
+  for (const auto& r : sorted) rows.push_back(&r);
   // Every column as wide as its widest cell, so no config or name is cut.
   const std::vector<std::string> head = {"correctness", "att",        "kernel",   "tag",     "shape", "dtype", "config",
                                          "gpu",         "latency_us", "torch_us", "speedup", "GB/s",  "%peak", "job"};

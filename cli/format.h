@@ -20,6 +20,10 @@ std::string format_status(const protocol::StatusReply& status);
 std::string format_studies(const protocol::CampaignRow& campaign);
 // Rows sorted by campaign, then shape/dtype, best speedup first; at most `limit` rows (0 = all).
 std::string format_results(const std::vector<protocol::ResultRow>& rows, int limit);
+// The rows in the table's order (per campaign, kernel, shape by its numbers and dtype, the best
+// speedup first), the first `limit` of them when limit > 0: what `results` prints, as a table or
+// as JSON.
+std::vector<protocol::ResultRow> ordered_results(std::vector<protocol::ResultRow> rows, int limit);
 // Writes results.tsv (header + one line per row) and, if json_path is not empty, a JSON array.
 // Written to a temporary file and renamed, so a reader never sees half a file.
 Status write_exports(const std::vector<protocol::ResultRow>& rows, const std::string& tsv_path,
