@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "cli/commands.h"
@@ -72,6 +73,17 @@ TEST(KernelsCommand, CheckSaysWhatAGoodCampaignPlansAndNamesTheKeyAndTheValidVal
   EXPECT_NE(out.find("unknown campaign key 'shapse'; the keys are"), std::string::npos) << out;
   EXPECT_NE(out.find("'task' must be \"profile\" or \"verify\""), std::string::npos) << out;
   fs::remove_all(dir);
+}
+
+// The docs a user reads first name every kernel type the registry has, as code ("`softmax`").
+TEST(KernelsCommand, TheCampaignGuideAndTheLibraryReadmeNameEveryKernelType) {
+  for (const char* doc : {"coordinator/CAMPAIGNS.md", "kernels/README.md"}) {
+    std::ifstream in(std::string(AK_SOURCE_DIR) + "/" + doc);
+    ASSERT_TRUE(in) << doc;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const kernels::KernelSpec* k : kernels::all())
+      EXPECT_NE(text.find("`" + k->name + "`"), std::string::npos) << doc << " does not name " << k->name;
+  }
 }
 
 }  // namespace
