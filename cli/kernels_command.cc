@@ -14,12 +14,6 @@ namespace ak::cli {
 
 namespace {
 
-std::string join_shape(const std::vector<int64_t>& s) {
-  std::string out;
-  for (int64_t d : s) out += (out.empty() ? "" : "x") + std::to_string(d);
-  return out;
-}
-
 std::string dtypes_of(const kernels::KernelSpec& k) {
   std::string out;
   for (DType d : k.dtypes) out += (out.empty() ? "" : ",") + std::string(dtype_name(d));
@@ -41,7 +35,7 @@ int kernels_list(const std::string& type) {
     for (const kernels::KernelSpec* k : kernels::all()) {
       const auto it = k->backends.count(Backend::kCuda) ? k->backends.find(Backend::kCuda) : k->backends.begin();
       std::string shapes;
-      for (const auto& s : it->second.default_shapes) shapes += (shapes.empty() ? "" : " ") + join_shape(s);
+      for (const auto& s : it->second.default_shapes) shapes += (shapes.empty() ? "" : " ") + shape_string(s);
       std::printf("%-24s %-15s %-18s %s\n", k->name.c_str(), dtypes_of(*k).c_str(), backends_of(*k).c_str(),
                   shapes.c_str());
     }
@@ -71,11 +65,11 @@ int kernels_list(const std::string& type) {
       std::printf("  %s defaults: %s\n", dtype_name(dt), c.c_str());
     }
     std::string shapes;
-    for (const auto& s : src.default_shapes) shapes += (shapes.empty() ? "" : " ") + join_shape(s);
+    for (const auto& s : src.default_shapes) shapes += (shapes.empty() ? "" : " ") + shape_string(s);
     std::printf("  default shapes: %s\n", shapes.c_str());
   }
   std::string edges;
-  for (const auto& s : k->edge_shapes) edges += (edges.empty() ? "" : " ") + join_shape(s);
+  for (const auto& s : k->edge_shapes) edges += (edges.empty() ? "" : " ") + shape_string(s);
   std::printf("edge shapes (verify.edge): %s\n", edges.c_str());
   return 0;
 }

@@ -92,11 +92,6 @@ int model_document(const std::string& verb, const std::string& model, json& doc)
   return 0;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  return s;
-}
-
 // Submits a model campaign, says when no connected worker can run it, waits (at most wait_s when
 // > 0) and returns its rows; `complete` says whether the campaign ended. nullopt: an error, printed.
 std::optional<std::vector<pr::ResultRow>> run_model_campaign(CoordinatorClient& client, const json& doc,
@@ -116,7 +111,7 @@ std::optional<std::vector<pr::ResultRow>> run_model_campaign(CoordinatorClient& 
     for (const auto& w : st->workers) {
       seen += (seen.empty() ? "" : ", ") + w.worker_id + " (" + w.gpu + ")";
       const bool has = std::find(w.backends.begin(), w.backends.end(), backend) != w.backends.end();
-      runnable = runnable || (has && (gpu_model.empty() || lower(gpu_model) == lower(w.gpu)));
+      runnable = runnable || (has && (gpu_model.empty() || same_gpu_model(gpu_model, w.gpu)));
     }
     if (!runnable)
       std::cerr << "autokernel " << verb << ": no connected worker runs the " << backend << " backend"
@@ -248,10 +243,33 @@ std::optional<json> read_json(const std::string& verb, const std::string& path, 
 }
 
 // The targets of the first profile in `doc` (`profile --json` writes an array).
+// The profiles with targets in `profile --json` output (an array, one profile per GPU model; a
+// single document also does).
+std::vector<const json*> profiles_in(const json& doc) {
+  std::vector<const json*> out;
+  if (!doc.is_array()) {
+    if (doc.is_object() && doc.contains("targets")) out.push_back(&doc);
+    return out;
+  }
+  for (const json& d : doc)
+    if (d.is_object() && d.contains("targets")) out.push_back(&d);
+  return out;
+}
+
 json profile_targets(const json& doc) {
-  for (const json& d : doc.is_array() ? doc : json::array({doc}))
-    if (d.is_object() && d.contains("targets") && d["targets"].is_array()) return d["targets"];
-  return json::array();
+  const auto profiles = profiles_in(doc);
+  return profiles.empty() || !(*profiles[0])["targets"].is_array() ? json::array() : (*profiles[0])["targets"];
+}
+
+// The extraction's table and the Amdahl bound of what it keeps.
+void print_extraction(const Extraction& x) {
+  std::printf("%6s  %-22s %-20s %-5s %s\n", "share", "type", "shape", "dtype", "kept / why not");
+  for (const auto& e : x.targets)
+    std::printf("%5.1f%%  %-22s %-20s %-5s %s\n", 100 * e.target.share, e.target.kernel_type.c_str(),
+                shape_text(e.target.shape).c_str(), e.target.dtype.c_str(), e.kept ? "kept" : e.why.c_str());
+  // Amdahl's law: the most the kept targets can give, were they to take no time at all.
+  std::printf("kept %.1f%% of the device time: at most %.2fx end to end from these targets\n", 100 * x.kept_share,
+              x.kept_share < 1 ? 1 / (1 - x.kept_share) : 0.0);
 }
 
 int verify_with(CoordinatorClient& client, const VerifyArgs& a, const json& tuned, const json& targets, json& reports) {
@@ -326,33 +344,16 @@ int verify(const ClientArgs& c, const VerifyArgs& a) {
 }
 
 int extract(const ExtractArgs& a) {
-  std::ifstream in(a.profile);
-  if (!in) {
-    std::cerr << "autokernel extract: cannot read " << a.profile << "\n";
-    return 2;
-  }
-  const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    std::cerr << "autokernel extract: " << a.profile << " is not JSON; expected `autokernel profile --json` output\n";
-    return 2;
-  }
-  // `profile --json` writes an array (one profile per GPU model); a single document also does.
-  json list = doc;
-  if (!list.is_array()) list = json::array({doc});
-  const json* first = nullptr;
-  for (const json& d : list)
-    if (d.is_object() && d.contains("targets")) {
-      if (first) {
-        std::cerr << "autokernel extract: " << a.profile << " holds several profiles; extracting the first\n";
-        break;
-      }
-      first = &d;
-    }
-  if (!first) {
+  const auto doc = read_json("extract", a.profile, "`autokernel profile --json` output");
+  if (!doc) return 2;
+  const auto profiles = profiles_in(*doc);
+  if (profiles.empty()) {
     std::cerr << "autokernel extract: " << a.profile << " holds no profile with targets (a failed profile?)\n";
     return 2;
   }
-  auto p = protocol::parse_model_profile(*first);
+  if (profiles.size() > 1)
+    std::cerr << "autokernel extract: " << a.profile << " holds several profiles; extracting the first\n";
+  auto p = protocol::parse_model_profile(*profiles[0]);
   if (!p.ok()) {
     std::cerr << "autokernel extract: " << p.status().message() << "\n";
     return 2;
@@ -364,13 +365,7 @@ int extract(const ExtractArgs& a) {
   o.budget_trials = a.budget_trials;
   const Extraction x = cli::extract(*p, o);
   std::printf("%s (%s, %s): %zu targets\n", p->model.c_str(), p->dtype.c_str(), p->mode.c_str(), x.targets.size());
-  std::printf("%6s  %-22s %-20s %-5s %s\n", "share", "type", "shape", "dtype", "kept / why not");
-  for (const auto& e : x.targets)
-    std::printf("%5.1f%%  %-22s %-20s %-5s %s\n", 100 * e.target.share, e.target.kernel_type.c_str(),
-                shape_text(e.target.shape).c_str(), e.target.dtype.c_str(), e.kept ? "kept" : e.why.c_str());
-  // Amdahl's law: the most the kept targets can give, were they to take no time at all.
-  std::printf("kept %.1f%% of the device time: at most %.2fx end to end from these targets\n", 100 * x.kept_share,
-              x.kept_share < 1 ? 1 / (1 - x.kept_share) : 0.0);
+  print_extraction(x);
   if (x.campaign.is_null()) {
     std::cerr << "autokernel extract: no target kept; nothing written\n";
     return 1;
@@ -418,11 +413,7 @@ int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string&
   o.min_share = a.min_share;
   o.budget_trials = a.budget_trials;
   const Extraction x = cli::extract(*prow.model, o);
-  for (const auto& e : x.targets)
-    std::printf("%5.1f%%  %-22s %-20s %-5s %s\n", 100 * e.target.share, e.target.kernel_type.c_str(),
-                shape_text(e.target.shape).c_str(), e.target.dtype.c_str(), e.kept ? "kept" : e.why.c_str());
-  std::printf("kept %.1f%% of the device time: at most %.2fx end to end from these targets\n", 100 * x.kept_share,
-              x.kept_share < 1 ? 1 / (1 - x.kept_share) : 0.0);
+  print_extraction(x);
 
   // 3. Optimize: the studies.
   const auto t2 = Clock::now();

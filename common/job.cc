@@ -300,6 +300,12 @@ void from_json(const nlohmann::json& j, CampaignRecord& v) {
   v.owner = j.value("owner", std::string());
 }
 
+bool same_gpu_model(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) {

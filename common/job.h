@@ -301,5 +301,7 @@ void from_json(const nlohmann::json& j, CampaignRecord& v);
 std::string shape_string(const std::vector<int64_t>& shape);
 // "BLOCK=256,VEC=4" (sorted by name)
 std::string config_string(const std::map<std::string, int64_t>& config);
+// GPU model names ("NVIDIA H200", a campaign's gpu_models, a tuning entry's) compare ignoring case.
+bool same_gpu_model(const std::string& a, const std::string& b);
 
 }  // namespace ak

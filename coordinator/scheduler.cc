@@ -8,13 +8,6 @@ namespace ak {
 
 namespace {
 
-bool equals_ignore_case(const std::string& a, const std::string& b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
-           return std::tolower(x) == std::tolower(y);
-         });
-}
-
 SendError unknown_worker(const std::string& worker_id) {
   return SendError{worker_id,
                    {protocol::ErrorCode::kUnknownWorker,
@@ -313,7 +306,7 @@ std::vector<Action> Scheduler::commit_result(const std::string& job_id, int64_t 
 
 bool Scheduler::matches(const Requirements& r, const Capabilities& c) const {
   if (std::find(c.backends.begin(), c.backends.end(), r.backend) == c.backends.end()) return false;
-  if (!r.gpu_model.empty() && !equals_ignore_case(r.gpu_model, c.gpu_name)) return false;
+  if (!r.gpu_model.empty() && !same_gpu_model(r.gpu_model, c.gpu_name)) return false;
   if (!r.arch.empty() && r.arch != c.arch) return false;
   return true;
 }

@@ -85,8 +85,9 @@ class Plug:
 
     # ---- the replacements ----
 
-    def _matmul_2d(self, fn, a, b_kn, b_is_weight, orig):
-        """a [..., K] @ b [K, N] through the tuned matmul, or None to fall back."""
+    def _matmul_2d(self, fn, a, b_kn, contiguous_b):
+        """a [..., K] @ b [K, N] through the tuned matmul, or None to fall back. contiguous_b() gives b
+        as the kernel takes it (row-major [K, N]); it is called only when a tuned kernel exists."""
         if a.dtype not in _DTYPES or b_kn.dtype != a.dtype or a.dim() < 1 or b_kn.dim() != 2:
             return None
         k, n = b_kn.shape
@@ -96,17 +97,14 @@ class Plug:
         i = self._find(fn, "matmul", (m, n, k), a.dtype)
         if i is None:
             return None
-        a2 = a.reshape(m, k).contiguous()
-        b2 = b_is_weight if b_is_weight is not None else b_kn.contiguous()
-        out = self._call(fn, i, "matmul", (m, n, k), a.dtype, [a2, b2])
+        out = self._call(fn, i, "matmul", (m, n, k), a.dtype, [a.reshape(m, k).contiguous(), contiguous_b()])
         return out.reshape(*a.shape[:-1], n)
 
     def _linear(self, orig):
         def linear(input, weight, bias=None):
             if isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor) and weight.dim() == 2 \
                     and not torch.is_grad_enabled():
-                wt = self._weight_t(weight) if input.dtype in _DTYPES else None
-                y = self._matmul_2d("F.linear", input, weight.t(), wt, orig) if wt is not None else None
+                y = self._matmul_2d("F.linear", input, weight.t(), lambda: self._weight_t(weight))
                 if y is not None:
                     return y if bias is None else y.add_(bias)
             return orig(input, weight, bias)
@@ -116,13 +114,13 @@ class Plug:
         def matmul(a, b, *args, **kwargs):
             if not args and not kwargs and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
                     and b.dim() == 2 and not torch.is_grad_enabled():
-                y = self._matmul_2d(name, a, b, None, orig)
+                y = self._matmul_2d(name, a, b, b.contiguous)
                 if y is not None:
                     return y
             return orig(a, b, *args, **kwargs)
         return matmul
 
-    def _softmax(self, name, orig, method=False):
+    def _softmax(self, name, orig):
         def softmax(input, dim=None, *args, **kwargs):
             dtype = kwargs.get("dtype") or next((a for a in args if isinstance(a, torch.dtype)), None)
             if isinstance(input, torch.Tensor) and dim is not None and dtype is None and input.dim() >= 1 \

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -31,11 +30,6 @@ std::string last_line(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   const size_t nl = s.rfind('\n');
   return nl == std::string::npos ? s : s.substr(nl + 1);
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return s;
 }
 
 ResultRecord failed(ResultStatus status, std::string reason) {
@@ -136,7 +130,6 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
   std::error_code ec;
   fs::create_directories(kdir, ec);
   if (ec) return Status::internal("cannot create " + kdir.string() + ": " + ec.message());
-  const std::string gpu = lower(options_.caps.gpu_name);
   json entries = json::array(), skipped = json::array();
   size_t i = 0;
   for (const json& doc : t.tuned) {
@@ -149,7 +142,7 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
       continue;
     }
     const bool ours = options_.backend == Backend::kCpu ? e.backend == Backend::kCpu : e.backend != Backend::kCpu;
-    if (lower(e.gpu_model) != gpu)
+    if (!same_gpu_model(e.gpu_model, options_.caps.gpu_name))
       why = "tuned on " + e.gpu_model + ", this worker is " + options_.caps.gpu_name;
     else if (!ours)
       why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(options_.backend);

@@ -193,15 +193,19 @@ class TritonCandidate final : public Candidate {
   CUstream stream_ = nullptr;
 };
 
+// The bytes of a cubin artefact; fails at "load" when it cannot be read or is no ELF image.
+std::string read_cubin(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("load", "cannot read artefact " + path);
+  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (image.size() < 4 || image.compare(0, 4, "\x7f" "ELF") != 0)
+    fail("load", "artefact " + path + " is not a cubin (no ELF header)");
+  return image;
+}
+
 CUresult load_module(const CudaDriver& drv, const std::string& cubin, const std::string& name,
                      TritonCandidate::Build& b) {
-  std::ifstream in(cubin, std::ios::binary);
-  if (!in) fail("load", "cannot read artefact " + cubin);
-  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (image.size() < 4 || image.compare(0, 4,
-                                        "\x7f"
-                                        "ELF") != 0)
-    fail("load", "artefact " + cubin + " is not a cubin");
+  const std::string image = read_cubin(cubin);
   CUresult r = drv.cuModuleLoadData(&b.mod, image.data());
   if (r != CUDA_SUCCESS) return r;
   r = drv.cuModuleGetFunction(&b.fn, b.mod, name.c_str());
@@ -245,13 +249,7 @@ std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std:
                                                const std::map<std::string, int64_t>& config, DType dtype) {
   if (!spec.cuda_geometry || (spec.cuda_phases > 1 && !spec.cuda_phase_geometry))
     fail("load", "kernel type '" + spec.name + "' has no cuda launch geometry");
-  std::ifstream in(artifact_path, std::ios::binary);
-  if (!in) fail("load", "cannot read artefact " + artifact_path);
-  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (image.size() < 4 || image.compare(0, 4,
-                                        "\x7f"
-                                        "ELF") != 0)
-    fail("load", "artefact " + artifact_path + " is not a cubin (no ELF header)");
+  const std::string image = read_cubin(artifact_path);
   CUmodule mod = nullptr;
   CUresult r = dev.drv->cuModuleLoadData(&mod, image.data());
   if (r != CUDA_SUCCESS)
