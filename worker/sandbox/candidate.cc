@@ -198,7 +198,7 @@ std::string read_cubin(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("load", "cannot read artefact " + path);
   std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (image.size() < 4 || image.compare(0, 4, "\x7f" "ELF") != 0)
+  if (image.size() < 4 || image.compare(0, 4, "\177ELF") != 0)  // the ELF magic, 0x7f 'E' 'L' 'F'
     fail("load", "artefact " + path + " is not a cubin (no ELF header)");
   return image;
 }
