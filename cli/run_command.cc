@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <iostream>
 
 #include "cli/campaign_file.h"
@@ -119,16 +120,21 @@ int run(const RunArgs& a) {
   int rc = 0;
   std::vector<protocol::ResultRow> all_rows;
   if (!a.model.empty()) {
-    // The model pipeline (cli/model_command.cc), then the results of every campaign it ran.
+    // The model pipeline (cli/model_command.cc), then the results of the campaigns it ran.
     RunArgs m = a;
     if (!a.dtype_given && backend == Backend::kCpu) m.dtype = "fp32";  // the CPU kernels' dtype
     ClientArgs c;
     c.endpoint = clients_ep;
+    // The campaigns a reused data dir already holds are not this run's.
+    std::set<std::string> earlier;
+    if (auto st = client.status(); st.ok())
+      for (const auto& cs : st->campaigns) earlier.insert(cs.campaign_id);
     rc = run_model_pipeline(c, m, backend_name(backend));
     if (auto st = client.status(); st.ok())
       for (const auto& cs : st->campaigns)
-        if (auto rows = client.results(cs.campaign_id, ""); rows.ok())
-          for (auto& r : rows->rows) all_rows.push_back(std::move(r));
+        if (!earlier.count(cs.campaign_id))
+          if (auto rows = client.results(cs.campaign_id, ""); rows.ok())
+            for (auto& r : rows->rows) all_rows.push_back(std::move(r));
   }
   for (const json& campaign : campaigns) {
     if (rc != 0) break;
