@@ -8,8 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <iostream>
+#include <set>
 
 #include "cli/campaign_file.h"
 #include "cli/commands.h"
