@@ -151,8 +151,9 @@ std::optional<StopLine> stop_line(const RunProcess& run) {
 class RunCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("run_stop_" + std::to_string(getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // Short: the private Redis's unix socket lies under it (107 bytes at most).
+    static int tests = 0;
+    dir_ = fs::path(::testing::TempDir()) / ("run" + std::to_string(getpid()) + "-" + std::to_string(++tests));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -172,7 +173,10 @@ class RunCommandTest : public ::testing::Test {
     auto run = std::make_unique<RunProcess>(dir_, campaign, std::move(extra), ++runs_);
     const bool mid = run->read_until(
         [&](const std::string&) { return run->progress() >= 5; }, steady_clock::now() + std::chrono::seconds(120));
-    EXPECT_TRUE(mid) << "no progress line with 5 finished jobs:\n" << run->printed();
+    if (!mid) {
+      ADD_FAILURE() << "no progress line with 5 finished jobs:\n" << run->printed();
+      return nullptr;
+    }
     *seen_before_signal = run->progress();
     const auto sent = steady_clock::now();
     EXPECT_EQ(to_group ? ::kill(-run->pid(), sig) : ::kill(run->pid(), sig), 0);
@@ -199,6 +203,7 @@ TEST_F(RunCommandTest, SigtermMidCampaignStopsWithin5sWritesEveryFinishedRowAndC
   const std::string big = campaign_file(long_campaign(480, "long"), "long");
   int64_t seen = 0;
   auto first = run_and_stop(big, {}, SIGTERM, /*to_group=*/false, &seen);
+  ASSERT_NE(first, nullptr);
   const std::string out = first->printed();
   EXPECT_NE(out.find("SIGTERM: stopping"), std::string::npos) << out;
   const auto stop = stop_line(*first);
@@ -267,6 +272,7 @@ TEST_F(RunCommandTest, SigintToTheProcessGroupKeepsTheQueueAndTheNextRunReportsA
   const std::string big = campaign_file(long_campaign(96, "long"), "long");
   int64_t seen = 0;
   auto first = run_and_stop(big, {"--keep-queue"}, SIGINT, /*to_group=*/true, &seen);
+  ASSERT_NE(first, nullptr);
   const std::string out = first->printed();
   EXPECT_NE(out.find("SIGINT: stopping"), std::string::npos) << out;
   const auto stop = stop_line(*first);
