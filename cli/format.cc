@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -246,9 +246,10 @@ Result<size_t> append_exports(std::vector<pr::ResultRow> rows, const std::string
         if (h != w) break;
         ++column;
       }
-      return Status::invalid(tsv_path + " has a header this autokernel does not write (column " +
-                             std::to_string(column) + " is '" + h + "', expected '" + w +
-                             "'); results.tsv is a log this version appends to: move the file away or give another --out");
+      return Status::invalid(
+          tsv_path + " has a header this autokernel does not write (column " + std::to_string(column) + " is '" + h +
+          "', expected '" + w +
+          "'); results.tsv is a log this version appends to: move the file away or give another --out");
     }
     if (tsv_text.back() != '\n') tsv_text += '\n';
     size_t job_col = 0;
@@ -264,7 +265,8 @@ Result<size_t> append_exports(std::vector<pr::ResultRow> rows, const std::string
       std::istringstream cs(line);
       for (std::string c; std::getline(cs, c, '\t');) cells.push_back(c);
       if (cells.size() > job_col) in_tsv.insert(cells[job_col]);
-      if (!cells.empty()) last_experiment = std::max<int64_t>(last_experiment, std::strtoll(cells[0].c_str(), nullptr, 10));
+      if (!cells.empty())
+        last_experiment = std::max<int64_t>(last_experiment, std::strtoll(cells[0].c_str(), nullptr, 10));
     }
   } else {
     tsv_text = header + "\n";
@@ -274,7 +276,8 @@ Result<size_t> append_exports(std::vector<pr::ResultRow> rows, const std::string
     if (auto existing = read_file(json_path); existing.ok() && !existing->empty()) {
       all = json::parse(*existing, nullptr, /*allow_exceptions=*/false);
       if (!all.is_array())
-        return Status::invalid(json_path + " is not a JSON array of result rows; it is a log this version appends to: "
+        return Status::invalid(json_path +
+                               " is not a JSON array of result rows; it is a log this version appends to: "
                                "move the file away or give another --out");
       for (const auto& r : all) {
         if (r.is_object() && r.contains("job_id") && r["job_id"].is_string())

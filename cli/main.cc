@@ -24,9 +24,10 @@ int main(int argc, char** argv) {
                   "where results.tsv and results.json go: a log across runs, each run appends its rows (the experiment "
                   "number goes on)")
       ->capture_default_str();
-  run->add_flag("--keep-queue", run_args.keep_queue,
-                "when stopped by Ctrl-C / SIGINT or SIGTERM: keep the unfinished campaigns queued in --data-dir for the "
-                "next run (default: cancel them); the finished rows are written either way");
+  run->add_flag(
+      "--keep-queue", run_args.keep_queue,
+      "when stopped by Ctrl-C / SIGINT or SIGTERM: keep the unfinished campaigns queued in --data-dir for the "
+      "next run (default: cancel them); the finished rows are written either way");
   run->add_flag("--cancel-leftover", run_args.cancel_leftover,
                 "cancel the unfinished campaigns an earlier run left in --data-dir (default: resume them: this run "
                 "finishes them first and adds their rows)");

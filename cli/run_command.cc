@@ -241,7 +241,8 @@ int run(const RunArgs& a) {
   CoordinatorClient quick(clients_ep, kStopRequestTimeout);
   CoordinatorClient& farm = stop_sig ? quick : client;
   if (stop_sig) {
-    std::cout << "\n" << signal_name(stop_sig) << ": stopping (a second one stops at once, killing the farm)\n"
+    std::cout << "\n"
+              << signal_name(stop_sig) << ": stopping (a second one stops at once, killing the farm)\n"
               << std::flush;
     const size_t clean = stop_workers(workers, std::chrono::steady_clock::now() + kWorkerGrace);
     // A worker's last results travel before its DISCONNECT on the same connection: once the
@@ -286,8 +287,8 @@ int run(const RunArgs& a) {
       std::cout << "campaign " << c.campaign_id << " (" << c.name << "): " << c.finished << " of " << c.total
                 << " jobs finished, " << left << " left: ";
       if (a.keep_queue) {
-        std::cout << "kept in the queue of " << a.data_dir << " (--keep-queue); the next autokernel run with --data-dir "
-                  << a.data_dir << " resumes it\n";
+        std::cout << "kept in the queue of " << a.data_dir
+                  << " (--keep-queue); the next autokernel run with --data-dir " << a.data_dir << " resumes it\n";
         continue;
       }
       auto r = farm.cancel(c.campaign_id, std::string("autokernel run stopped by ") + signal_name(stop_sig));

@@ -52,9 +52,9 @@ TEST(FormatResults, NoConfigIsCutAndTheKernelIsNamed) {
 class AppendExports : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("append_exports_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        std::filesystem::path(::testing::TempDir()) / ("append_exports_" + std::to_string(getpid()) + "_" +
+                                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -73,8 +73,10 @@ class AppendExports : public ::testing::Test {
     std::vector<std::string> rows;
     *headers = 0;
     for (std::string l; std::getline(in, l);) {
-      if (l == tsv_header()) ++*headers;
-      else rows.push_back(l);
+      if (l == tsv_header())
+        ++*headers;
+      else
+        rows.push_back(l);
     }
     return rows;
   }

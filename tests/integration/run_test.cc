@@ -171,8 +171,8 @@ class RunCommandTest : public ::testing::Test {
   std::unique_ptr<RunProcess> run_and_stop(const std::string& campaign, std::vector<std::string> extra, int sig,
                                            bool to_group, int64_t* seen_before_signal) {
     auto run = std::make_unique<RunProcess>(dir_, campaign, std::move(extra), ++runs_);
-    const bool mid = run->read_until(
-        [&](const std::string&) { return run->progress() >= 5; }, steady_clock::now() + std::chrono::seconds(120));
+    const bool mid = run->read_until([&](const std::string&) { return run->progress() >= 5; },
+                                     steady_clock::now() + std::chrono::seconds(120));
     if (!mid) {
       ADD_FAILURE() << "no progress line with 5 finished jobs:\n" << run->printed();
       return nullptr;
@@ -224,10 +224,10 @@ TEST_F(RunCommandTest, SigtermMidCampaignStopsWithin5sWritesEveryFinishedRowAndC
     ChildProcess::Options o;
     o.capture_stdout = true;
     o.output_path = (dir_ / "check-coordinator.err").string();
-    auto c = ChildProcess::spawn({bin("autokernel"), "--log-level", "warn", "coordinator", "--data-dir",
-                                  (dir_ / "ak").string(), "--workers-bind", "tcp://127.0.0.1:*", "--clients-bind",
-                                  "tcp://127.0.0.1:*", "--metrics", ""},
-                                 o);
+    auto c = ChildProcess::spawn(
+        {bin("autokernel"), "--log-level", "warn", "coordinator", "--data-dir", (dir_ / "ak").string(),
+         "--workers-bind", "tcp://127.0.0.1:*", "--clients-bind", "tcp://127.0.0.1:*", "--metrics", ""},
+        o);
     ASSERT_TRUE(c.ok()) << c.status().message();
     auto line = c->wait_for_line("READY ", std::chrono::seconds(30));
     ASSERT_TRUE(line.ok()) << line.status().message();
