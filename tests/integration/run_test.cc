@@ -312,5 +312,31 @@ TEST_F(RunCommandTest, SigintToTheProcessGroupKeepsTheQueueAndTheNextRunReportsA
   ASSERT_EQ(js.size(), rows.size());
 }
 
+// A second signal means "stop now": the run ends at once, its farm with it (their death signal),
+// and the data dir is left as a killed run leaves it: the next run finds the campaign.
+TEST_F(RunCommandTest, ASecondSignalStopsAtOnce) {
+  const std::string big = campaign_file(long_campaign(480, "long"), "long");
+  RunProcess run(dir_, big, {}, ++runs_);
+  ASSERT_TRUE(run.read_until([&](const std::string&) { return run.progress() >= 1; },
+                             steady_clock::now() + std::chrono::seconds(120)))
+      << run.printed();
+  const auto sent = steady_clock::now();
+  ASSERT_EQ(::kill(-run.pid(), SIGINT), 0);
+  ASSERT_EQ(::kill(-run.pid(), SIGINT), 0);
+  const auto rc = run.finish(sent + std::chrono::seconds(5));
+  ASSERT_TRUE(rc.has_value()) << run.printed();
+  EXPECT_EQ(*rc, 128 + SIGINT) << run.printed();
+  EXPECT_LT(std::chrono::duration<double>(steady_clock::now() - sent).count(), 1.5) << run.printed();
+
+  const std::string small = campaign_file(quick_campaign(24, "small"), "small");
+  RunProcess next(dir_, small, {"--cancel-leftover"}, ++runs_);
+  ASSERT_EQ(next.finish(steady_clock::now() + std::chrono::seconds(180)), std::optional<int>(0)) << next.printed();
+  EXPECT_NE(next.printed().find("found 1 unfinished campaign(s) of an earlier run"), std::string::npos)
+      << next.printed();
+  EXPECT_NE(next.printed().find("(--cancel-leftover): "), std::string::npos) << next.printed();
+  int headers = 0;
+  EXPECT_EQ(tsv_rows(dir_ / "out" / "results.tsv", &headers).size(), 24u) << next.printed();
+}
+
 }  // namespace
 }  // namespace ak::testing
