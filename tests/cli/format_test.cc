@@ -49,7 +49,7 @@ TEST(FormatResults, NoConfigIsCutAndTheKernelIsNamed) {
 }
 
 // A folder of its own per test, removed at the end.
-class AppendExports : public ::testing::Test {
+class FormatExports : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ =
@@ -89,7 +89,7 @@ class AppendExports : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(AppendExports, ASecondRunAppendsItsRowsUnderTheOneHeaderAndJsonHoldsTheSameRows) {
+TEST_F(FormatExports, ASecondRunAppendsItsRowsUnderTheOneHeaderAndJsonHoldsTheSameRows) {
   ASSERT_EQ(*append_exports({numbered("a", 1), numbered("b", 2)}, tsv(), js()), 2u);
   // The second run's rows, one of them already written (a resumed campaign's row).
   ASSERT_EQ(*append_exports({numbered("d", 4), numbered("b", 2), numbered("c", 3)}, tsv(), js()), 2u);
@@ -104,7 +104,7 @@ TEST_F(AppendExports, ASecondRunAppendsItsRowsUnderTheOneHeaderAndJsonHoldsTheSa
   EXPECT_EQ(j[2]["job_id"], "c");
 }
 
-TEST_F(AppendExports, NumbersOfAnotherDataDirGoOnAfterTheFilesLast) {
+TEST_F(FormatExports, NumbersOfAnotherDataDirGoOnAfterTheFilesLast) {
   ASSERT_TRUE(append_exports({numbered("a", 1), numbered("b", 2)}, tsv(), js()).ok());
   ASSERT_TRUE(append_exports({numbered("x", 1), numbered("y", 3)}, tsv(), js()).ok());
   const auto j = nlohmann::json::parse(text(js()));
@@ -113,7 +113,7 @@ TEST_F(AppendExports, NumbersOfAnotherDataDirGoOnAfterTheFilesLast) {
   EXPECT_EQ(j[3]["experiment"], 5);  // the gap kept
 }
 
-TEST_F(AppendExports, AFileWithAnotherHeaderIsRefusedAndLeftAsItWas) {
+TEST_F(FormatExports, AFileWithAnotherHeaderIsRefusedAndLeftAsItWas) {
   std::ofstream(tsv()) << "experiment\ttag\tkernel\n1\t\tsoftmax\n";
   const std::string before = text(tsv());
   auto r = append_exports({numbered("a", 1)}, tsv(), js());
