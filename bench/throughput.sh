@@ -13,6 +13,8 @@ BUILD=${1:-build}
 CAMPAIGN=${2:-examples/campaigns/softmax_h200.toml}
 OUT=${OUT:-$PWD/bench-out}/throughput
 mkdir -p "$OUT"
+# `run` appends to results.tsv; the rows counted below are this run's only.
+rm -f "$OUT"/{results.tsv,results.json}
 WORK=$(mktemp -d /tmp/ak-throughput-XXXXXX)
 GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 nvidia-smi --query-gpu=timestamp,index,utilization.gpu,clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 \

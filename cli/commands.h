@@ -168,7 +168,7 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a);
 int kb_score(const KbArgs& a);
 
 struct RunArgs {
-  // Run one after the other, results of all in one results.tsv; empty: the default softmax
+  // Run one after the other, the rows of all appended to results.tsv; empty: the default softmax
   // campaign for the local backend.
   std::vector<std::string> campaign_files;
   std::string redis_url;
@@ -187,7 +187,16 @@ struct RunArgs {
   int verify_iters = 20;
   double min_speedup = 1.0;
   bool verify_compile = true;
+  // Stopped by SIGINT or SIGTERM: keep the unfinished campaigns queued in data_dir for the next
+  // run instead of cancelling them.
+  bool keep_queue = false;
+  // Unfinished campaigns an earlier run left in data_dir are cancelled instead of resumed.
+  bool cancel_leftover = false;
 };
+// Stops on SIGINT or SIGTERM (to it alone or to its process group) within a few seconds: the
+// workers first, then every finished row appended to the exports, the unfinished campaigns
+// cancelled (or kept: keep_queue), the coordinator last; returns 128 + the signal's number then.
+// A second signal ends it at once.
 int run(const RunArgs& a);
 // The --model pipeline of `run` on a farm that is up, with workers of `backend`.
 int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string& backend);

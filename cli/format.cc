@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -222,6 +224,94 @@ Status write_exports(const std::vector<pr::ResultRow>& rows, const std::string& 
     if (Status s = write_file(json_path, all.dump(1) + "\n"); !s.ok()) return s;
   }
   return {};
+}
+
+Result<size_t> append_exports(std::vector<pr::ResultRow> rows, const std::string& tsv_path,
+                              const std::string& json_path) {
+  const std::string header = tsv_header();
+  // What the TSV holds: its text, the job ids of its rows and the last experiment number.
+  std::string tsv_text;
+  std::set<std::string> in_tsv, in_json;
+  int64_t last_experiment = 0;
+  if (auto existing = read_file(tsv_path); existing.ok() && !existing->empty()) {
+    tsv_text = *existing;
+    const std::string first = tsv_text.substr(0, tsv_text.find('\n'));
+    if (first != header) {
+      // Name the first column that differs, so the user sees whether it is ours at all.
+      std::istringstream have(first), want(header);
+      std::string h, w;
+      int column = 1;
+      while (std::getline(want, w, '\t')) {
+        if (!std::getline(have, h, '\t')) h = "(none)";
+        if (h != w) break;
+        ++column;
+      }
+      return Status::invalid(
+          tsv_path + " has a header this autokernel does not write (column " + std::to_string(column) + " is '" + h +
+          "', expected '" + w +
+          "'); results.tsv is a log this version appends to: move the file away or give another --out");
+    }
+    if (tsv_text.back() != '\n') tsv_text += '\n';
+    size_t job_col = 0;
+    for (const auto& c : result_columns()) {
+      if (std::string(c.name) == "job_id") break;
+      ++job_col;
+    }
+    std::istringstream in(tsv_text);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::vector<std::string> cells;
+      std::istringstream cs(line);
+      for (std::string c; std::getline(cs, c, '\t');) cells.push_back(c);
+      if (cells.size() > job_col) in_tsv.insert(cells[job_col]);
+      if (!cells.empty())
+        last_experiment = std::max<int64_t>(last_experiment, std::strtoll(cells[0].c_str(), nullptr, 10));
+    }
+  } else {
+    tsv_text = header + "\n";
+  }
+  json all = json::array();
+  if (!json_path.empty()) {
+    if (auto existing = read_file(json_path); existing.ok() && !existing->empty()) {
+      all = json::parse(*existing, nullptr, /*allow_exceptions=*/false);
+      if (!all.is_array())
+        return Status::invalid(json_path +
+                               " is not a JSON array of result rows; it is a log this version appends to: "
+                               "move the file away or give another --out");
+      for (const auto& r : all) {
+        if (r.is_object() && r.contains("job_id") && r["job_id"].is_string())
+          in_json.insert(r["job_id"].get<std::string>());
+        if (r.is_object() && r.contains("experiment") && r["experiment"].is_number_integer())
+          last_experiment = std::max(last_experiment, r["experiment"].get<int64_t>());
+      }
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const pr::ResultRow& a, const pr::ResultRow& b) { return a.experiment < b.experiment; });
+  // Numbers of another data dir (they start again at 1) go on after the file's.
+  int64_t shift = 0;
+  for (const auto& r : rows)
+    if (!in_tsv.count(r.job_id) && !in_json.count(r.job_id)) {
+      if (r.experiment <= last_experiment) shift = last_experiment - r.experiment + 1;
+      break;
+    }
+  size_t added = 0;
+  std::set<std::string> seen;
+  for (auto& r : rows) {
+    if (!seen.insert(r.job_id).second) continue;
+    if (!in_tsv.count(r.job_id) && !in_json.count(r.job_id)) r.experiment += shift;
+    const json row = r;
+    if (!in_tsv.count(r.job_id)) {
+      tsv_text += tsv_line(row) + "\n";
+      ++added;
+    }
+    if (!in_json.count(r.job_id)) all.push_back(row);
+  }
+  if (Status s = write_file(tsv_path, tsv_text); !s.ok()) return s;
+  if (!json_path.empty())
+    if (Status s = write_file(json_path, all.dump(1) + "\n"); !s.ok()) return s;
+  return added;
 }
 
 bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop,

@@ -28,6 +28,17 @@ std::vector<protocol::ResultRow> ordered_results(std::vector<protocol::ResultRow
 // Written to a temporary file and renamed, so a reader never sees half a file.
 Status write_exports(const std::vector<protocol::ResultRow>& rows, const std::string& tsv_path,
                      const std::string& json_path);
+// Adds `rows` to the log that results.tsv and results.json keep across runs (autokernel run): the
+// rows whose job_id a file already holds are left out of it (a campaign resumed by a later run, a
+// row exported before), the others are appended in the order of their experiment number, the TSV
+// header written only when the TSV is new. The experiment number goes on from the files: rows of a
+// data dir whose numbers do not (another --data-dir, the same --out) are renumbered after the
+// file's last. Each file is rewritten atomically (write_file), so a reader sees it before or
+// after. Fails, changing nothing, when the TSV's header is not this version's (another tool's file,
+// or an older column set: move it away) or results.json is not a JSON array. On success returns
+// how many rows were new to the TSV.
+Result<size_t> append_exports(std::vector<protocol::ResultRow> rows, const std::string& tsv_path,
+                              const std::string& json_path);
 // The tuning database as a table: one line per entry (target, config, latency, speedup, worker,
 // date).
 std::string format_best(const protocol::BestReply& export_document);

@@ -20,7 +20,17 @@ int main(int argc, char** argv) {
   run->add_option("--campaign", run_args.campaign_files, "campaign file (.json or .toml), repeatable: run in order, one results.tsv; default: the softmax campaign for the local backend");
   run->add_option("--redis", run_args.redis_url, "redis://host:port or unix:///path; default: a private redis-server with AOF under --data-dir");
   run->add_option("--data-dir", run_args.data_dir, "state: Redis data, compile cache, worker outboxes")->capture_default_str();
-  run->add_option("--out", run_args.out_dir, "where results.tsv and results.json go")->capture_default_str();
+  run->add_option("--out", run_args.out_dir,
+                  "where results.tsv and results.json go: a log across runs, each run appends its rows (the experiment "
+                  "number goes on)")
+      ->capture_default_str();
+  run->add_flag(
+      "--keep-queue", run_args.keep_queue,
+      "when stopped by Ctrl-C / SIGINT or SIGTERM: keep the unfinished campaigns queued in --data-dir for the "
+      "next run (default: cancel them); the finished rows are written either way");
+  run->add_flag("--cancel-leftover", run_args.cancel_leftover,
+                "cancel the unfinished campaigns an earlier run left in --data-dir (default: resume them: this run "
+                "finishes them first and adds their rows)");
   run->add_option("--backend", run_args.backend, "auto, cpu or cuda")->capture_default_str();
   run->add_option("--cpu-workers", run_args.cpu_workers, "CPU worker processes when there is no GPU")->capture_default_str();
   run->add_option("--metrics", run_args.metrics_bind, "address for /metrics")->capture_default_str();

@@ -1,7 +1,7 @@
 // autokernel run: the whole farm on this machine. A private Redis (unless --redis), one
 // coordinator process, one worker process per local GPU (or CPU workers where there is none),
-// the campaign submitted, progress shown, results.tsv and results.json written, everything
-// stopped again.
+// the campaign submitted, progress shown, rows appended to results.tsv and results.json,
+// everything stopped again; also when SIGINT or SIGTERM asks it to stop part-way (issue 22).
 #include <spdlog/spdlog.h>
 
 #include <signal.h>
@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "common/process.h"
+#include "common/stop_signal.h"
 #include "coordinator/campaign.h"
 #include "coordinator/client.h"
 #include "worker/device.h"
@@ -22,6 +23,36 @@
 namespace ak::cli {
 
 using nlohmann::json;
+
+namespace {
+
+// How long the parts of a stop after SIGINT or SIGTERM may take: together well inside the 5 s a
+// user waits for (issue 22). A worker still busy after its grace is killed with its process group
+// (its job's lease expires; the job is cancelled or runs again later).
+constexpr std::chrono::milliseconds kWorkerGrace{1500};
+constexpr std::chrono::milliseconds kDisconnectWait{500};
+constexpr std::chrono::milliseconds kStopRequestTimeout{1000};
+constexpr std::chrono::milliseconds kCoordinatorGrace{1500};
+// After a run that ended by itself: the last measurements and Redis's shutdown may take longer.
+constexpr std::chrono::milliseconds kWorkerGraceAtEnd{10'000};
+constexpr std::chrono::milliseconds kCoordinatorGraceAtEnd{10'000};
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "stop signal"; }
+
+// SIGTERM to every worker, then each waited for until `deadline`; then what is left of each
+// worker's process group (the worker itself when it is still running, a compiler or sandbox of
+// its) is killed. Returns how many workers ended by themselves.
+size_t stop_workers(std::vector<ChildProcess>& workers, std::chrono::steady_clock::time_point deadline) {
+  for (auto& w : workers) w.signal(SIGTERM);
+  size_t clean = 0;
+  for (auto& w : workers) {
+    if (w.wait_until(deadline)) ++clean;
+    w.kill_group();
+  }
+  return clean;
+}
+
+}  // namespace
 
 int run(const RunArgs& a) {
   std::filesystem::create_directories(a.data_dir);
@@ -61,16 +92,23 @@ int run(const RunArgs& a) {
   }
   if (campaigns.empty() && a.model.empty()) campaigns.push_back(default_campaign(backend));
 
-  // 3. Coordinator process, on free loopback ports.
+  // 3. Coordinator process, on free loopback ports. It and the workers lead process groups of
+  // their own: a Ctrl-C (SIGINT to the terminal's foreground group) or a SIGTERM to this run's
+  // group reaches only this process, which then stops them in order (workers first, so that no
+  // new job starts, and the coordinator last, once the rows are exported). Their death signal
+  // ends them should this process die without that.
   const std::string self = self_exe_path();
   ChildProcess::Options capture;
   capture.capture_stdout = true;
+  capture.new_process_group = true;
   // Without --redis the coordinator starts (and later stops) a private redis-server under the
   // data dir.
   std::vector<std::string> coord_argv = {self, "coordinator", "--data-dir", a.data_dir, "--workers-bind",
                                          "tcp://127.0.0.1:*", "--clients-bind", "tcp://127.0.0.1:*", "--metrics",
                                          a.metrics_bind};
   if (!a.redis_url.empty()) coord_argv.insert(coord_argv.end(), {"--redis", a.redis_url});
+  // From here a second SIGINT or SIGTERM ends this process at once (common/stop_signal.h).
+  exit_on_second_stop_signal();
   auto coord = ChildProcess::spawn(coord_argv, capture);
   if (!coord.ok()) {
     std::cerr << "autokernel run: " << coord.status().message() << "\n";
@@ -90,14 +128,50 @@ int run(const RunArgs& a) {
   const std::string workers_ep = ready->workers, clients_ep = ready->clients;
   std::cout << "coordinator up: workers " << workers_ep << ", clients " << clients_ep << ", /metrics on port "
             << ready->metrics_port << ", redis " << ready->redis << "\n";
+  CoordinatorClient client(clients_ep, std::chrono::seconds(30));
 
-  // 4. Workers: one process per GPU, or cpu_workers CPU workers.
+  // 4. What an earlier run left in the data dir: campaigns stopped with --keep-queue, or by a
+  // run that was killed. Resumed (this run follows them to their end and exports their rows)
+  // unless --cancel-leftover.
+  std::vector<std::string> mine;  // the campaigns this run follows, exports, and cancels or keeps
+  if (auto st = client.status(); st.ok()) {
+    std::vector<protocol::CampaignRow> left;
+    for (const auto& c : st->campaigns)
+      if (!c.complete && !c.cancelled) left.push_back(c);
+    if (!left.empty()) {
+      std::cout << "found " << left.size() << " unfinished campaign(s) of an earlier run in " << a.data_dir << ":\n";
+      for (const auto& c : left)
+        std::cout << "  " << c.campaign_id << " (" << c.name << "): " << (c.total - c.finished) << " of " << c.total
+                  << " jobs left\n";
+      if (a.cancel_leftover) {
+        for (const auto& c : left) {
+          auto r = client.cancel(c.campaign_id, "cancelled by autokernel run --cancel-leftover");
+          if (r.ok())
+            std::cout << "cancelled " << c.campaign_id << " (--cancel-leftover): " << (r->cancelled + r->stopping)
+                      << " jobs will not run\n";
+          else
+            std::cerr << "autokernel run: could not cancel " << c.campaign_id << ": " << r.status().message() << "\n";
+        }
+      } else {
+        std::cout << "resuming them: this run finishes them first and adds their rows to results.tsv "
+                     "(--cancel-leftover cancels them instead)\n";
+        for (const auto& c : left) mine.push_back(c.campaign_id);
+      }
+    }
+  } else {
+    std::cerr << "autokernel run: the coordinator does not answer: " << st.status().message() << "\n";
+    return 1;
+  }
+
+  // 5. Workers: one process per GPU, or cpu_workers CPU workers.
   std::vector<ChildProcess> workers;
   auto start_worker = [&](std::vector<std::string> extra) -> bool {
     std::vector<std::string> argv = {self, "worker", "--coordinator", workers_ep, "--cache-dir", a.data_dir + "/cache",
                                      "--state-dir", a.data_dir + "/worker"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    auto w = ChildProcess::spawn(argv, {});
+    ChildProcess::Options o;
+    o.new_process_group = true;
+    auto w = ChildProcess::spawn(argv, o);
     if (!w.ok()) {
       std::cerr << "autokernel run: " << w.status().message() << "\n";
       return false;
@@ -115,11 +189,23 @@ int run(const RunArgs& a) {
     std::cout << "workers: " << std::max(1, a.cpu_workers) << " (cpu)\n";
   }
 
-  // 5. Submit, follow, export.
-  CoordinatorClient client(clients_ep, std::chrono::seconds(30));
+  // 6. Follow the leftovers, then submit and follow this run's campaigns, until done or stopped.
   int rc = 0;
-  std::vector<protocol::ResultRow> all_rows;
-  if (!a.model.empty()) {
+  auto follow = [&](const std::string& cid) {
+    if (!wait_for_campaign(client, cid, stop_flag())) return false;
+    // A study campaign's final table (per study: trials, best, speedup over PyTorch, why it
+    // stopped; the end-to-end estimate), printed and kept as studies-<campaign>.json.
+    if (auto st = client.status(); st.ok())
+      for (const auto& c : st->campaigns)
+        if (c.campaign_id == cid && c.is_study) {
+          std::cout << format_studies(c);
+          std::ofstream(a.out_dir + "/studies-" + cid + ".json") << json(c).dump(1) << "\n";
+        }
+    return true;
+  };
+  for (const std::string& cid : std::vector<std::string>(mine))
+    if (rc == 0 && !follow(cid)) rc = 1;
+  if (rc == 0 && !a.model.empty()) {
     // The model pipeline (cli/model_command.cc), then the results of the campaigns it ran.
     RunArgs m = a;
     if (!a.dtype_given && backend == Backend::kCpu) m.dtype = "fp32";  // the CPU kernels' dtype
@@ -132,12 +218,10 @@ int run(const RunArgs& a) {
     rc = run_model_pipeline(c, m, backend_name(backend));
     if (auto st = client.status(); st.ok())
       for (const auto& cs : st->campaigns)
-        if (!earlier.count(cs.campaign_id))
-          if (auto rows = client.results(cs.campaign_id, ""); rows.ok())
-            for (auto& r : rows->rows) all_rows.push_back(std::move(r));
+        if (!earlier.count(cs.campaign_id)) mine.push_back(cs.campaign_id);
   }
   for (const json& campaign : campaigns) {
-    if (rc != 0) break;
+    if (rc != 0 || stop_flag().load()) break;
     auto sub = client.submit(campaign);
     if (!sub.ok()) {
       std::cerr << "autokernel run: campaign rejected: " << sub.status().message() << "\n";
@@ -145,37 +229,88 @@ int run(const RunArgs& a) {
       break;
     }
     const std::string cid = sub->campaign_id;
+    mine.push_back(cid);
     std::cout << "campaign " << cid << " (" << sub->name << "): " << sub->jobs << " jobs\n";
-    if (!wait_for_campaign(client, cid, stop_flag())) rc = 1;
-    // A study campaign's final table (per study: trials, best, speedup over PyTorch, why it
-    // stopped; the end-to-end estimate), printed and kept as studies-<campaign>.json.
-    if (auto st = client.status(); st.ok())
-      for (const auto& c : st->campaigns)
-        if (c.campaign_id == cid && c.is_study) {
-          std::cout << format_studies(c);
-          std::ofstream(a.out_dir + "/studies-" + cid + ".json") << json(c).dump(1) << "\n";
-        }
-    auto rows = client.results(cid, "");
+    if (!follow(cid)) rc = 1;
+  }
+
+  // 7. Stopped by a signal: the workers first, with a short grace (no new job starts; a job that
+  // finishes meanwhile is reported), so that every row stored from here on is final. Requests
+  // from here wait for nobody long.
+  const int stop_sig = stop_flag().load() ? std::max(stop_signal_number(), 1) : 0;
+  CoordinatorClient quick(clients_ep, kStopRequestTimeout);
+  CoordinatorClient& farm = stop_sig ? quick : client;
+  if (stop_sig) {
+    std::cout << "\n"
+              << signal_name(stop_sig) << ": stopping (a second one stops at once, killing the farm)\n"
+              << std::flush;
+    const size_t clean = stop_workers(workers, std::chrono::steady_clock::now() + kWorkerGrace);
+    // A worker's last results travel before its DISCONNECT on the same connection: once the
+    // coordinator lists no worker, they are stored.
+    if (clean > 0) {
+      const auto deadline = std::chrono::steady_clock::now() + kDisconnectWait;
+      int64_t version = -1;
+      while (std::chrono::steady_clock::now() < deadline) {
+        auto st = version < 0 ? farm.status() : farm.status_after(version, std::chrono::milliseconds(100));
+        if (!st.ok()) break;
+        version = st->version;
+        if (st->workers.empty()) break;
+      }
+    }
+  }
+
+  // 8. Every finished row of this run's campaigns, appended to results.tsv and results.json.
+  std::vector<protocol::ResultRow> all_rows;
+  for (const std::string& cid : mine) {
+    auto rows = farm.results(cid, "");
     if (!rows.ok()) {
-      std::cerr << "autokernel run: could not fetch results: " << rows.status().message() << "\n";
+      std::cerr << "autokernel run: could not fetch the results of " << cid << ": " << rows.status().message() << "\n";
       rc = 1;
-      break;
+      continue;
     }
     for (auto& r : rows->rows) all_rows.push_back(std::move(r));
-    if (rc != 0) break;  // interrupted
   }
+
+  // 9. After a stop: the unfinished campaigns cancelled, or kept for the next run (--keep-queue).
+  if (stop_sig) {
+    std::vector<protocol::CampaignRow> unfinished;
+    if (auto st = farm.status(); st.ok()) {
+      for (const std::string& cid : mine)
+        for (const auto& c : st->campaigns)
+          if (c.campaign_id == cid && !c.complete) unfinished.push_back(c);
+    } else {
+      std::cerr << "autokernel run: the coordinator does not answer: " << st.status().message() << "\n";
+    }
+    if (unfinished.empty() && !mine.empty()) std::cout << "every campaign of this run had finished\n";
+    for (const auto& c : unfinished) {
+      const int64_t left = c.total - c.finished;
+      std::cout << "campaign " << c.campaign_id << " (" << c.name << "): " << c.finished << " of " << c.total
+                << " jobs finished, " << left << " left: ";
+      if (a.keep_queue) {
+        std::cout << "kept in the queue of " << a.data_dir
+                  << " (--keep-queue); the next autokernel run with --data-dir " << a.data_dir << " resumes it\n";
+        continue;
+      }
+      auto r = farm.cancel(c.campaign_id, std::string("autokernel run stopped by ") + signal_name(stop_sig));
+      if (r.ok())
+        std::cout << "cancelled (--keep-queue would keep it for the next run)\n";
+      else
+        std::cout << "NOT cancelled: " << r.status().message() << "\n";
+    }
+  }
+
   const std::string tsv = a.out_dir + "/results.tsv", js = a.out_dir + "/results.json";
-  Status s = write_exports(all_rows, tsv, js);
-  if (!s.ok()) {
-    std::cerr << "autokernel run: " << s.message() << "\n";
+  auto added = append_exports(all_rows, tsv, js);
+  if (!added.ok()) {
+    std::cerr << "autokernel run: " << added.status().message() << "\n";
     rc = 1;
   } else {
     std::cout << format_results(all_rows, 40);
-    std::cout << "wrote " << all_rows.size() << " rows to " << tsv << " and " << js << "\n";
+    std::cout << "wrote " << all_rows.size() << " rows (" << *added << " new) to " << tsv << " and " << js << "\n";
   }
   // The tuning database as this run leaves it (the private Redis may hold earlier runs' entries
   // too): the file kernels/tuned.h loads and `autokernel best --import` merges into another farm.
-  if (auto best = client.best(TuningQuery{}); best.ok()) {
+  if (auto best = farm.best(TuningQuery{}); best.ok()) {
     const std::string path = a.out_dir + "/tuning.json";
     if (Status w = write_tuning_export(*best, path); w.ok())
       std::cout << "wrote " << best->entries.size() << " tuning-database entries to " << path << "\n";
@@ -184,10 +319,10 @@ int run(const RunArgs& a) {
   } else {
     std::cerr << "autokernel run: could not fetch the tuning database: " << best.status().message() << "\n";
   }
-  for (auto& w : workers) w.signal(SIGTERM);
-  for (auto& w : workers) w.stop(std::chrono::seconds(10));
-  coord->stop(std::chrono::seconds(10));
-  return rc;
+  std::cout << std::flush;
+  if (!stop_sig) stop_workers(workers, std::chrono::steady_clock::now() + kWorkerGraceAtEnd);
+  coord->stop(stop_sig ? kCoordinatorGrace : kCoordinatorGraceAtEnd);
+  return stop_sig ? 128 + stop_sig : rc;
 }
 
 }  // namespace ak::cli

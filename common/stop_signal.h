@@ -14,5 +14,13 @@ std::atomic<bool>& stop_flag();
 // SIGINT and SIGTERM set stop_flag(); SIGPIPE is ignored (a peer that went away is an error
 // return, not a death). Call once, from main, before starting threads.
 void install_stop_signal_handlers();
+// The signal that set stop_flag() first (SIGINT or SIGTERM), 0 while none came. Thread-safe.
+int stop_signal_number();
+// From now on a second stop signal (the first one set stop_flag(), before or after this call)
+// means "stop now": the handler ends the process at once with _exit(128 + signal), without
+// running destructors. Children started with SpawnOptions::death_signal die with it. For a
+// command whose orderly stop can take seconds (`autokernel run`), so that a user who presses
+// Ctrl-C twice is not kept waiting.
+void exit_on_second_stop_signal();
 
 }  // namespace ak

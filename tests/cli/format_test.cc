@@ -1,7 +1,16 @@
-// The results table and its order (cli/format.h): shapes by their numbers, best first, --limit.
+// The results table and its order (cli/format.h): shapes by their numbers, best first, --limit;
+// the exports that runs append to.
 #include "cli/format.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
+
+#include "common/result_fields.h"
 
 namespace ak::cli {
 namespace {
@@ -37,6 +46,83 @@ TEST(FormatResults, NoConfigIsCutAndTheKernelIsNamed) {
   EXPECT_NE(table.find(config), std::string::npos) << table;
   EXPECT_NE(table.find("softmax"), std::string::npos) << table;
   EXPECT_NE(table.find("kernel"), std::string::npos) << table;
+}
+
+// A folder of its own per test, removed at the end.
+class FormatExports : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::path(::testing::TempDir()) / ("append_exports_" + std::to_string(getpid()) + "_" +
+                                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string tsv() const { return (dir_ / "results.tsv").string(); }
+  std::string js() const { return (dir_ / "results.json").string(); }
+  static std::string text(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // The TSV's lines after the header, and the number of header lines.
+  std::vector<std::string> tsv_rows(int* headers) const {
+    std::istringstream in(text(tsv()));
+    std::vector<std::string> rows;
+    *headers = 0;
+    for (std::string l; std::getline(in, l);) {
+      if (l == tsv_header())
+        ++*headers;
+      else
+        rows.push_back(l);
+    }
+    return rows;
+  }
+  static protocol::ResultRow numbered(const std::string& job, int64_t experiment) {
+    protocol::ResultRow r = row("64x64", 1.0, job);
+    r.job_id = job;
+    r.experiment = experiment;
+    return r;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(FormatExports, ASecondRunAppendsItsRowsUnderTheOneHeaderAndJsonHoldsTheSameRows) {
+  ASSERT_EQ(*append_exports({numbered("a", 1), numbered("b", 2)}, tsv(), js()), 2u);
+  // The second run's rows, one of them already written (a resumed campaign's row).
+  ASSERT_EQ(*append_exports({numbered("d", 4), numbered("b", 2), numbered("c", 3)}, tsv(), js()), 2u);
+  int headers = 0;
+  const auto rows = tsv_rows(&headers);
+  EXPECT_EQ(headers, 1);
+  ASSERT_EQ(rows.size(), 4u);
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].substr(0, rows[i].find('\t')), std::to_string(i + 1));
+  const auto j = nlohmann::json::parse(text(js()));
+  ASSERT_EQ(j.size(), 4u);
+  for (size_t i = 0; i < j.size(); ++i) EXPECT_EQ(j[i]["experiment"], int64_t(i + 1));
+  EXPECT_EQ(j[2]["job_id"], "c");
+}
+
+TEST_F(FormatExports, NumbersOfAnotherDataDirGoOnAfterTheFilesLast) {
+  ASSERT_TRUE(append_exports({numbered("a", 1), numbered("b", 2)}, tsv(), js()).ok());
+  ASSERT_TRUE(append_exports({numbered("x", 1), numbered("y", 3)}, tsv(), js()).ok());
+  const auto j = nlohmann::json::parse(text(js()));
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[2]["experiment"], 3);
+  EXPECT_EQ(j[3]["experiment"], 5);  // the gap kept
+}
+
+TEST_F(FormatExports, AFileWithAnotherHeaderIsRefusedAndLeftAsItWas) {
+  std::ofstream(tsv()) << "experiment\ttag\tkernel\n1\t\tsoftmax\n";
+  const std::string before = text(tsv());
+  auto r = append_exports({numbered("a", 1)}, tsv(), js());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("column 3 is 'kernel', expected 'kernel_type'"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("--out"), std::string::npos) << r.status().message();
+  EXPECT_EQ(text(tsv()), before);
+  EXPECT_FALSE(std::filesystem::exists(js()));
 }
 
 }  // namespace
