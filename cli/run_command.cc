@@ -33,6 +33,10 @@ constexpr std::chrono::milliseconds kWorkerGrace{1500};
 constexpr std::chrono::milliseconds kDisconnectWait{500};
 constexpr std::chrono::milliseconds kStopRequestTimeout{1000};
 constexpr std::chrono::milliseconds kCoordinatorGrace{1500};
+// What a stop may take before the coordinator's grace: the workers' grace, the disconnect wait and
+// the requests (results, status, cancel). A cancel of many queued jobs takes the coordinator a
+// while; it gets what is left of this, at least kStopRequestTimeout.
+constexpr std::chrono::milliseconds kStopBudget{3500};
 // After a run that ended by itself: the last measurements and Redis's shutdown may take longer.
 constexpr std::chrono::milliseconds kWorkerGraceAtEnd{10'000};
 constexpr std::chrono::milliseconds kCoordinatorGraceAtEnd{10'000};
@@ -240,6 +244,7 @@ int run(const RunArgs& a) {
   const int stop_sig = stop_flag().load() ? std::max(stop_signal_number(), 1) : 0;
   CoordinatorClient quick(clients_ep, kStopRequestTimeout);
   CoordinatorClient& farm = stop_sig ? quick : client;
+  const auto stop_deadline = std::chrono::steady_clock::now() + kStopBudget;
   if (stop_sig) {
     std::cout << "\n"
               << signal_name(stop_sig) << ": stopping (a second one stops at once, killing the farm)\n"
@@ -291,7 +296,10 @@ int run(const RunArgs& a) {
                   << " (--keep-queue); the next autokernel run with --data-dir " << a.data_dir << " resumes it\n";
         continue;
       }
-      auto r = farm.cancel(c.campaign_id, std::string("autokernel run stopped by ") + signal_name(stop_sig));
+      const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(stop_deadline -
+                                                                                 std::chrono::steady_clock::now());
+      CoordinatorClient canceller(clients_ep, std::max(kStopRequestTimeout, left_ms));
+      auto r = canceller.cancel(c.campaign_id, std::string("autokernel run stopped by ") + signal_name(stop_sig));
       if (r.ok())
         std::cout << "cancelled (--keep-queue would keep it for the next run)\n";
       else

@@ -20,7 +20,8 @@ int stop_signal_number();
 // means "stop now": the handler ends the process at once with _exit(128 + signal), without
 // running destructors. Children started with SpawnOptions::death_signal die with it. For a
 // command whose orderly stop can take seconds (`autokernel run`), so that a user who presses
-// Ctrl-C twice is not kept waiting.
+// Ctrl-C twice is not kept waiting. A sender that signals twice within a second (coreutils
+// `timeout` signals its child, then its process group) counts once.
 void exit_on_second_stop_signal();
 
 }  // namespace ak

@@ -168,8 +168,10 @@ class RunCommandTest : public ::testing::Test {
   // Starts a run of `campaign`, waits until at least `min_finished` of its jobs are done, sends
   // the signal (to the run alone, or to its process group) and checks that it exits within 5 s
   // with 128 + the signal. Returns the run with all its output read.
+  // With `like_timeout`, the signal goes to the run and then to its group from this one process,
+  // as coreutils `timeout` sends it: one request, not "stop now".
   std::unique_ptr<RunProcess> run_and_stop(const std::string& campaign, std::vector<std::string> extra, int sig,
-                                           bool to_group, int64_t* seen_before_signal) {
+                                           bool to_group, int64_t* seen_before_signal, bool like_timeout = false) {
     auto run = std::make_unique<RunProcess>(dir_, campaign, std::move(extra), ++runs_);
     const bool mid = run->read_until([&](const std::string&) { return run->progress() >= 5; },
                                      steady_clock::now() + std::chrono::seconds(120));
@@ -180,6 +182,9 @@ class RunCommandTest : public ::testing::Test {
     *seen_before_signal = run->progress();
     const auto sent = steady_clock::now();
     EXPECT_EQ(to_group ? ::kill(-run->pid(), sig) : ::kill(run->pid(), sig), 0);
+    if (like_timeout) {
+      EXPECT_EQ(::kill(-run->pid(), sig), 0);
+    }
     const auto rc = run->finish(sent + std::chrono::seconds(5));
     const double took = std::chrono::duration<double>(steady_clock::now() - sent).count();
     EXPECT_TRUE(rc.has_value()) << "still running 5 s after the signal:\n" << run->printed();
@@ -198,11 +203,12 @@ class RunCommandTest : public ::testing::Test {
 // SIGTERM to `run` alone: every finished row is in results.tsv and results.json (checked against
 // the farm's own store, read by a coordinator started afterwards on the same data dir), the rest
 // of the campaign is cancelled, and a second run appends its rows to the same files with the
-// experiment number going on.
+// experiment number going on. The signal is sent as `timeout` sends it (to the run, then to its
+// group, both from one process): an orderly stop, not the second signal's "stop now".
 TEST_F(RunCommandTest, SigtermMidCampaignStopsWithin5sWritesEveryFinishedRowAndCancelsTheRest) {
   const std::string big = campaign_file(long_campaign(480, "long"), "long");
   int64_t seen = 0;
-  auto first = run_and_stop(big, {}, SIGTERM, /*to_group=*/false, &seen);
+  auto first = run_and_stop(big, {}, SIGTERM, /*to_group=*/false, &seen, /*like_timeout=*/true);
   ASSERT_NE(first, nullptr);
   const std::string out = first->printed();
   EXPECT_NE(out.find("SIGTERM: stopping"), std::string::npos) << out;
@@ -313,7 +319,9 @@ TEST_F(RunCommandTest, SigintToTheProcessGroupKeepsTheQueueAndTheNextRunReportsA
 }
 
 // A second signal means "stop now": the run ends at once, its farm with it (their death signal),
-// and the data dir is left as a killed run leaves it: the next run finds the campaign.
+// and the data dir is left as a killed run leaves it: the next run finds the campaign. The second
+// comes from another process (`kill`), as a second request does; one sender's double signal is
+// one request (above).
 TEST_F(RunCommandTest, ASecondSignalStopsAtOnce) {
   const std::string big = campaign_file(long_campaign(480, "long"), "long");
   RunProcess run(dir_, big, {}, ++runs_);
@@ -322,7 +330,9 @@ TEST_F(RunCommandTest, ASecondSignalStopsAtOnce) {
       << run.printed();
   const auto sent = steady_clock::now();
   ASSERT_EQ(::kill(-run.pid(), SIGINT), 0);
-  ASSERT_EQ(::kill(-run.pid(), SIGINT), 0);
+  auto second = ChildProcess::spawn({"kill", "-INT", std::to_string(run.pid())}, SpawnOptions{});
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(second->wait(), 0);
   const auto rc = run.finish(sent + std::chrono::seconds(5));
   ASSERT_TRUE(rc.has_value()) << run.printed();
   EXPECT_EQ(*rc, 128 + SIGINT) << run.printed();
