@@ -198,4 +198,23 @@ if __name__ == "__main__":
         if not torch.cuda.is_available():
             print("no CUDA device: skipped")
             sys.exit(77)
-    unittest.main(verbosity=2)
+    # A failure is printed when it happens, not only at the end: a GPU session that cuts the
+    # test at its time limit still shows why the subtests before the cut failed.
+    class ImmediateResult(unittest.TextTestResult):
+        def addFailure(self, test, err):
+            super().addFailure(test, err)
+            self.stream.writeln(self._exc_info_to_string(err, test))
+            self.stream.flush()
+
+        def addError(self, test, err):
+            super().addError(test, err)
+            self.stream.writeln(self._exc_info_to_string(err, test))
+            self.stream.flush()
+
+        def addSubTest(self, test, subtest, err):
+            super().addSubTest(test, subtest, err)
+            if err is not None:
+                self.stream.writeln(f"{subtest}: " + self._exc_info_to_string(err, test))
+                self.stream.flush()
+
+    unittest.main(verbosity=2, testRunner=unittest.TextTestRunner(verbosity=2, resultclass=ImmediateResult))
