@@ -314,11 +314,50 @@ Result<size_t> append_exports(std::vector<pr::ResultRow> rows, const std::string
   return added;
 }
 
+std::string progress_line(const pr::CampaignRow& c, double elapsed_s) {
+  const std::string best = !c.best ? "-"
+                                   : fmt_double(c.best->speedup, "%.3f") + "x " + c.best->shape + " " + c.best->dtype +
+                                         " " + c.best->config;
+  char line[768];
+  if (c.is_study) {
+    size_t done = 0;
+    double eta = 0;
+    for (const auto& s : c.studies) {
+      if (s.done) {
+        ++done;
+      } else {
+        eta = (s.eta_s < 0 || eta < 0) ? -1 : std::max(eta, s.eta_s);
+      }
+    }
+    if (done == c.studies.size()) eta = 0;
+    std::snprintf(line, sizeof line, "[studies %zu/%zu] trials %lld  pass %lld  not-pass %lld  best %s  ETA %s", done,
+                  c.studies.size(), (long long)c.finished, (long long)c.pass, (long long)c.failed, best.c_str(),
+                  fmt_duration(eta).c_str());
+    return line;
+  }
+  const double rate = c.finished / std::max(elapsed_s, 1e-3);
+  const double eta = rate > 0 ? (c.total - c.finished) / rate : -1;
+  std::snprintf(line, sizeof line, "[%lld/%lld] pass %lld  not-pass %lld  best %s  %.1f jobs/s  ETA %s",
+                (long long)c.finished, (long long)c.total, (long long)c.pass, (long long)c.failed, best.c_str(), rate,
+                fmt_duration(eta).c_str());
+  return line;
+}
+
+bool ProgressThrottle::should_print(int64_t progress, bool complete, double now_s) {
+  if (tty_) return true;
+  const bool moved = progress != last_progress_;
+  if (!(complete && moved) && !(moved && now_s - last_s_ >= min_interval_s_)) return false;
+  last_progress_ = progress;
+  last_s_ = now_s;
+  return true;
+}
+
 bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop,
                        std::chrono::steady_clock::time_point deadline) {
   const bool tty = isatty(STDOUT_FILENO);
+  // Into a pipe: a line every 2 s at most while progress moves.
+  ProgressThrottle throttle(tty, 2.0);
   const auto start = std::chrono::steady_clock::now();
-  int64_t last_printed = -1;
   int failures = 0;
   int64_t version = -1;
   while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
@@ -335,24 +374,14 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
     version = st->version;
     for (const auto& c : st->campaigns) {
       if (c.campaign_id != campaign_id) continue;
-      const int64_t total = c.total, fin = c.finished, pass = c.pass, failed = c.failed;
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double rate = fin / std::max(el, 1e-3);
-      const double eta = rate > 0 ? (total - fin) / rate : -1;
-      std::string best = !c.best ? "-"
-                                 : fmt_double(c.best->speedup, "%.3f") + "x " + c.best->shape + " " + c.best->dtype +
-                                       " " + c.best->config;
-      char line[512];
-      std::snprintf(line, sizeof line, "[%lld/%lld] pass %lld  not-pass %lld  best %s  %.1f jobs/s  ETA %s",
-                    (long long)fin, (long long)total, (long long)pass, (long long)failed, best.c_str(), rate,
-                    fmt_duration(eta).c_str());
-      if (tty) {
-        std::cout << "\r" << line << "\x1b[K" << std::flush;
-      } else if (fin != last_printed) {
-        // Without a terminal, a line each time progress moved.
-        std::cout << line << "\n" << std::flush;
+      if (throttle.should_print(c.finished, c.complete, el)) {
+        const std::string line = progress_line(c, el);
+        if (tty)
+          std::cout << "\r" << line << "\x1b[K" << std::flush;
+        else
+          std::cout << line << "\n" << std::flush;
       }
-      last_printed = fin;
       if (c.complete) {
         if (tty) std::cout << "\n";
         if (c.cancelled) {

@@ -46,7 +46,27 @@ std::string format_best(const protocol::BestReply& export_document);
 Status write_file(const std::string& path, const std::string& text);
 // Writes an export document to `path` (temporary file and rename).
 Status write_tuning_export(const protocol::BestReply& export_document, const std::string& path);
-// Polls STATUS and redraws a progress line (done/total, pass/fail, best, rate, ETA) until the
+// The progress line of one campaign as STATUS shows it, `elapsed_s` after the wait began: for a
+// kernels campaign "[done/total] pass, not-pass, best, jobs/s, ETA"; for a study campaign (whose
+// job count grows as trials are proposed) "[studies done/all] trials, pass, not-pass, best, ETA",
+// its ETA the longest of the running studies' own estimates.
+std::string progress_line(const protocol::CampaignRow& campaign, double elapsed_s);
+// When a progress line is printed: on a terminal whenever asked (it is redrawn in place); into a
+// pipe or file when progress moved, at most once every `min_interval_s`, and always when the
+// campaign is complete, so that a log of a campaign of thousands of jobs has a line every few
+// seconds, not a line a job.
+class ProgressThrottle {
+ public:
+  ProgressThrottle(bool tty, double min_interval_s) : tty_(tty), min_interval_s_(min_interval_s) {}
+  bool should_print(int64_t progress, bool complete, double now_s);
+
+ private:
+  bool tty_;
+  double min_interval_s_;
+  int64_t last_progress_ = -1;
+  double last_s_ = -1e300;
+};
+// Polls STATUS and redraws a progress line (progress_line above; ProgressThrottle) until the
 // campaign has no queued or leased job, `stop` is set or `deadline` passes. Returns false if it
 // ended for any reason but completion (the campaign itself goes on in the farm), a campaign that
 // ended because it was cancelled included.

@@ -127,3 +127,53 @@ TEST_F(FormatExports, AFileWithAnotherHeaderIsRefusedAndLeftAsItWas) {
 
 }  // namespace
 }  // namespace ak::cli
+
+namespace ak::cli {
+namespace {
+
+TEST(Progress, IntoAPipeALineAtMostEveryIntervalWhileProgressMovesAndAlwaysTheLast) {
+  ProgressThrottle pipe(false, 2.0);
+  EXPECT_TRUE(pipe.should_print(0, false, 0.0));   // the first line
+  EXPECT_FALSE(pipe.should_print(3, false, 0.5));  // moved, too soon
+  EXPECT_FALSE(pipe.should_print(9, false, 1.9));
+  EXPECT_TRUE(pipe.should_print(9, false, 2.0));   // moved since the last printed line
+  EXPECT_FALSE(pipe.should_print(9, false, 9.0));  // nothing moved: nothing new to say
+  EXPECT_TRUE(pipe.should_print(10, true, 9.1));   // the end, however soon
+  // A campaign of thousands of jobs finishing one every millisecond for 10 s: 6 lines, not 10,001.
+  ProgressThrottle busy(false, 2.0);
+  int printed = 0;
+  for (int i = 0; i <= 10'000; ++i) printed += busy.should_print(i, i == 10'000, i / 1000.0);
+  EXPECT_EQ(printed, 6);  // t = 0, 2, 4, 6, 8 and the end at t = 10
+  ProgressThrottle tty(true, 2.0);
+  EXPECT_TRUE(tty.should_print(0, false, 0.0));
+  EXPECT_TRUE(tty.should_print(0, false, 0.1));  // redrawn in place: rate and ETA change
+}
+
+TEST(Progress, AStudyCampaignShowsItsStudiesAndTheirEtaNotAJobCount) {
+  protocol::CampaignRow c;
+  c.is_study = true;
+  c.total = 12;  // trials proposed so far: not a meaningful denominator
+  c.finished = 10;
+  c.pass = 9;
+  c.failed = 1;
+  protocol::StudyRow a, b;
+  a.done = true;
+  b.eta_s = 95;
+  c.studies = {a, b};
+  const std::string line = progress_line(c, 30);
+  EXPECT_EQ(line.rfind("[studies 1/2] trials 10  pass 9  not-pass 1  best -  ETA 1m35s", 0), 0u) << line;
+  c.studies[1].eta_s = -1;
+  EXPECT_NE(progress_line(c, 30).find("ETA ?"), std::string::npos);
+  c.studies[1].done = true;
+  EXPECT_NE(progress_line(c, 30).find("[studies 2/2]"), std::string::npos);
+  EXPECT_NE(progress_line(c, 30).find("ETA 0s"), std::string::npos);
+
+  protocol::CampaignRow k;
+  k.total = 100;
+  k.finished = 25;
+  k.pass = 25;
+  EXPECT_EQ(progress_line(k, 5), "[25/100] pass 25  not-pass 0  best -  5.0 jobs/s  ETA 15s");
+}
+
+}  // namespace
+}  // namespace ak::cli
