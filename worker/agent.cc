@@ -26,9 +26,8 @@ namespace ak {
 
 struct WorkerAgent::Session {
   Session(const WorkerOptions& o, size_t runners, int64_t now_ms)
-      : outbox(OutboxOptions{
-            o.resend_ms, o.max_resend_ms,
-            o.state_dir.empty() ? std::string() : outbox_path(o.state_dir, o.worker_id), false}),
+      : outbox(OutboxOptions{o.resend_ms, o.max_resend_ms,
+                             o.state_dir.empty() ? std::string() : outbox_path(o.state_dir, o.worker_id), false}),
         socket(context, zmq::socket_type::dealer),
         monitor(context, zmq::socket_type::pair),
         link(o.coordinator_endpoint, {o.unreachable_warn_ms, o.unreachable_repeat_ms}, now_ms),

@@ -176,7 +176,7 @@ class WorkerAgent {
   std::deque<Finished> results_;  // runners' threads -> main thread
   int wake_fd_ = -1;              // eventfd; runners' threads write, the main thread polls
   bool ran_ = false;
-  WorkerIdClaim id_claim_;        // a default worker_id, held while the agent lives
+  WorkerIdClaim id_claim_;  // a default worker_id, held while the agent lives
 };
 
 // The runners of a worker, in the order the agent asks them: KernelBench problems

@@ -31,8 +31,8 @@ std::optional<std::string> CoordinatorLink::due_warning(int64_t now_ms) {
   if (up_ || now_ms < next_warning_ms_) return std::nullopt;
   warned_ = true;
   next_warning_ms_ = now_ms + options_.repeat_ms;
-  return "cannot reach coordinator " + endpoint_ + " for " + std::to_string((now_ms - down_since_ms_) / 1000) +
-         " s (" + why_ +
+  return "cannot reach coordinator " + endpoint_ + " for " + std::to_string((now_ms - down_since_ms_) / 1000) + " s (" +
+         why_ +
          "); is it running and reachable from this host, and is this worker's key in its --allow-workers? "
          "Results wait in the outbox and are sent once it answers";
 }

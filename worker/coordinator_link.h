@@ -21,8 +21,8 @@ namespace ak {
 class CoordinatorLink {
  public:
   struct Options {
-    int64_t warn_after_ms = 3'000;   // without a connection this long: the first warning [ms]
-    int64_t repeat_ms = 15'000;      // then again at this interval while it lasts [ms]
+    int64_t warn_after_ms = 3'000;  // without a connection this long: the first warning [ms]
+    int64_t repeat_ms = 15'000;     // then again at this interval while it lasts [ms]
   };
 
   // Starts down (nothing connected yet) at now_ms.

@@ -34,8 +34,9 @@ Result<int> try_lock(const std::string& lock_dir, const std::string& id, std::st
   std::error_code ec;
   std::filesystem::create_directories(lock_dir, ec);
   // Several users may share a host's lock folder: every lock file is theirs to create.
-  if (!ec) std::filesystem::permissions(lock_dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit,
-                                        std::filesystem::perm_options::add, ec);
+  if (!ec)
+    std::filesystem::permissions(lock_dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit,
+                                 std::filesystem::perm_options::add, ec);
   const std::string path = lock_dir + "/" + file_safe(id) + ".lock";
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)

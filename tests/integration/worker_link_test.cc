@@ -5,6 +5,7 @@
 #include <chrono>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -72,10 +73,10 @@ TEST(WorkerLinkTest, AWorkerWhoseKeyTheCoordinatorRefusesSaysSo) {
   Farm farm(o);
   farm.start_coordinator();
   const std::string log = farm.dir() + "/rogue.log";
-  ChildProcess w = spawn_worker({"--id", "rogue", "--coordinator", farm.workers_endpoint(), "--key",
-                                 farm.key_file("rogue"), "--coordinator-key", farm.pub_file("coordinator"),
-                                 "--state-dir", farm.dir() + "/state", "--cache-dir", farm.dir() + "/cache"},
-                                log);
+  ChildProcess w = spawn_worker(
+      {"--id", "rogue", "--coordinator", farm.workers_endpoint(), "--key", farm.key_file("rogue"), "--coordinator-key",
+       farm.pub_file("coordinator"), "--state-dir", farm.dir() + "/state", "--cache-dir", farm.dir() + "/cache"},
+      log);
   EXPECT_TRUE(log_shows(log, "the coordinator refused this worker's CURVE key", 60s)) << read_text(log);
   EXPECT_NE(read_text(log).find("cannot reach coordinator " + farm.workers_endpoint()), std::string::npos);
   w.signal(SIGKILL);

@@ -30,9 +30,9 @@ TEST_F(WorkerIdTest, ASecondClaimOfAHeldIdFailsNamingTheHolder) {
   ASSERT_TRUE(first.ok()) << first.status().message();
   auto second = WorkerIdClaim::claim(locks(), "gpu01-cuda0");
   ASSERT_FALSE(second.ok());
-  EXPECT_NE(second.status().message().find("in use by another live worker on this host (pid " +
-                                           std::to_string(getpid())),
-            std::string::npos)
+  EXPECT_NE(
+      second.status().message().find("in use by another live worker on this host (pid " + std::to_string(getpid())),
+      std::string::npos)
       << second.status().message();
 }
 
@@ -80,8 +80,7 @@ TEST_F(WorkerIdTest, AKilledHoldersIdIsFreeAtOnce) {
   ASSERT_EQ(c, 'y');
   auto held = WorkerIdClaim::claim(locks(), "host-cuda0");
   EXPECT_FALSE(held.ok());
-  EXPECT_NE(held.status().message().find("pid " + std::to_string(child)), std::string::npos)
-      << held.status().message();
+  EXPECT_NE(held.status().message().find("pid " + std::to_string(child)), std::string::npos) << held.status().message();
   kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
