@@ -43,7 +43,7 @@ struct WorkerArgs {
   std::string coordinator_key_file;  // the coordinator's public key file (NAME.pub)
   std::string backend = "auto";  // auto: cuda on every GPU if any, else cpu
   std::string gpus = "all";      // "all" or a comma list of CUDA ordinals
-  std::string id;                // default: <hostname>-<gpu|cpu>-<pid>
+  std::string id;                // empty: make_worker_agent claims <hostname>-<backend><device>[-N]
   int slots = 2;
   std::string cache_dir = ".ak/cache";
   std::string python = AK_DEFAULT_PYTHON;  // the triton backend's compiler runs it

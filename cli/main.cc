@@ -107,7 +107,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   work->add_option("--backend", wo.backend, "auto, cpu or cuda")->capture_default_str();
   work->add_option("--gpus", wo.gpus, "'all' or comma-separated CUDA ordinals; one agent per GPU")->capture_default_str();
-  work->add_option("--id", wo.id, "worker id (default: host, device and pid)");
+  work->add_option("--id", wo.id,
+                   "worker id, unique in the farm (default: <host>-<backend><device>, e.g. gpu01-cuda0; a second live "
+                   "worker on this host takes gpu01-cuda0-2, a restarted one its predecessor's id and unacknowledged "
+                   "results); one live process per id and --state-dir");
   work->add_option("--slots", wo.slots, "jobs held at once (one measuring, the rest compiling ahead)")->capture_default_str()->check(CLI::Range(1, 64));
   work->add_option("--cache-dir", wo.cache_dir, "compiled artefact cache")->capture_default_str();
   work->add_option("--python", wo.python, "Python with triton 3.6, for triton jobs")->capture_default_str();

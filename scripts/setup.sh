@@ -15,7 +15,7 @@ SUDO=""
 PKGS="build-essential cmake ninja-build pkg-config python3-venv python3-dev
       libzmq3-dev cppzmq-dev nlohmann-json3-dev libhiredis-dev prometheus-cpp-dev redis-server prometheus
       googletest libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev libspdlog-dev
-      libfmt-dev libxxhash-dev libseccomp-dev clang-format"
+      libfmt-dev libxxhash-dev libseccomp-dev clang-format iproute2"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -15,30 +16,21 @@
 #include <zmq.hpp>
 
 #include "common/hash.h"
+#include "worker/coordinator_link.h"
 #include "worker/device.h"
 #include "worker/kernelbench_job_runner.h"
 #include "worker/model_job_runner.h"
 #include "worker/sandbox_job_runner.h"
 
 namespace ak {
-namespace {
-
-// A file name from a worker id ("host/gpu:0" -> "host_gpu_0").
-std::string file_safe(const std::string& s) {
-  std::string out = s;
-  for (char& c : out)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) c = '_';
-  return out.empty() ? "worker" : out;
-}
-
-}  // namespace
 
 struct WorkerAgent::Session {
-  explicit Session(const WorkerOptions& o, size_t runners)
-      : outbox(OutboxOptions{
-            o.resend_ms, o.max_resend_ms,
-            o.state_dir.empty() ? std::string() : o.state_dir + "/outbox-" + file_safe(o.worker_id) + ".jsonl", false}),
+  Session(const WorkerOptions& o, size_t runners, int64_t now_ms)
+      : outbox(OutboxOptions{o.resend_ms, o.max_resend_ms,
+                             o.state_dir.empty() ? std::string() : outbox_path(o.state_dir, o.worker_id), false}),
         socket(context, zmq::socket_type::dealer),
+        monitor(context, zmq::socket_type::pair),
+        link(o.coordinator_endpoint, {o.unreachable_warn_ms, o.unreachable_repeat_ms}, now_ms),
         busy(runners, 0) {}
   struct Queued {
     protocol::Job job;
@@ -47,6 +39,8 @@ struct WorkerAgent::Session {
   Outbox outbox;
   zmq::context_t context{1};
   zmq::socket_t socket;
+  zmq::socket_t monitor;  // the socket's connection events (zmq_socket_monitor)
+  CoordinatorLink link;
   std::set<Key> held;             // jobs received and not yet finished (what heartbeats list)
   std::deque<Queued> queue;       // held, not yet started, oldest first
   std::map<Key, size_t> started;  // held, given to runners_[i], result not yet drained
@@ -327,13 +321,33 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     if (ec)
       return Status::unavailable("cannot create state directory " + options_.state_dir + ": " + ec.message());
   }
-  Session s(options_, runners_.size());
+  // One live process per outbox: two under one id would take each other's leases and results.
+  WorkerIdClaim outbox_claim;  // held while this run serves
+  if (!options_.state_dir.empty()) {
+    auto claim = WorkerIdClaim::claim(options_.state_dir, options_.worker_id);
+    if (!claim.ok()) return claim.status();
+    outbox_claim = std::move(*claim);
+  }
+  Session s(options_, runners_.size(), clock_.now_ms());
   if (Status st = s.outbox.open(clock_.now_ms()); !st.ok()) return st;
   try {
     s.socket.set(zmq::sockopt::routing_id, options_.worker_id);
     s.socket.set(zmq::sockopt::linger, static_cast<int>(options_.linger_ms));
     s.socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
     s.socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxFrameBytes));
+    // ZMTP heartbeats: a link that drops packets silently (a partition) is noticed, dropped and
+    // made again, instead of waiting out TCP's retransmission backoff.
+    const int link_ms = static_cast<int>(std::max<int64_t>(300, options_.link_timeout_ms));
+    s.socket.set(zmq::sockopt::heartbeat_ivl, link_ms / 3);
+    s.socket.set(zmq::sockopt::heartbeat_timeout, link_ms);
+    s.socket.set(zmq::sockopt::connect_timeout, link_ms);
+    const std::string monitor_ep = "inproc://ak-worker-link-" + std::to_string(reinterpret_cast<uintptr_t>(&s));
+    if (zmq_socket_monitor(s.socket.handle(), monitor_ep.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+      throw zmq::error_t();
+    s.monitor.connect(monitor_ep);
     if (!options_.curve_server_key.empty()) {
       s.socket.set(zmq::sockopt::curve_serverkey, options_.curve_server_key);
       s.socket.set(zmq::sockopt::curve_publickey, options_.curve_public_key);
@@ -366,13 +380,16 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     const int64_t now = clock_.now_ms();
     for (const auto& r : s.outbox.due(now)) send(s, protocol::ResultMsg{options_.worker_id, r});
     if (now >= s.next_heartbeat_ms) send_heartbeat(s);
+    if (auto warning = s.link.due_warning(now)) spdlog::warn("worker {}: {}", options_.worker_id, *warning);
 
     int64_t wait_ms = std::min(options_.poll_ms, s.next_heartbeat_ms - now);
     if (auto due = s.outbox.next_due_ms()) wait_ms = std::min(wait_ms, *due - now);
     wait_ms = std::max<int64_t>(0, wait_ms);
-    zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{s.socket.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+                               {s.monitor.handle(), 0, ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(wait_ms));
+      zmq::poll(items, 3, std::chrono::milliseconds(wait_ms));
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) spdlog::error("worker {}: poll failed: {}", options_.worker_id, e.what());
       continue;
@@ -382,6 +399,7 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
       ssize_t n = read(wake_fd_, &count, sizeof(count));
       (void)n;
     }
+    if (items[2].revents & ZMQ_POLLIN) read_link_events(s);
     if (items[0].revents & ZMQ_POLLIN) {
       for (;;) {
         zmq::message_t frame;
@@ -410,8 +428,53 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
   }
 
   send(s, protocol::Disconnect{options_.worker_id, "worker stopping"});
+  zmq_socket_monitor(s.socket.handle(), nullptr, 0);
   spdlog::info("worker {}: stopped; {} result(s) not yet acknowledged", options_.worker_id, s.outbox.size());
   return Status::ok_status();
+}
+
+void WorkerAgent::keep_id_claim(WorkerIdClaim claim) {
+  options_.worker_id = claim.id();
+  id_claim_ = std::move(claim);
+}
+
+void WorkerAgent::read_link_events(Session& s) {
+  for (;;) {
+    // Two frames per event: 16-bit event and 32-bit value, then the endpoint.
+    zmq::message_t event, address;
+    if (!s.monitor.recv(event, zmq::recv_flags::dontwait)) return;
+    if (event.more()) (void)s.monitor.recv(address, zmq::recv_flags::dontwait);
+    if (event.size() < 6) continue;
+    uint16_t id;
+    uint32_t value;
+    std::memcpy(&id, event.data(), sizeof(id));
+    std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof(id), sizeof(value));
+    const int64_t now = clock_.now_ms();
+    switch (id) {
+      case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+        s.link.connected(now);
+        spdlog::info("worker {}: connected to coordinator {}", options_.worker_id, options_.coordinator_endpoint);
+        if (auto back = s.link.take_recovery()) spdlog::warn("worker {}: {}", options_.worker_id, *back);
+        break;
+      case ZMQ_EVENT_DISCONNECTED:
+        if (s.link.up())
+          spdlog::warn("worker {}: lost the connection to coordinator {}; reconnecting", options_.worker_id,
+                       options_.coordinator_endpoint);
+        s.link.failed(now, "the connection ended or no heartbeat was answered");
+        break;
+      case ZMQ_EVENT_CONNECT_RETRIED:
+        s.link.failed(now, "no TCP connection");
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        s.link.failed(now, "the coordinator refused this worker's CURVE key (ZAP status " + std::to_string(value) +
+                               "): add its public key to the coordinator's --allow-workers file");
+        break;
+      default:  // a handshake that failed for another reason
+        s.link.failed(now, "the handshake failed (error " + std::to_string(value) +
+                               "): do both sides use CURVE keys, and is --coordinator-key the coordinator's?");
+        break;
+    }
+  }
 }
 
 std::string default_worker_id(const Capabilities& caps, Backend backend, int device_index) {
@@ -432,7 +495,15 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
     caps = cpu_capabilities();
     options.device_index = 0;
   }
-  if (options.worker_id.empty()) options.worker_id = default_worker_id(caps, options.backend, options.device_index);
+  WorkerIdClaim claim;
+  if (options.worker_id.empty()) {
+    const std::string lock_dir = options.id_lock_dir.empty() ? std::string(kDefaultIdLockDir) : options.id_lock_dir;
+    auto c = WorkerIdClaim::claim_first_free(lock_dir, default_worker_id(caps, options.backend, options.device_index),
+                                             options.state_dir);
+    if (!c.ok()) return c.status();
+    claim = std::move(*c);
+    options.worker_id = claim.id();
+  }
   if (options.sandbox_path.empty()) return Status::invalid("no sandbox executable given (sandbox_path)");
 
   CompilerOptions copt;
@@ -456,8 +527,10 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   if (caps.ceilings.copy_bandwidth_gbps <= 0) caps.ceilings.copy_bandwidth_gbps = supervisor->hello().copy_bandwidth_gbps;
   if (!supervisor->hello().torch_version.empty()) caps.versions["torch"] = supervisor->hello().torch_version;
 
-  return std::make_unique<WorkerAgent>(std::move(options), std::move(caps), clock, std::move(compiler),
-                                       std::move(supervisor));
+  auto agent = std::make_unique<WorkerAgent>(std::move(options), std::move(caps), clock, std::move(compiler),
+                                             std::move(supervisor));
+  if (claim.held()) agent->keep_id_claim(std::move(claim));
+  return agent;
 }
 
 }  // namespace ak

@@ -55,6 +55,7 @@
 #include "worker/job_runner.h"
 #include "worker/outbox.h"
 #include "worker/supervisor.h"
+#include "worker/worker_id.h"
 
 namespace ak {
 
@@ -66,7 +67,13 @@ struct WorkerOptions {
   std::string curve_server_key;
   std::string curve_public_key;
   std::string curve_secret_key;
-  std::string worker_id;             // unique in the farm; empty: make_worker_agent picks one
+  // Unique in the farm; empty: make_worker_agent picks "<hostname>-<backend><device>" and claims the
+  // first free of it, it-2, it-3 ... in id_lock_dir (worker/worker_id.h).
+  std::string worker_id;
+  // Where make_worker_agent claims a default worker_id (worker/worker_id.h); empty:
+  // kDefaultIdLockDir, host-wide. run() also claims worker_id in state_dir (when set), so that no
+  // two live processes share an outbox, whatever their ids were given by.
+  std::string id_lock_dir;
   Backend backend = Backend::kCpu;
   int device_index = 0;              // CUDA ordinal (ignored for cpu)
   int slots = 2;                     // jobs leased at once: one running, the rest compiling ahead
@@ -82,6 +89,13 @@ struct WorkerOptions {
   int64_t sandbox_start_timeout_ms = 60'000;
   int64_t poll_ms = 50;              // longest the main loop blocks before re-reading the clock [ms]
   int64_t linger_ms = 1'000;         // how long unsent messages may delay closing the socket [ms]
+  // ZMTP heartbeats on the connection: a coordinator that answers none for this long counts as
+  // unreachable (the connection is dropped and made again), as does a connect that takes longer [ms].
+  int64_t link_timeout_ms = 3'000;
+  // Without a connection to the coordinator this long, the agent logs a warning naming its
+  // address, and again every unreachable_repeat_ms while it lasts (worker/coordinator_link.h) [ms].
+  int64_t unreachable_warn_ms = 3'000;
+  int64_t unreachable_repeat_ms = 15'000;
   // KernelBench jobs (JobSpec::kernelbench) skip the compiler and the sandbox: the
   // KernelBenchJobRunner runs them through KernelBenchRunners (worker/kernelbench_runner.h) with
   // `python`, in this folder (empty: <cache_dir>/kernelbench).
@@ -112,12 +126,17 @@ class WorkerAgent {
   WorkerAgent(const WorkerAgent&) = delete;
   WorkerAgent& operator=(const WorkerAgent&) = delete;
 
+  // Fails at once (kUnavailable) when another live process holds worker_id in state_dir.
   // Serves until `stop` becomes true (checked at least every poll_ms), then stops taking work,
   // drops the jobs not yet begun (their leases expire), waits for the jobs in progress (a
   // measurement is bounded by its job's timeout_ms), sends their results and DISCONNECT, and returns
   // OK. Returns an error without serving if the endpoint is invalid or the outbox file cannot be
   // opened. Call once.
   Status run(std::atomic<bool>& stop);
+
+  // Keeps `claim` (worker/worker_id.h) for the agent's life; its id becomes worker_id.
+  // make_worker_agent hands over the claim of a default id this way.
+  void keep_id_claim(WorkerIdClaim claim);
 
   const WorkerOptions& options() const { return options_; }
   const Capabilities& capabilities() const { return caps_; }
@@ -145,6 +164,8 @@ class WorkerAgent {
   // (JobRunner::cancel).
   void cancel(Session& s, const protocol::CancelJob& c);
   void drain_results(Session& s);
+  // The socket monitor's events: the link to the coordinator up or down (CoordinatorLink).
+  void read_link_events(Session& s);
 
   WorkerOptions options_;
   Capabilities caps_;
@@ -155,6 +176,7 @@ class WorkerAgent {
   std::deque<Finished> results_;  // runners' threads -> main thread
   int wake_fd_ = -1;              // eventfd; runners' threads write, the main thread polls
   bool ran_ = false;
+  WorkerIdClaim id_claim_;  // a default worker_id, held while the agent lives
 };
 
 // The runners of a worker, in the order the agent asks them: KernelBench problems
@@ -167,8 +189,10 @@ std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& op
 
 // Assembles an agent from options alone: capabilities from the device (detect_gpus() for cuda,
 // cpu_capabilities() for cpu), the real compiler, and a SandboxSupervisor whose first sandbox is
-// started here so that a broken sandbox is reported before the worker registers. Fills in
-// worker_id ("<hostname>-<backend><device>") when it is empty.
+// started here so that a broken sandbox is reported before the worker registers. When worker_id is
+// empty it claims the first free of default_worker_id(), -2, -3 ... in id_lock_dir (empty:
+// kDefaultIdLockDir), preferring one whose outbox in state_dir holds results: a restarted worker
+// takes back its predecessor's id and results, and two live workers on a host never share one.
 Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Clock& clock);
 
 // "<hostname>-cuda0", "<hostname>-cpu0".

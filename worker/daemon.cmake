@@ -4,6 +4,8 @@ target_sources(ak_worker PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/supervisor.cc
   ${CMAKE_CURRENT_LIST_DIR}/outbox.cc
   ${CMAKE_CURRENT_LIST_DIR}/agent.cc
+  ${CMAKE_CURRENT_LIST_DIR}/coordinator_link.cc
+  ${CMAKE_CURRENT_LIST_DIR}/worker_id.cc
   ${CMAKE_CURRENT_LIST_DIR}/sandbox_job_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/kernelbench_job_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/kernelbench_runner.cc

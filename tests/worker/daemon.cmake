@@ -26,3 +26,6 @@ target_compile_definitions(model_job_runner_test PRIVATE AK_OPS_LIBRARY="$<TARGE
 # The KernelBench runner with the real harness on the CPU (torch subprocesses).
 ak_test(kernelbench_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_runner_test.cc LIBS ak_worker
         LABELS worker LOCK kb_harness PROCESSORS 2)
+# Issue 21: worker ids claimed by lock files, and the warning of a worker that cannot reach its coordinator.
+ak_test(worker_id_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/worker_id_test.cc LIBS ak_worker LABELS worker)
+ak_test(coordinator_link_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/coordinator_link_test.cc LIBS ak_worker LABELS worker)

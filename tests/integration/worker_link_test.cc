@@ -1,0 +1,119 @@
+// Issue 21, item 6, with real processes: a worker that cannot reach its coordinator says so
+// within seconds, naming the address (nothing listening; a coordinator that refuses its key), and
+// worker ids are unique among the live workers of a host (two default ids differ; a second process
+// under an id in use is refused).
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/farm.h"
+
+namespace ak::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A worker process with its log (stderr) in `log`.
+ChildProcess spawn_worker(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv = {bin("autokernel"), "--log-level", "info", "worker", "--backend", "cpu"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess::Options o;
+  o.output_path = log;
+  auto w = ChildProcess::spawn(argv, o);
+  if (!w.ok()) throw std::runtime_error(w.status().message());
+  return std::move(*w);
+}
+
+// Re-reads `log` until it holds `text`, or the deadline passes (the worker writes its warning
+// when it is due; nothing here decides when).
+bool log_shows(const std::string& log, const std::string& text, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read_text(log).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(100ms);  // polling a file, not waiting for an event
+  }
+  return false;
+}
+
+// An address where nothing listens: a port bound and closed again.
+std::string dead_endpoint() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  socklen_t len = sizeof addr;
+  (void)bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  (void)getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+TEST(WorkerLinkTest, AWorkerWithNoCoordinatorSaysSoWithinSecondsNamingTheAddress) {
+  Farm farm;  // only for its folder
+  const std::string ep = dead_endpoint();
+  const std::string log = farm.dir() + "/worker.log";
+  ChildProcess w = spawn_worker({"--id", "lonely", "--coordinator", ep, "--state-dir", farm.dir() + "/state",
+                                 "--cache-dir", farm.dir() + "/cache"},
+                                log);
+  // The sandbox starts first (seconds on a loaded machine); the warning follows 3 s after the
+  // agent starts, so 60 s bounds a slow machine, not the warning's delay.
+  EXPECT_TRUE(log_shows(log, "worker lonely: cannot reach coordinator " + ep + " for 3 s (no TCP connection)", 60s))
+      << read_text(log);
+  w.signal(SIGKILL);
+  w.wait();
+}
+
+TEST(WorkerLinkTest, AWorkerWhoseKeyTheCoordinatorRefusesSaysSo) {
+  Farm::Options o;
+  o.curve = true;
+  Farm farm(o);
+  farm.start_coordinator();
+  const std::string log = farm.dir() + "/rogue.log";
+  ChildProcess w = spawn_worker(
+      {"--id", "rogue", "--coordinator", farm.workers_endpoint(), "--key", farm.key_file("rogue"), "--coordinator-key",
+       farm.pub_file("coordinator"), "--state-dir", farm.dir() + "/state", "--cache-dir", farm.dir() + "/cache"},
+      log);
+  EXPECT_TRUE(log_shows(log, "the coordinator refused this worker's CURVE key", 60s)) << read_text(log);
+  EXPECT_NE(read_text(log).find("cannot reach coordinator " + farm.workers_endpoint()), std::string::npos);
+  w.signal(SIGKILL);
+  w.wait();
+}
+
+TEST(WorkerLinkTest, TwoWorkersWithDefaultIdsOnOneHostGetDifferentIdsAndASecondProcessUnderAnIdInUseIsRefused) {
+  Farm farm;
+  farm.start_coordinator();
+  const std::string state = farm.dir() + "/state";
+  std::vector<ChildProcess> workers;
+  for (int i = 0; i < 2; ++i)
+    workers.push_back(spawn_worker({"--coordinator", farm.workers_endpoint(), "--state-dir", state, "--cache-dir",
+                                    farm.dir() + "/cache", "--heartbeat-ms", "200"},
+                                   farm.dir() + "/default-" + std::to_string(i) + ".log"));
+  const auto st = farm.wait_status([](const nlohmann::json& s) { return s["workers"].size() >= 2; }, 60s,
+                                   "two workers with default ids");
+  std::set<std::string> ids;
+  for (const auto& w : st["workers"]) ids.insert(w["worker_id"].get<std::string>());
+  ASSERT_EQ(ids.size(), 2u) << st.dump();
+  for (const auto& id : ids) EXPECT_NE(id.find("-cpu0"), std::string::npos) << id;
+
+  // A second process under one of those ids and the same state folder (its outbox) is refused.
+  const std::string taken = *ids.begin();
+  const std::string out = farm.dir() + "/second.out";
+  EXPECT_NE(run_autokernel_to({"worker", "--backend", "cpu", "--id", taken, "--coordinator", farm.workers_endpoint(),
+                               "--state-dir", state, "--cache-dir", farm.dir() + "/cache"},
+                              out),
+            0);
+  EXPECT_NE(read_text(out).find("worker id " + taken + " is in use by another live worker on this host"),
+            std::string::npos)
+      << read_text(out);
+  for (auto& w : workers) {
+    w.signal(SIGKILL);
+    w.wait();
+  }
+}
+
+}  // namespace
+}  // namespace ak::testing
