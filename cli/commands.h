@@ -46,7 +46,10 @@ struct WorkerArgs {
   std::string id;                // default: <hostname>-<gpu|cpu>-<pid>
   int slots = 2;
   std::string cache_dir = ".ak/cache";
-  std::string python = AK_DEFAULT_PYTHON;  // the triton backend's compiler runs it
+  // The Python of triton compiles, KernelBench and model jobs, whose torch the sandbox loads
+  // (cli/python_env.h): --python, else python_env (AK_PYTHON), else the build's default, else PATH.
+  std::string python;
+  std::string python_env;
   std::string state_dir = ".ak/worker";
   std::string sandbox;           // default: autokernel-sandbox next to this executable
   int64_t heartbeat_ms = 500;
@@ -187,6 +190,7 @@ struct RunArgs {
   int verify_iters = 20;
   double min_speedup = 1.0;
   bool verify_compile = true;
+  std::string python;  // passed to the workers as --python; empty: theirs (WorkerArgs)
 };
 int run(const RunArgs& a);
 // The --model pipeline of `run` on a farm that is up, with workers of `backend`.
@@ -203,6 +207,7 @@ struct CalibrateArgs {
   std::string backend = "auto";
   int device = 0;
   std::string sandbox;  // default: autokernel-sandbox next to this executable
+  std::string python, python_env;  // whose torch the sandbox loads, as WorkerArgs
   bool json = false;
 };
 int calibrate(const CalibrateArgs& a);

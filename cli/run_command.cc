@@ -97,6 +97,7 @@ int run(const RunArgs& a) {
     std::vector<std::string> argv = {self, "worker", "--coordinator", workers_ep, "--cache-dir", a.data_dir + "/cache",
                                      "--state-dir", a.data_dir + "/worker"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    if (!a.python.empty()) argv.insert(argv.end(), {"--python", a.python});
     auto w = ChildProcess::spawn(argv, {});
     if (!w.ok()) {
       std::cerr << "autokernel run: " << w.status().message() << "\n";
