@@ -933,10 +933,9 @@ class CudaHarness final : public HarnessBase {
   CUdeviceptr flag_device_ = 0;
   bool use_blocker_ = false;
 };
+#endif  // AK_NO_CUDA
 
 }  // namespace
-
-#endif  // AK_NO_CUDA
 
 std::unique_ptr<Harness> make_harness(Backend backend, int device) {
 #ifndef AK_NO_CUDA
