@@ -13,7 +13,8 @@ PythonChoice choose_python(const std::string& flag, const std::string& env_value
   if (!flag.empty()) return {flag, "--python"};
   if (!env_value.empty()) return {env_value, "AK_PYTHON"};
   std::error_code ec;
-  if (!configured.empty() && std::filesystem::is_regular_file(configured, ec)) return {configured, "the build's default"};
+  if (!configured.empty() && std::filesystem::is_regular_file(configured, ec))
+    return {configured, "the build's default"};
   const std::string found = find_executable("python3");
   return {found.empty() ? "python3" : found, "PATH"};
 }
@@ -30,7 +31,8 @@ Result<TorchLocation> locate_torch(const std::string& python) {
   if (!child.ok()) return Status::unavailable("cannot start Python '" + python + "': " + child.status().message());
   auto line = child->wait_for_line("TORCH ", std::chrono::seconds(20));
   child->kill_group();
-  if (!line.ok()) return Status::unavailable("Python '" + python + "' did not say where torch is: " + line.status().message());
+  if (!line.ok())
+    return Status::unavailable("Python '" + python + "' did not say where torch is: " + line.status().message());
   if (line->empty()) return Status::not_found(python + " has no torch");
   TorchLocation t;
   t.lib_dir = *line + "/lib";
