@@ -2,11 +2,13 @@
 // (copy bandwidth; cuBLAS GEMM rates on a GPU) and matches it in the datasheet table, and prints
 // them side by side. The same figures a worker announces in READY.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/python_env.h"
 #include "common/process.h"
 #include "worker/device.h"
 #include "worker/supervisor.h"
@@ -39,6 +41,11 @@ int calibrate(const CalibrateArgs& a) {
   o.executable = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
   o.backend = backend;
   o.device_index = backend == Backend::kCuda ? a.device : 0;
+  const char* ld_path = std::getenv("LD_LIBRARY_PATH");
+  const SandboxEnvironment env = sandbox_environment(choose_python(a.python, a.python_env, AK_DEFAULT_PYTHON),
+                                                     AK_TORCH_VERSION, ld_path ? ld_path : "");
+  if (env.warning) std::cerr << "autokernel calibrate: " << env.message << "\n";
+  o.extra_env = env.env;
   SandboxSupervisor sup(o);
   if (Status s = sup.start(); !s.ok()) {
     std::cerr << "autokernel calibrate: " << s.message() << "\n";

@@ -46,7 +46,10 @@ struct WorkerArgs {
   std::string id;                // empty: make_worker_agent claims <hostname>-<backend><device>[-N]
   int slots = 2;
   std::string cache_dir = ".ak/cache";
-  std::string python = AK_DEFAULT_PYTHON;  // the triton backend's compiler runs it
+  // The Python of triton compiles, KernelBench and model jobs, whose torch the sandbox loads
+  // (cli/python_env.h): --python, else python_env (AK_PYTHON), else the build's default, else PATH.
+  std::string python;
+  std::string python_env;
   std::string state_dir = ".ak/worker";
   std::string sandbox;           // default: autokernel-sandbox next to this executable
   int64_t heartbeat_ms = 500;
@@ -192,6 +195,7 @@ struct RunArgs {
   bool keep_queue = false;
   // Unfinished campaigns an earlier run left in data_dir are cancelled instead of resumed.
   bool cancel_leftover = false;
+  std::string python;  // passed to the workers as --python; empty: theirs (WorkerArgs)
 };
 // Stops on SIGINT or SIGTERM (to it alone or to its process group) within a few seconds: the
 // workers first, then every finished row appended to the exports, the unfinished campaigns
@@ -212,6 +216,7 @@ struct CalibrateArgs {
   std::string backend = "auto";
   int device = 0;
   std::string sandbox;  // default: autokernel-sandbox next to this executable
+  std::string python, python_env;  // whose torch the sandbox loads, as WorkerArgs
   bool json = false;
 };
 int calibrate(const CalibrateArgs& a);

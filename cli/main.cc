@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
                 "cancel the unfinished campaigns an earlier run left in --data-dir (default: resume them: this run "
                 "finishes them first and adds their rows)");
   run->add_option("--backend", run_args.backend, "auto, cpu or cuda")->capture_default_str();
+  run->add_option("--python", run_args.python, "the workers' --python (autokernel worker --help)");
   run->add_option("--cpu-workers", run_args.cpu_workers, "CPU worker processes when there is no GPU")->capture_default_str();
   run->add_option("--metrics", run_args.metrics_bind, "address for /metrics")->capture_default_str();
   run->add_option("--model", run_args.model,
@@ -113,7 +116,9 @@ int main(int argc, char** argv) {
                    "results); one live process per id and --state-dir");
   work->add_option("--slots", wo.slots, "jobs held at once (one measuring, the rest compiling ahead)")->capture_default_str()->check(CLI::Range(1, 64));
   work->add_option("--cache-dir", wo.cache_dir, "compiled artefact cache")->capture_default_str();
-  work->add_option("--python", wo.python, "Python with triton 3.6, for triton jobs")->capture_default_str();
+  work->add_option("--python", wo.python,
+                   "Python with torch (and triton 3.6 for triton jobs); default: $AK_PYTHON, else the build's "
+                   "(" AK_DEFAULT_PYTHON ") where it exists, else python3 on PATH");
   work->add_option("--state-dir", wo.state_dir, "outbox of unacknowledged results")->capture_default_str();
   work->add_option("--sandbox", wo.sandbox, "sandbox executable (default: next to autokernel)");
   work->add_option("--heartbeat-ms", wo.heartbeat_ms, "heartbeat interval")->capture_default_str();
@@ -353,6 +358,7 @@ int main(int argc, char** argv) {
   cal->add_option("--backend", ca.backend, "auto, cpu or cuda")->capture_default_str();
   cal->add_option("--device", ca.device, "CUDA ordinal")->capture_default_str();
   cal->add_option("--sandbox", ca.sandbox, "sandbox executable (default: next to autokernel)");
+  cal->add_option("--python", ca.python, "Python whose torch the sandbox loads (as autokernel worker --python)");
   cal->add_flag("--json", ca.json, "print the ceilings as JSON");
 
   CLI11_PARSE(app, argc, argv);
@@ -365,6 +371,8 @@ int main(int argc, char** argv) {
   // never, when the process is killed).
   spdlog::flush_on(spdlog::level::warn);
   ak::install_stop_signal_handlers();
+  // The workers' Python (cli/python_env.h) when --python does not name one.
+  if (const char* python = std::getenv("AK_PYTHON")) wo.python_env = ca.python_env = python;
 
   if (*keys_gen) return ak::cli::keys_generate(key_name, key_dir);
   if (*kern) return ak::cli::kernels_list(kernel_type);

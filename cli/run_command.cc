@@ -173,6 +173,7 @@ int run(const RunArgs& a) {
     std::vector<std::string> argv = {self, "worker", "--coordinator", workers_ep, "--cache-dir", a.data_dir + "/cache",
                                      "--state-dir", a.data_dir + "/worker"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    if (!a.python.empty()) argv.insert(argv.end(), {"--python", a.python});
     ChildProcess::Options o;
     o.new_process_group = true;
     auto w = ChildProcess::spawn(argv, o);

@@ -1,12 +1,14 @@
 // autokernel worker: one WorkerAgent per GPU (each with its own sandbox), or one CPU agent.
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
 #include <unistd.h>
 #include "cli/commands.h"
+#include "cli/python_env.h"
 
 #include <filesystem>
 
@@ -101,6 +103,14 @@ int worker(const WorkerArgs& a) {
     spdlog::info("CURVE: worker key {}, coordinator key {}", mine.public_z85, coordinator_key);
   }
 
+  const PythonChoice python = choose_python(a.python, a.python_env, AK_DEFAULT_PYTHON);
+  const char* ld_path = std::getenv("LD_LIBRARY_PATH");
+  const SandboxEnvironment sandbox_env = sandbox_environment(python, AK_TORCH_VERSION, ld_path ? ld_path : "");
+  if (sandbox_env.warning)
+    spdlog::warn("{}", sandbox_env.message);
+  else
+    spdlog::info("{}", sandbox_env.message);
+
   SystemClock clock;
   std::vector<std::unique_ptr<WorkerAgent>> agents;
   for (int d : devices) {
@@ -114,7 +124,8 @@ int worker(const WorkerArgs& a) {
     o.slots = a.slots;
     o.sandbox_path = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
     o.cache_dir = cache_dir;
-    o.python = a.python;
+    o.python = python.path;
+    o.sandbox_env = sandbox_env.env;
     o.state_dir = state_dir;  // the outbox file, one per worker id
     o.heartbeat_ms = a.heartbeat_ms;
     o.kernelbench_slots = a.kb_slots;

@@ -518,6 +518,7 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   sopt.backend = options.backend;
   sopt.device_index = options.device_index;
   sopt.stderr_path = options.sandbox_log;
+  sopt.extra_env = options.sandbox_env;
   sopt.start_timeout = std::chrono::milliseconds(options.sandbox_start_timeout_ms);
   sopt.confinement = options.confinement;
   auto supervisor = std::make_unique<SandboxSupervisor>(sopt);

@@ -79,6 +79,7 @@ struct WorkerOptions {
   int slots = 2;                     // jobs leased at once: one running, the rest compiling ahead
   std::string sandbox_path;          // autokernel-sandbox executable
   std::string sandbox_log;           // the sandbox's stderr, appended; empty: inherit ours
+  std::vector<std::string> sandbox_env;  // "NAME=value" set for the sandbox (LD_LIBRARY_PATH to libtorch)
   std::string cache_dir;             // compiled artefacts
   std::string python = "python3";    // Python with triton, for the triton backend's compiler
   std::string state_dir;             // the outbox file; empty: the outbox lives in memory only

@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#ifndef AK_NO_CUDA
 #include <nvrtc.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include "common/hash.h"
 #include "common/process.h"
 #include "kernels/registry.h"
+#include "worker/cuda_driver.h"
 #include "worker/triton/compile_script.h"
 
 namespace ak {
@@ -203,6 +206,9 @@ Result<std::string> nvrtc_arch(const Capabilities& caps) {
 // The toolkit include directory (for cuda_fp16.h and friends), found next to the libnvrtc that
 // this process loaded: <toolkit>/lib64/libnvrtc.so -> <toolkit>/include.
 std::string toolkit_include_dir() {
+#ifdef AK_NO_CUDA
+  return "";
+#else
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
     std::error_code ec;
@@ -215,6 +221,7 @@ std::string toolkit_include_dir() {
   }
   if (fs::exists("/usr/local/cuda/include/cuda_fp16.h")) return "/usr/local/cuda/include";
   return "";
+#endif
 }
 
 // Absolute cache folder: a confined compile resolves its folder after its private /tmp and
@@ -249,6 +256,9 @@ class RealCompiler final : public Compiler {
     if (ec) return Status::internal("cannot create cache dir " + options_.cache_dir + ": " + ec.message());
 
     if (backend == Backend::kCpu) return compile_cpu(job, caps, source, bs->second.entry);
+#ifdef AK_NO_CUDA
+    return Status::unavailable(kNoCudaBackend);
+#endif
     if (backend == Backend::kTriton) return compile_triton(job, caps, *spec, source, bs->second.entry);
     return compile_cuda(job, caps, source, bs->second.entry);
   }
@@ -394,7 +404,9 @@ class RealCompiler final : public Compiler {
       return Status::invalid("config must not set AK_DTYPE; the compiler defines it from the job's dtype");
     std::call_once(nvrtc_once_, [&] {
       int major = 0, minor = 0;
+#ifndef AK_NO_CUDA
       nvrtcVersion(&major, &minor);
+#endif
       nvrtc_version_ = "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
       include_dir_ = toolkit_include_dir();
     });

@@ -25,6 +25,10 @@ Result<std::shared_ptr<const CudaDriver>> CudaDriver::load() {
     return cached_error;
   }
   tried = true;
+#ifdef AK_NO_CUDA
+  cached_error = Status::unavailable(kNoCudaBackend);
+  return cached_error;
+#endif
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!h) {
     cached_error = Status::unavailable(std::string("libcuda.so.1 not found (") + dlerror() +

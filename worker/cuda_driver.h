@@ -7,7 +7,11 @@
 // thread-safe). Types come from the toolkit's cuda.h; no symbol of it is linked.
 #pragma once
 
+#ifdef AK_NO_CUDA
+#include "worker/cuda_types.h"
+#else
 #include <cuda.h>
+#endif
 
 #include <memory>
 #include <string>
@@ -15,6 +19,12 @@
 #include "common/status.h"
 
 namespace ak {
+
+// Why a build without the CUDA toolkit (AK_NO_CUDA, worker/cuda_types.h) cannot run cuda or triton
+// jobs: what CudaDriver::load(), the compiler and the sandbox say there.
+inline constexpr const char* kNoCudaBackend =
+    "this build has no CUDA backend (configured with -DAK_WITH_CUDA=OFF or without the CUDA toolkit); use the cpu "
+    "backend, or rebuild with the CUDA toolkit for the cuda and triton backends";
 
 struct CudaDriver {
   CUresult (*cuInit)(unsigned int);
@@ -50,7 +60,8 @@ struct CudaDriver {
   // "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)"
   std::string error_text(CUresult r) const;
 
-  // Loads libcuda.so.1 and calls cuInit(0). Repeated calls return the same object.
+  // Loads libcuda.so.1 and calls cuInit(0). Repeated calls return the same object. In a build
+  // without CUDA: kUnavailable with kNoCudaBackend.
   static Result<std::shared_ptr<const CudaDriver>> load();
 };
 

@@ -263,8 +263,12 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
     auto prepared = prepare_kernels(t, dir.string());
     if (!prepared.ok()) return failed(ResultStatus::kCrash, prepared.status().message());
     skipped = std::move(*prepared);
-    const std::string lib =
-        options_.ops_library.empty() ? self_exe_dir() + "/libautokernel_ops.so" : options_.ops_library;
+    // An installed tree has it in lib/ beside bin/, the build tree beside the executables.
+    std::string lib = options_.ops_library;
+    if (lib.empty()) {
+      lib = self_exe_dir() + "/../lib/libautokernel_ops.so";
+      if (!fs::exists(lib, ec)) lib = self_exe_dir() + "/libautokernel_ops.so";
+    }
     if (!fs::exists(lib, ec))
       return failed(ResultStatus::kCrash,
                     "the tuned kernels' torch library " + lib + " is missing; build target autokernel_ops");

@@ -46,8 +46,8 @@ struct ModelJobRunnerOptions {
   ConfinementPolicy confinement;
   bool keep_job_dirs = false;  // keep each job's folder (files, logs) after the run
   // verify: the worker's backend and capabilities (GPU name, architecture), the compiler's options
-  // (the worker's compile cache) and libautokernel_ops.so (empty: the one beside this process's
-  // executable).
+  // (the worker's compile cache) and libautokernel_ops.so (empty: ../lib/ of this process's
+  // executable, as installed, else the one beside it, as built).
   Backend backend = Backend::kCpu;
   Capabilities caps;
   CompilerOptions compiler;

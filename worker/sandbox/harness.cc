@@ -9,8 +9,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#ifndef AK_NO_CUDA  // a build without the CUDA toolkit (worker/cuda_types.h) has no CudaHarness
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#endif
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
 #include <torch/headeronly/version.h>
@@ -628,6 +630,7 @@ class CpuHarness final : public HarnessBase {
 };
 
 // ---- cuda backend ----
+#ifndef AK_NO_CUDA
 
 // Holds the GPU until the host releases it, so that every launch of a timed region is queued
 // before the region starts and host launch latency stays out of the events. Spins on a word of
@@ -930,11 +933,14 @@ class CudaHarness final : public HarnessBase {
   CUdeviceptr flag_device_ = 0;
   bool use_blocker_ = false;
 };
+#endif  // AK_NO_CUDA
 
 }  // namespace
 
 std::unique_ptr<Harness> make_harness(Backend backend, int device) {
+#ifndef AK_NO_CUDA
   if (backend == Backend::kCuda || backend == Backend::kTriton) return std::make_unique<CudaHarness>(device);
+#endif
   return std::make_unique<CpuHarness>();
 }
 

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "worker/cuda_driver.h"
 #include "worker/sandbox/harness.h"
 
 namespace {
@@ -108,6 +109,16 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+#ifdef AK_NO_CUDA
+  if (*backend != ak::Backend::kCpu) {
+    ak::SandboxHello no_cuda;
+    no_cuda.device = "cuda:" + std::to_string(device);
+    no_cuda.error = ak::kNoCudaBackend;
+    send(out, no_cuda);
+    std::cerr << "autokernel-sandbox: not ready: " << no_cuda.error << "\n";
+    return 1;
+  }
+#endif
   std::unique_ptr<ak::sandbox::Harness> harness = ak::sandbox::make_harness(*backend, device);
   ak::SandboxHello hello = harness->hello();
   send(out, hello);
