@@ -26,3 +26,4 @@ target_compile_definitions(model_job_runner_test PRIVATE AK_OPS_LIBRARY="$<TARGE
 # The KernelBench runner with the real harness on the CPU (torch subprocesses).
 ak_test(kernelbench_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_runner_test.cc LIBS ak_worker
         LABELS worker LOCK kb_harness PROCESSORS 2)
+ak_test(worker_metrics_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/metrics_test.cc LIBS ak_worker_metrics LABELS worker)
