@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   run->add_option("--cpu-workers", run_args.cpu_workers, "CPU worker processes when there is no GPU")->capture_default_str();
   run->add_option("--metrics", run_args.metrics_bind,
                   "address for the coordinator's /metrics; worker i serves its own on port + 1 + i of the same "
-                  "host (ephemeral ports for port 0, none when empty)")->capture_default_str();
+                  "host (ephemeral ports for port 0, none when empty)")
+      ->capture_default_str();
   run->add_option("--model", run_args.model,
                   "instead of campaigns: profile -> extract -> optimize -> verify this model (a model file, "
                   "examples/NAME[:CONFIG] or hf:ARCH; models/README.md)");

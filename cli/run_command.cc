@@ -108,8 +108,15 @@ int run(const RunArgs& a) {
     return host + ":" + std::to_string(port > 0 ? port + 1 + static_cast<int>(i) : 0);
   };
   auto start_worker = [&](std::vector<std::string> extra) -> bool {
-    std::vector<std::string> argv = {self, "worker", "--coordinator", workers_ep, "--cache-dir", a.data_dir + "/cache",
-                                     "--state-dir", a.data_dir + "/worker", "--metrics",
+    std::vector<std::string> argv = {self,
+                                     "worker",
+                                     "--coordinator",
+                                     workers_ep,
+                                     "--cache-dir",
+                                     a.data_dir + "/cache",
+                                     "--state-dir",
+                                     a.data_dir + "/worker",
+                                     "--metrics",
                                      worker_metrics(workers.size())};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto w = ChildProcess::spawn(argv, {});

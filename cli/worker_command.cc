@@ -137,8 +137,7 @@ int worker(const WorkerArgs& a) {
       if (n.ok())
         nvml = *n;
       else
-        spdlog::warn("GPU {} ({}): no autokernel_gpu_* series on /metrics: {}", d, caps.gpu_name,
-                     n.status().message());
+        spdlog::warn("GPU {} ({}): no autokernel_gpu_* series on /metrics: {}", d, caps.gpu_name, n.status().message());
     } else {
       spdlog::info("cpu worker: no autokernel_gpu_* series on /metrics (no GPU)");
     }

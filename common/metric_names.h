@@ -33,11 +33,11 @@ inline constexpr const char* kWorkerCompileQueue = "autokernel_worker_compile_qu
 inline constexpr const char* kWorkerSandboxRestarts = "autokernel_worker_sandbox_restarts_total";  // counter{device}
 inline constexpr const char* kWorkerCacheHits = "autokernel_worker_compile_cache_hits_total";      // counter{device}
 inline constexpr const char* kWorkerCacheMisses = "autokernel_worker_compile_cache_misses_total";  // counter{device}
-inline constexpr const char* kGpuBusy = "autokernel_gpu_busy_ratio";                 // gauge 0..1
-inline constexpr const char* kGpuSmClock = "autokernel_gpu_sm_clock_hertz";          // gauge
-inline constexpr const char* kGpuMemClock = "autokernel_gpu_memory_clock_hertz";     // gauge
-inline constexpr const char* kGpuPower = "autokernel_gpu_power_watts";               // gauge
-inline constexpr const char* kGpuTemperature = "autokernel_gpu_temperature_celsius";  // gauge
+inline constexpr const char* kGpuBusy = "autokernel_gpu_busy_ratio";                               // gauge 0..1
+inline constexpr const char* kGpuSmClock = "autokernel_gpu_sm_clock_hertz";                        // gauge
+inline constexpr const char* kGpuMemClock = "autokernel_gpu_memory_clock_hertz";                   // gauge
+inline constexpr const char* kGpuPower = "autokernel_gpu_power_watts";                             // gauge
+inline constexpr const char* kGpuTemperature = "autokernel_gpu_temperature_celsius";               // gauge
 // 1 while the clock-event reason is active, else 0 (worker/nvml.h names the reasons).
 inline constexpr const char* kGpuThrottle = "autokernel_gpu_throttle_reason";  // gauge{device,gpu_model,reason}
 

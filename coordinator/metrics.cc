@@ -74,9 +74,7 @@ CoordinatorMetrics::CoordinatorMetrics()
   duplicates_ = &BuildCounter().Name(mn::kDuplicateResults).Help("Results received for jobs that already had one").Register(*registry_).Add({});
 }
 
-void CoordinatorMetrics::set_build_info(const std::string& version) {
-  build_info_->Add({{"version", version}}).Set(1);
-}
+void CoordinatorMetrics::set_build_info(const std::string& version) { build_info_->Add({{"version", version}}).Set(1); }
 
 void CoordinatorMetrics::set_unrunnable(int64_t n) { unrunnable_->Set(static_cast<double>(n)); }
 
@@ -88,8 +86,10 @@ void CoordinatorMetrics::set_campaigns(const std::vector<protocol::CampaignRow>&
                                                         : a->campaign_id < b->campaign_id;
   });
   if (newest.size() > max_campaigns) newest.resize(max_campaigns);
-  MetricFamily jobs{mn::kCampaignJobs, "Jobs of a campaign: total, finished (done or lost), passed, failed", MetricType::Gauge, {}};
-  MetricFamily best{mn::kBestSpeedup, "Best speedup over PyTorch among a target's passing results", MetricType::Gauge, {}};
+  MetricFamily jobs{
+      mn::kCampaignJobs, "Jobs of a campaign: total, finished (done or lost), passed, failed", MetricType::Gauge, {}};
+  MetricFamily best{
+      mn::kBestSpeedup, "Best speedup over PyTorch among a target's passing results", MetricType::Gauge, {}};
   auto gauge = [](std::vector<ClientMetric::Label> labels, double v) {
     ClientMetric m;
     m.label = std::move(labels);
@@ -103,12 +103,13 @@ void CoordinatorMetrics::set_campaigns(const std::vector<protocol::CampaignRow>&
       jobs.metric.push_back(gauge({{"campaign", c->campaign_id}, {"state", state}}, static_cast<double>(n)));
     if (c->studies.empty()) {
       if (c->best && c->best->speedup > 0)
-        best.metric.push_back(gauge({{"campaign", c->campaign_id}, {"gpu_model", ""}, {"target", c->name}}, c->best->speedup));
+        best.metric.push_back(
+            gauge({{"campaign", c->campaign_id}, {"gpu_model", ""}, {"target", c->name}}, c->best->speedup));
     }
     for (const auto& st : c->studies)
       if (st.best && st.best->speedup > 0)
-        best.metric.push_back(
-            gauge({{"campaign", c->campaign_id}, {"gpu_model", st.gpu_model}, {"target", st.target}}, st.best->speedup));
+        best.metric.push_back(gauge({{"campaign", c->campaign_id}, {"gpu_model", st.gpu_model}, {"target", st.target}},
+                                    st.best->speedup));
   }
   campaigns_->set({std::move(jobs), std::move(best)});
 }

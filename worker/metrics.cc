@@ -25,12 +25,15 @@ ClientMetric sample(std::vector<ClientMetric::Label> labels, double v, MetricTyp
 }
 
 // (bit, label) of every clock-event reason worker/nvml.h knows.
-constexpr std::pair<uint64_t, const char*> kReasons[] = {
-    {kReasonGpuIdle, "gpu_idle"},       {kReasonApplicationsClocks, "applications_clocks"},
-    {kReasonSwPowerCap, "sw_power_cap"}, {kReasonHwSlowdown, "hw_slowdown"},
-    {kReasonSyncBoost, "sync_boost"},   {kReasonSwThermal, "sw_thermal"},
-    {kReasonHwThermal, "hw_thermal"},   {kReasonHwPowerBrake, "hw_power_brake"},
-    {kReasonDisplayClocks, "display_clocks"}};
+constexpr std::pair<uint64_t, const char*> kReasons[] = {{kReasonGpuIdle, "gpu_idle"},
+                                                         {kReasonApplicationsClocks, "applications_clocks"},
+                                                         {kReasonSwPowerCap, "sw_power_cap"},
+                                                         {kReasonHwSlowdown, "hw_slowdown"},
+                                                         {kReasonSyncBoost, "sync_boost"},
+                                                         {kReasonSwThermal, "sw_thermal"},
+                                                         {kReasonHwThermal, "hw_thermal"},
+                                                         {kReasonHwPowerBrake, "hw_power_brake"},
+                                                         {kReasonDisplayClocks, "display_clocks"}};
 
 }  // namespace
 
@@ -50,16 +53,18 @@ class WorkerMetrics::Devices : public Collectable {
     auto family = [](const char* name, const char* help, MetricType type) {
       return MetricFamily{name, help, type, {}};
     };
-    MetricFamily finished = family(mn::kWorkerJobsFinished, "Jobs this worker finished, by result status", MetricType::Counter);
-    MetricFamily held = family(mn::kWorkerJobsHeld, "Jobs leased to this worker and not yet finished", MetricType::Gauge);
+    MetricFamily finished =
+        family(mn::kWorkerJobsFinished, "Jobs this worker finished, by result status", MetricType::Counter);
+    MetricFamily held =
+        family(mn::kWorkerJobsHeld, "Jobs leased to this worker and not yet finished", MetricType::Gauge);
     MetricFamily queue = family(mn::kWorkerCompileQueue, "Jobs waiting for a compile thread", MetricType::Gauge);
     MetricFamily restarts =
         family(mn::kWorkerSandboxRestarts, "Sandboxes started after the first (a candidate crashed or hung one)",
                MetricType::Counter);
     MetricFamily hits = family(mn::kWorkerCacheHits, "Compiles answered from the compile cache", MetricType::Counter);
     MetricFamily misses = family(mn::kWorkerCacheMisses, "Compiles that ran a compiler", MetricType::Counter);
-    MetricFamily busy =
-        family(mn::kGpuBusy, "Share of the last NVML sample period in which a kernel ran on the GPU", MetricType::Gauge);
+    MetricFamily busy = family(mn::kGpuBusy, "Share of the last NVML sample period in which a kernel ran on the GPU",
+                               MetricType::Gauge);
     MetricFamily sm = family(mn::kGpuSmClock, "GPU SM clock", MetricType::Gauge);
     MetricFamily mem = family(mn::kGpuMemClock, "GPU memory clock", MetricType::Gauge);
     MetricFamily power = family(mn::kGpuPower, "GPU power draw", MetricType::Gauge);
@@ -95,8 +100,8 @@ class WorkerMetrics::Devices : public Collectable {
       }
     }
     std::vector<MetricFamily> out;
-    for (MetricFamily* f : {&finished, &held, &queue, &restarts, &hits, &misses, &busy, &sm, &mem, &power, &temp,
-                            &throttle})
+    for (MetricFamily* f :
+         {&finished, &held, &queue, &restarts, &hits, &misses, &busy, &sm, &mem, &power, &temp, &throttle})
       if (!f->metric.empty()) out.push_back(std::move(*f));
     return out;
   }

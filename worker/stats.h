@@ -17,10 +17,10 @@ namespace ak {
 struct WorkerStats {
   // Results this worker finished, by status (indexed by ResultStatus, kPass .. kCancelled).
   std::array<std::atomic<int64_t>, static_cast<size_t>(ResultStatus::kCancelled) + 1> finished{};
-  std::atomic<int64_t> jobs_held{0};           // jobs leased here and not yet finished (gauge)
-  std::atomic<int64_t> compile_queue{0};       // jobs waiting for a compile thread (gauge)
-  std::atomic<int64_t> sandbox_restarts{0};    // sandboxes started after the first
-  std::atomic<int64_t> compile_cache_hits{0};  // compiles answered from the compile cache
+  std::atomic<int64_t> jobs_held{0};             // jobs leased here and not yet finished (gauge)
+  std::atomic<int64_t> compile_queue{0};         // jobs waiting for a compile thread (gauge)
+  std::atomic<int64_t> sandbox_restarts{0};      // sandboxes started after the first
+  std::atomic<int64_t> compile_cache_hits{0};    // compiles answered from the compile cache
   std::atomic<int64_t> compile_cache_misses{0};  // compiles that ran a compiler
 
   void finish(ResultStatus s) {
