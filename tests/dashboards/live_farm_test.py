@@ -228,8 +228,12 @@ def main():
         for q in queries:
             verdict = results.get(q, "NO DATA")
             failed |= verdict == "NO DATA"
-            print(f"{verdict:8.8} {q[0]} panel '{q[1]}' {q[2]}: {q[3]}" if verdict != "ok" else
-                  f"ok       {q[0]} panel '{q[1]}' {q[2]}")
+            if verdict == "ok":
+                print(f"ok       {q[0]} panel '{q[1]}' {q[2]}")
+            elif verdict == "NO DATA":
+                print(f"NO DATA  {q[0]} panel '{q[1]}' {q[2]}: {q[3]}")
+            else:
+                print(f"SKIPPED  {q[0]} panel '{q[1]}' {q[2]}: {verdict[len('SKIPPED ('):-1]}")
         for name in checks:
             ok = name not in pending_checks
             failed |= not ok
