@@ -59,6 +59,11 @@ struct WorkerArgs {
   bool confinement_report = false;  // print which confinement layers this machine allows, then exit
   int64_t candidate_memory_mb = 0;  // cgroup memory limit per sandbox / step; 0: none
   int64_t candidate_pids = 4096;    // cgroup pids limit (tasks: threads count) per sandbox / step; 0: none
+  // /metrics of this worker process (worker/metrics.h), host:port; a bare port means 127.0.0.1;
+  // empty: not served. When the default's port is taken (a second worker on the host), the worker
+  // serves none and says so; a port given explicitly that cannot be bound stops the worker.
+  std::string metrics_bind = kDefaultWorkerMetrics;
+  static constexpr const char* kDefaultWorkerMetrics = "127.0.0.1:9465";
 };
 int worker(const WorkerArgs& a);
 

@@ -63,6 +63,7 @@ int coordinator(const CoordinatorArgs& a) {
   }
   SystemClock clock;
   CoordinatorMetrics metrics;
+  metrics.set_build_info(AK_VERSION);
   if (Status s = metrics.serve(a.metrics_bind); !s.ok()) {
     std::cerr << "autokernel coordinator: " << s.message() << "\n";
     return 1;

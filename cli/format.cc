@@ -45,11 +45,21 @@ std::string reason_suffix(const pr::CampaignRow& campaign) {
 }
 }  // namespace
 
+std::string format_unrunnable(const pr::StatusReply& st) {
+  std::ostringstream os;
+  for (const auto& [need, n] : st.unrunnable)
+    os << "warning: " << n << " queued job" << (n == 1 ? "" : "s") << " need" << (n == 1 ? "s " : " ") << need
+       << "; no connected worker offers it" << (st.workers.empty() ? " (no worker is connected)" : "")
+       << "; they wait until one that does connects\n";
+  return os.str();
+}
+
 std::string format_status(const pr::StatusReply& st) {
   std::ostringstream os;
   const auto& j = st.jobs;
   os << "jobs: " << j.queued << " queued, " << j.leased << " leased, " << j.done << " done, " << j.lost << " lost";
   os << "   results/hour: " << fmt_double(st.results_per_hour, "%.0f") << "\n";
+  os << format_unrunnable(st);
   if (!st.results.empty()) {
     os << "results:";
     for (const auto& [k, v] : st.results) os << " " << k << "=" << v;
@@ -360,6 +370,7 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
   const auto start = std::chrono::steady_clock::now();
   int failures = 0;
   int64_t version = -1;
+  std::string last_warning;
   while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
     // A long poll: answered when something changed, or after 500 ms to redraw the rate and ETA.
     auto st = version < 0 ? client.status() : client.status_after(version, std::chrono::milliseconds(500));
@@ -372,6 +383,11 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
     }
     failures = 0;
     version = st->version;
+    // Jobs nobody can run would make this wait forever without a word: say so each time it changes.
+    if (std::string w = format_unrunnable(*st); w != last_warning) {
+      if (!w.empty()) std::cerr << (tty ? "\n" : "") << w << std::flush;
+      last_warning = std::move(w);
+    }
     for (const auto& c : st->campaigns) {
       if (c.campaign_id != campaign_id) continue;
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

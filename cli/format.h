@@ -16,6 +16,9 @@ namespace ak::cli {
 // The STATUS reply: job counts, results per hour and per status, one line per worker (with its
 // calibration) and one per campaign (with its studies' table).
 std::string format_status(const protocol::StatusReply& status);
+// One warning line per need of StatusReply::unrunnable ("warning: 12 queued jobs need backend cuda;
+// no connected worker offers it"); empty when every queued job fits a connected worker.
+std::string format_unrunnable(const protocol::StatusReply& status);
 // The per-study table of a study campaign's STATUS entry (trials, best, plateau, stop, ETA).
 std::string format_studies(const protocol::CampaignRow& campaign);
 // Rows sorted by campaign, then shape/dtype, best speedup first; at most `limit` rows (0 = all).

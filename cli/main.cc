@@ -36,7 +36,10 @@ int main(int argc, char** argv) {
   run->add_option("--backend", run_args.backend, "auto, cpu or cuda")->capture_default_str();
   run->add_option("--python", run_args.python, "the workers' --python (autokernel worker --help)");
   run->add_option("--cpu-workers", run_args.cpu_workers, "CPU worker processes when there is no GPU")->capture_default_str();
-  run->add_option("--metrics", run_args.metrics_bind, "address for /metrics")->capture_default_str();
+  run->add_option("--metrics", run_args.metrics_bind,
+                  "address for the coordinator's /metrics; worker i serves its own on port + 1 + i of the same "
+                  "host (ephemeral ports for port 0, none when empty)")
+      ->capture_default_str();
   run->add_option("--model", run_args.model,
                   "instead of campaigns: profile -> extract -> optimize -> verify this model (a model file, "
                   "examples/NAME[:CONFIG] or hf:ARCH; models/README.md)");
@@ -135,6 +138,10 @@ int main(int argc, char** argv) {
                  "print which confinement layers this machine allows (one line each), then exit");
   work->add_option("--candidate-memory-mb", wo.candidate_memory_mb,
                    "cgroup memory limit of each sandbox and KernelBench step [MiB]; 0: none")
+      ->capture_default_str();
+  work->add_option("--metrics", wo.metrics_bind,
+                   "host:port for this worker's Prometheus /metrics (a bare port: 127.0.0.1; 0.0.0.0:9465 to serve "
+                   "beyond this host); empty to disable")
       ->capture_default_str();
   work->add_option("--candidate-pids", wo.candidate_pids, "cgroup limit on processes of each sandbox and step; 0: none")
       ->capture_default_str();

@@ -167,11 +167,33 @@ int run(const RunArgs& a) {
     return 1;
   }
 
-  // 5. Workers: one process per GPU, or cpu_workers CPU workers.
+  // 5. Workers: one process per GPU, or cpu_workers CPU workers. Each serves /metrics on the
+  // coordinator's host: worker i on the coordinator's port + 1 + i (--metrics 0.0.0.0:9464 gives
+  // 9465, 9466, ...), on an ephemeral port when the coordinator's is 0, none when it is empty.
   std::vector<ChildProcess> workers;
+  auto worker_metrics = [&](size_t i) -> std::string {
+    if (a.metrics_bind.empty()) return "";
+    const auto colon = a.metrics_bind.rfind(':');
+    const std::string host = colon == std::string::npos ? "127.0.0.1" : a.metrics_bind.substr(0, colon);
+    int port = 0;
+    try {
+      port = std::stoi(colon == std::string::npos ? a.metrics_bind : a.metrics_bind.substr(colon + 1));
+    } catch (const std::exception&) {
+      port = 0;
+    }
+    return host + ":" + std::to_string(port > 0 ? port + 1 + static_cast<int>(i) : 0);
+  };
   auto start_worker = [&](std::vector<std::string> extra) -> bool {
-    std::vector<std::string> argv = {self, "worker", "--coordinator", workers_ep, "--cache-dir", a.data_dir + "/cache",
-                                     "--state-dir", a.data_dir + "/worker"};
+    std::vector<std::string> argv = {self,
+                                     "worker",
+                                     "--coordinator",
+                                     workers_ep,
+                                     "--cache-dir",
+                                     a.data_dir + "/cache",
+                                     "--state-dir",
+                                     a.data_dir + "/worker",
+                                     "--metrics",
+                                     worker_metrics(workers.size())};
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (!a.python.empty()) argv.insert(argv.end(), {"--python", a.python});
     ChildProcess::Options o;

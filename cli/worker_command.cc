@@ -18,6 +18,8 @@
 #include "coordinator/auth.h"
 #include "worker/agent.h"
 #include "worker/device.h"
+#include "worker/metrics.h"
+#include "worker/nvml.h"
 
 namespace ak::cli {
 
@@ -113,8 +115,10 @@ int worker(const WorkerArgs& a) {
 
   SystemClock clock;
   std::vector<std::unique_ptr<WorkerAgent>> agents;
+  WorkerMetrics metrics;
   for (int d : devices) {
     WorkerOptions o;
+    o.stats = std::make_shared<WorkerStats>();
     o.coordinator_endpoint = a.coordinator;
     o.curve_server_key = coordinator_key;
     o.curve_public_key = mine.public_z85;
@@ -137,7 +141,32 @@ int worker(const WorkerArgs& a) {
       std::cerr << "autokernel worker: " << agent.status().message() << "\n";
       return 1;
     }
+    const Capabilities& caps = (*agent)->capabilities();
+    std::shared_ptr<const Nvml> nvml;
+    if (backend == Backend::kCuda) {
+      auto n = Nvml::open(caps.pci_id);
+      if (n.ok())
+        nvml = *n;
+      else
+        spdlog::warn("GPU {} ({}): no autokernel_gpu_* series on /metrics: {}", d, caps.gpu_name, n.status().message());
+    } else {
+      spdlog::info("cpu worker: no autokernel_gpu_* series on /metrics (no GPU)");
+    }
+    metrics.add_device(d < 0 ? "cpu" : std::to_string(d), caps.gpu_name, o.stats, std::move(nvml));
     agents.push_back(std::move(*agent));
+  }
+  std::string bind = a.metrics_bind;
+  if (!bind.empty() && bind.find(':') == std::string::npos) bind = "127.0.0.1:" + bind;
+  if (Status s = metrics.serve(bind); !s.ok()) {
+    if (a.metrics_bind != WorkerArgs::kDefaultWorkerMetrics) {
+      std::cerr << "autokernel worker: " << s.message() << "\n";
+      return 1;
+    }
+    spdlog::warn("{} (the default; another worker on this host may hold it): this worker serves no /metrics",
+                 s.message());
+  } else if (!bind.empty()) {
+    if (!is_loopback_address(bind)) spdlog::info("/metrics on {}, beyond loopback as --metrics says", bind);
+    spdlog::info("worker /metrics on port {}", metrics.port());
   }
   std::vector<std::thread> threads;
   std::vector<Status> statuses(agents.size());

@@ -456,6 +456,7 @@ void to_json(json& j, const StatusReply& v) {
        {"uptime_s", v.uptime_s},
        {"version", v.version},
        {"results_per_hour", v.results_per_hour}};
+  if (!v.unrunnable.empty()) j["unrunnable"] = v.unrunnable;
 }
 void from_json(const json& j, StatusReply& v) {
   Fields f(j, "STATUS reply");
@@ -466,6 +467,7 @@ void from_json(const json& j, StatusReply& v) {
   f.req("uptime_s", v.uptime_s);
   f.req("version", v.version);
   f.req("results_per_hour", v.results_per_hour);
+  f.with_default("unrunnable", v.unrunnable);
 }
 
 void to_json(json& j, const KernelBenchTaskRow& v) {

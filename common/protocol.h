@@ -259,6 +259,10 @@ struct StatusReply {
   // Bumped on every event that changes what STATUS shows; a STATUS long poll waits on it.
   int64_t version = 0;
   double results_per_hour = 0;
+  // Queued jobs that no connected worker can run, by what they need that none offers
+  // (Scheduler::unrunnable: "backend cuda", "gpu_model NVIDIA H100", "arch sm_90a"); absent in
+  // JSON when empty. A client warns about them: they would wait forever.
+  std::map<std::string, int64_t> unrunnable;
 };
 
 // RESULTS: one row per stored result (common/result_fields.h names and orders the columns).

@@ -305,6 +305,14 @@ void Coordinator::refresh_gauges() {
   metrics_.set_jobs(c.queued, c.leased, c.done, c.lost);
   metrics_.set_workers(static_cast<int64_t>(s.workers().size()));
   metrics_.heartbeats_missed(s.heartbeats_missed());
+  const int64_t now = clock_.now_ms();
+  if (now < next_snapshot_ms_) return;
+  next_snapshot_ms_ = now + 1'000;
+  const protocol::StatusReply st = core_.status();
+  metrics_.set_campaigns(st.campaigns);
+  int64_t unrunnable = 0;
+  for (const auto& [need, n] : st.unrunnable) unrunnable += n;
+  metrics_.set_unrunnable(unrunnable);
 }
 
 }  // namespace ak

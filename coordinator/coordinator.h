@@ -83,7 +83,10 @@ class Coordinator {
   void reply_client(const std::string& identity, const std::string& frame);
   // A frame that did not decode: an ERROR to its sender and a count.
   void protocol_error(const std::string& identity, protocol::ErrorCode code, const std::string& message);
+  // Job and worker gauges after every batch; the per-campaign series and the unrunnable count
+  // (built from a full STATUS snapshot, O(jobs)) at most once a second.
   void refresh_gauges();
+  int64_t next_snapshot_ms_ = 0;
   // Answers the waiting ZAP requests (handshakes of connecting peers).
   void answer_zap();
   // The role of a client key under CURVE (kAdmin without CURVE).

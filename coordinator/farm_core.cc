@@ -738,6 +738,7 @@ pr::StatusReply FarmCore::status() const {
   st.uptime_s = up_s;
   st.version = version_;
   st.results_per_hour = results_since_start_ / up_s * 3600.0;
+  st.unrunnable = scheduler_.unrunnable();
   return st;
 }
 

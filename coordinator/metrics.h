@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
@@ -42,6 +43,16 @@ class CoordinatorMetrics {
   // A peer refused (issue 19): "unknown_key" (handshake), "not_leased", "stale_attempt",
   // "key_mismatch", "not_owner", "not_admin".
   void refused(const std::string& reason);
+  // autokernel_build_info{version} = 1, set once at start.
+  void set_build_info(const std::string& version);
+  // Queued jobs no connected worker can run (Scheduler::unrunnable, summed over what they need).
+  void set_unrunnable(int64_t n);
+  // Per-campaign progress and best speedups from a STATUS snapshot (FarmCore::status), replacing
+  // the previous one: autokernel_campaign_jobs{campaign,state} for the `max_campaigns` most
+  // recently submitted campaigns, and autokernel_best_speedup{campaign,target,gpu_model} for their
+  // study targets (a campaign without studies is one target named after the campaign). Campaigns
+  // beyond the newest `max_campaigns` drop out, so the series stay bounded.
+  void set_campaigns(const std::vector<protocol::CampaignRow>& campaigns, size_t max_campaigns = 50);
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -66,6 +77,10 @@ class CoordinatorMetrics {
   prometheus::Counter* store_errors_;
   prometheus::Counter* duplicates_;
   prometheus::Family<prometheus::Counter>* refusals_;
+  prometheus::Family<prometheus::Gauge>* build_info_;
+  prometheus::Gauge* unrunnable_;
+  class Snapshot;  // a collectable serving the latest set_campaigns families
+  std::shared_ptr<Snapshot> campaigns_;
 };
 
 }  // namespace ak

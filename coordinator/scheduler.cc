@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
 #include <utility>
 
 namespace ak {
@@ -309,6 +310,39 @@ bool Scheduler::matches(const Requirements& r, const Capabilities& c) const {
   if (!r.gpu_model.empty() && !same_gpu_model(r.gpu_model, c.gpu_name)) return false;
   if (!r.arch.empty() && r.arch != c.arch) return false;
   return true;
+}
+
+std::map<std::string, int64_t> Scheduler::unrunnable() const {
+  std::map<std::tuple<Backend, std::string, std::string>, int64_t> by_requirements;
+  for (const std::string& id : queue_) {
+    if (pending_results_.count(id)) continue;  // parked: its result is on its way
+    const Requirements& r = jobs_.at(id).spec.requires_;
+    ++by_requirements[{r.backend, r.gpu_model, r.arch}];
+  }
+  std::map<std::string, int64_t> out;
+  for (const auto& [key, n] : by_requirements) {
+    const auto& [backend, gpu_model, arch] = key;
+    Requirements r{backend, gpu_model, arch};
+    bool backend_ok = false, model_ok = false, fits = false;
+    for (const auto& [wid, w] : workers_) {
+      Requirements partial{backend, "", ""};
+      if (!matches(partial, w.caps)) continue;
+      backend_ok = true;
+      partial.gpu_model = gpu_model;
+      if (!matches(partial, w.caps)) continue;
+      model_ok = true;
+      if (matches(r, w.caps)) {
+        fits = true;
+        break;
+      }
+    }
+    if (fits) continue;
+    const std::string need = !backend_ok ? std::string("backend ") + backend_name(backend)
+                             : !model_ok ? "gpu_model " + gpu_model
+                                         : "arch " + arch;
+    out[need] += n;
+  }
+  return out;
 }
 
 void Scheduler::dispatch(int64_t now_ms, std::vector<Action>* out) {

@@ -159,7 +159,12 @@ class Scheduler {
   const std::map<std::string, JobRecord>& jobs() const { return jobs_; }
   const std::map<std::string, WorkerView>& workers() const { return workers_; }
   int64_t heartbeats_missed() const { return heartbeats_missed_; }
-  bool all_finished() const;  // no job queued or leased, and every result row committed
+  bool all_finished() const;
+  // Queued jobs that no registered worker can run, counted by the first of their requirements
+  // (backend, then GPU model, then arch) that no worker meets together with the ones before it:
+  // "backend cuda", "gpu_model NVIDIA H100 80GB HBM3", "arch sm_90a". Empty when every queued job
+  // fits some worker. O(queued jobs + distinct requirements x workers).
+  std::map<std::string, int64_t> unrunnable() const;  // no job queued or leased, and every result row committed
   const SchedulerOptions& options() const { return options_; }
 
  private:

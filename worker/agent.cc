@@ -75,6 +75,7 @@ std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& op
   so.slots = std::max({1, options.slots, kb_slots});
   so.compile_threads = options.compile_threads;
   so.worker_id = options.worker_id;
+  so.stats = options.stats;
 
   ModelJobRunnerOptions mo;
   mo.python = options.python;
@@ -213,10 +214,12 @@ void WorkerAgent::drain_results(Session& s) {
     }
     if (!f.result) continue;  // dropped while stopping: its lease expires at the coordinator
     const ResultRecord& r = *f.result;
+    if (options_.stats) options_.stats->finish(r.status);
     if (Status st = s.outbox.add(r, now); !st.ok())
       spdlog::error("worker {}: result of job {} kept in memory only: {}", options_.worker_id, r.job_id, st.message());
     send(s, protocol::ResultMsg{options_.worker_id, r});
   }
+  if (options_.stats) options_.stats->jobs_held = static_cast<int64_t>(s.held.size());
   if (!s.stopping) dispatch(s);
 }
 
@@ -237,6 +240,7 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
       spdlog::warn("worker {}: job {} exceeds the {} slot(s) announced; queued anyway", options_.worker_id,
                    key.first, options_.slots);
     s.held.insert(key);
+    if (options_.stats) options_.stats->jobs_held = static_cast<int64_t>(s.held.size());
     auto runner = std::find_if(runners_.begin(), runners_.end(), [&](const auto& r) { return r->accepts(job->spec); });
     if (runner == runners_.end()) {
       ResultRecord r;
@@ -373,6 +377,7 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
       s.stopping = true;
       for (const auto& q : s.queue) s.held.erase(Key{q.job.spec.job_id, q.job.attempt});
       s.queue.clear();
+      if (options_.stats) options_.stats->jobs_held = static_cast<int64_t>(s.held.size());
       for (auto& r : runners_) r->shutdown();
     }
     drain_results(s);
@@ -521,6 +526,7 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
   sopt.extra_env = options.sandbox_env;
   sopt.start_timeout = std::chrono::milliseconds(options.sandbox_start_timeout_ms);
   sopt.confinement = options.confinement;
+  sopt.stats = options.stats;
   auto supervisor = std::make_unique<SandboxSupervisor>(sopt);
   if (Status st = supervisor->start(); !st.ok()) return st;
   // The sandbox's calibration (and datasheet match) is what the worker announces as its ceilings.

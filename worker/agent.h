@@ -54,6 +54,7 @@
 #include "worker/compiler.h"
 #include "worker/job_runner.h"
 #include "worker/outbox.h"
+#include "worker/stats.h"
 #include "worker/supervisor.h"
 #include "worker/worker_id.h"
 
@@ -111,6 +112,9 @@ struct WorkerOptions {
   // How candidates are confined (common/confine.h): the sandbox, the KernelBench steps and the
   // compiles. The default confines nothing; `autokernel worker` probes and fills it.
   ConfinementPolicy confinement;
+  // Counters and gauges for the worker's /metrics (worker/metrics.h), shared with the compile
+  // runner and the sandbox supervisor; null: nothing is counted.
+  std::shared_ptr<WorkerStats> stats;
 };
 
 class WorkerAgent {

@@ -20,6 +20,7 @@ struct Nvml::Api {
   int (*reasons)(void*, unsigned long long*) = nullptr;
   const char* (*error_string)(int) = nullptr;
   int (*driver_version)(char*, unsigned) = nullptr;
+  int (*utilization)(void*, unsigned*) = nullptr;  // nvmlUtilization_t is {unsigned gpu, memory}
 };
 
 namespace {
@@ -64,6 +65,7 @@ Result<std::shared_ptr<const Nvml>> Nvml::open(const std::string& pci_bus_id) {
         reinterpret_cast<int (*)(void*, unsigned long long*)>(sym("nvmlDeviceGetCurrentClocksThrottleReasons"));
   api->error_string = reinterpret_cast<const char* (*)(int)>(sym("nvmlErrorString"));
   api->driver_version = reinterpret_cast<int (*)(char*, unsigned)>(sym("nvmlSystemGetDriverVersion"));
+  api->utilization = reinterpret_cast<int (*)(void*, unsigned*)>(sym("nvmlDeviceGetUtilizationRates"));
   if (!api->init || !api->shutdown || !api->by_pci || !api->clock || !api->power || !api->temperature ||
       !api->reasons) {
     dlclose(api->lib);
@@ -94,6 +96,13 @@ std::string Nvml::driver_version() const {
   char buf[96] = {};
   if (!api_ || !api_->driver_version || api_->driver_version(buf, sizeof(buf) - 1) != 0) return "";
   return buf;
+}
+
+std::optional<double> Nvml::busy_fraction() const {
+  if (!api_ || !device_ || !api_->utilization) return std::nullopt;
+  unsigned rates[2] = {0, 0};  // gpu, memory [%]
+  if (api_->utilization(device_, rates) != 0) return std::nullopt;
+  return rates[0] / 100.0;
 }
 
 Telemetry Nvml::read() const {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -51,6 +52,9 @@ class Nvml {
   Nvml& operator=(const Nvml&) = delete;
 
   Telemetry read() const;  // never throws; valid=false when a query fails
+  // Share of the last sample period (1/6 s to 1 s, by device) in which a kernel ran on the GPU,
+  // 0..1 (nvmlDeviceGetUtilizationRates); nullopt when NVML does not say. Never throws.
+  std::optional<double> busy_fraction() const;
   // The NVIDIA driver's version ("580.159.04"); empty when NVML does not say.
   std::string driver_version() const;
 

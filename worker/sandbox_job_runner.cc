@@ -29,6 +29,7 @@ void SandboxJobRunner::start(const protocol::Job& job, std::chrono::milliseconds
     std::lock_guard<std::mutex> lock(mu_);
     if (!shutdown_) {
       compile_queue_.push_back(Held{job, timeout, std::move(done)});
+      count_compile_queue();
       compile_cv_.notify_one();
       return;
     }
@@ -49,6 +50,7 @@ CancelEffect SandboxJobRunner::cancel(const std::string& job_id, int attempt) {
     if (waiting != compile_queue_.end()) {
       dropped = std::move(waiting->done);
       compile_queue_.erase(waiting);
+      count_compile_queue();
       effect = CancelEffect::kDropped;
     } else if (compiled != run_queue_.end()) {
       dropped = std::move(compiled->held.done);
@@ -73,6 +75,7 @@ void SandboxJobRunner::shutdown() {
     for (auto& h : compile_queue_) dropped.push_back(std::move(h.done));
     for (auto& c : run_queue_) dropped.push_back(std::move(c.held.done));
     compile_queue_.clear();
+    count_compile_queue();
     run_queue_.clear();
   }
   compile_cv_.notify_all();
@@ -104,6 +107,10 @@ ResultRecord SandboxJobRunner::compile_failure(const Held& h, const std::optiona
   return r;
 }
 
+void SandboxJobRunner::count_compile_queue() {
+  if (options_.stats) options_.stats->compile_queue = static_cast<int64_t>(compile_queue_.size());
+}
+
 void SandboxJobRunner::compile_loop() {
   for (;;) {
     Held h;
@@ -113,6 +120,7 @@ void SandboxJobRunner::compile_loop() {
       if (shutdown_) break;
       h = std::move(compile_queue_.front());
       compile_queue_.pop_front();
+      count_compile_queue();
       compiling_.insert(h.key());
     }
     const int64_t t0 = clock_.now_ms();
@@ -129,6 +137,8 @@ void SandboxJobRunner::compile_loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       compiling_.erase(h.key());
+      if (art && art->ok() && options_.stats)
+        ((*art)->cache_hit ? options_.stats->compile_cache_hits : options_.stats->compile_cache_misses).fetch_add(1);
       const bool cancelled = cancelled_while_compiling_.erase(h.key()) > 0;
       if (art && art->ok()) {
         if (cancelled) {

@@ -34,6 +34,7 @@
 #include "common/clock.h"
 #include "worker/compiler.h"
 #include "worker/job_runner.h"
+#include "worker/stats.h"
 #include "worker/supervisor.h"
 
 namespace ak {
@@ -42,6 +43,8 @@ struct SandboxJobRunnerOptions {
   int slots = 2;  // jobs held at once: one measured, the rest compiled ahead or compiling
   int compile_threads = 1;
   std::string worker_id;  // for log lines
+  // Compile queue depth and compile cache hits and misses; null: not counted.
+  std::shared_ptr<WorkerStats> stats;
 };
 
 class SandboxJobRunner final : public JobRunner {
@@ -85,6 +88,7 @@ class SandboxJobRunner final : public JobRunner {
   std::condition_variable compile_cv_;
   std::condition_variable run_cv_;
   std::deque<Held> compile_queue_;
+  void count_compile_queue();  // publishes compile_queue_.size() to options_.stats; mu_ held
   std::deque<Compiled> run_queue_;
   std::set<Key> compiling_;
   std::set<Key> cancelled_while_compiling_;

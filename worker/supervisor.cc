@@ -166,6 +166,7 @@ Status SandboxSupervisor::start() {
   const pid_t pid = child_.pid();
   for (int fd : {child_.stdin_fd(), child_.stdout_fd()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   ++starts_;
+  if (starts_ > 1 && options_.stats) options_.stats->sandbox_restarts.fetch_add(1);
   hello_ = SandboxHello{};
 
   std::string line;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "common/process.h"
 #include "common/status.h"
 #include "worker/sandbox_protocol.h"
+#include "worker/stats.h"
 
 namespace ak {
 
@@ -32,6 +34,8 @@ class SandboxRunner {
 
 struct SandboxOptions {
   std::string executable;         // path of autokernel-sandbox
+  // Counts every sandbox started after the first (sandbox_restarts); null: not counted.
+  std::shared_ptr<WorkerStats> stats;
   Backend backend = Backend::kCpu;
   int device_index = 0;           // passed as --device N
   std::vector<std::string> extra_args;  // appended after --backend/--device

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "tests/coordinator/scheduler_harness.h"
 
 namespace ak {
@@ -167,6 +169,21 @@ TEST(SchedulerTest, ArchMustMatchExactly) {
   EXPECT_TRUE(sent_ids(h.ready("ampere", 1, gpu_caps("NVIDIA A100", "sm_80"))).empty());
   EXPECT_TRUE(sent_ids(h.ready("plain90", 1, gpu_caps("NVIDIA H100", "sm_90"))).empty());
   EXPECT_EQ(sent_ids(h.ready("h200", 1, gpu_caps("NVIDIA H200", "sm_90a"))), Ids{"hopper"});
+}
+
+TEST(SchedulerTest, UnrunnableCountsQueuedJobsByWhatNoConnectedWorkerOffers) {
+  SchedulerHarness h;
+  h.submit({make_job("cuda1", Backend::kCuda), make_job("cuda2", Backend::kCuda),
+            make_job("a100", Backend::kCuda, "NVIDIA A100"), make_job("hopper", Backend::kCuda, "", "sm_90a"),
+            make_job("cpu1")});
+  using Need = std::map<std::string, int64_t>;
+  EXPECT_EQ(h.sched.unrunnable(), (Need{{"backend cpu", 1}, {"backend cuda", 4}})) << "no worker at all";
+  h.ready("cpu-worker", 1, cpu_caps());
+  EXPECT_EQ(h.sched.unrunnable(), (Need{{"backend cuda", 4}})) << "the cpu job was dispatched";
+  h.ready("ampere", 1, gpu_caps("NVIDIA H100", "sm_80"));
+  EXPECT_EQ(h.job("cuda2").state, JobState::kQueued);
+  EXPECT_EQ(h.sched.unrunnable(), (Need{{"arch sm_90a", 1}, {"gpu_model NVIDIA A100", 1}}))
+      << "cuda2 waits for a free slot, not for a worker that can run it";
 }
 
 TEST(SchedulerTest, ACudaWorkerAlsoTakesCpuJobsItAnnounces) {

@@ -29,3 +29,4 @@ ak_test(kernelbench_runner_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/kernelbench_ru
 # Issue 21: worker ids claimed by lock files, and the warning of a worker that cannot reach its coordinator.
 ak_test(worker_id_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/worker_id_test.cc LIBS ak_worker LABELS worker)
 ak_test(coordinator_link_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/coordinator_link_test.cc LIBS ak_worker LABELS worker)
+ak_test(worker_metrics_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/metrics_test.cc LIBS ak_worker_metrics LABELS worker)

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Every query of the Grafana dashboard answers with data from a live farm (issue 21).
+
+Starts a real farm on loopback (a coordinator with its private redis-server, two CPU workers, each
+with /metrics on an ephemeral port; on a machine with NVML and a GPU also a cuda worker), submits a
+small CPU campaign and one that no worker can run, starts the Debian package's `prometheus` with a
+generated config scraping those ports every second (the farm's rules.yml loaded), waits until
+every target is up, then evaluates every PromQL expression of dashboards/grafana/*.json through
+/api/v1/query until each answers with at least one sample, or the deadline passes. Fails naming
+each panel whose query stayed empty. Panels over autokernel_gpu_* series are checked only where
+NVML and a GPU exist and are listed as SKIPPED, with the reason, elsewhere. Also checks that
+`autokernel status` warns about the unrunnable jobs and that autokernel_jobs_unrunnable counts
+them.
+
+Usage: live_farm_test.py <autokernel executable> <source root>
+"""
+import ctypes
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+DEADLINE_S = 50  # from the start of Prometheus until every query must have answered
+GPU_SERIES = "autokernel_gpu_"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, check, deadline):
+    """Polls check() until it returns something truthy; fails with `what` at the deadline."""
+    while time.monotonic() < deadline:
+        v = check()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise SystemExit(f"live_farm_test: timed out waiting for {what}")
+
+
+def log_match(path, pattern):
+    try:
+        with open(path, errors="replace") as f:
+            return re.search(pattern, f.read())
+    except FileNotFoundError:
+        return None
+
+
+def http_json(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.load(r)
+    except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+        return None
+
+
+def gpu_reason():
+    """None where the GPU panels can have data, else why they cannot."""
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return "no NVML (libnvidia-ml.so.1 not loadable): per-GPU series are not exported here"
+    smi = shutil.which("nvidia-smi")
+    if not smi or "GPU 0" not in subprocess.run([smi, "-L"], capture_output=True, text=True).stdout:
+        return "NVML present but no GPU listed by nvidia-smi"
+    return None
+
+
+def dashboard_queries(root):
+    """(dashboard file, panel title, refId, expr) for every target of every panel."""
+    out = []
+    folder = os.path.join(root, "dashboards", "grafana")
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(folder, name)) as f:
+            d = json.load(f)
+        panels = list(d.get("panels", []))
+        for p in list(panels):
+            panels.extend(p.get("panels", []))  # panels of collapsed rows
+        for p in panels:
+            for t in p.get("targets", []):
+                if t.get("expr"):
+                    out.append((name, p.get("title", "?"), t.get("refId", "?"), t["expr"]))
+    return out
+
+
+def substitute(expr):
+    """Grafana's variables as a dashboard showing everything would fill them in."""
+    expr = expr.replace("$__rate_interval", "30s").replace("$__interval", "5s").replace("$__range", "5m")
+    return re.sub(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", ".*", expr)
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    ak, root = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    for tool in ("prometheus", "redis-server"):
+        if not shutil.which(tool):
+            raise SystemExit(f"live_farm_test: {tool} not found; install the Debian package (scripts/setup.sh)")
+    started = time.monotonic()
+    work = tempfile.mkdtemp(prefix="ak-live-farm-")
+    procs = []
+
+    def spawn(argv, log, **kw):
+        f = open(os.path.join(work, log), "w")
+        p = subprocess.Popen(argv, stderr=f, stdout=kw.pop("stdout", f), start_new_session=True, **kw)
+        procs.append(p)
+        return p
+
+    try:
+        deadline = time.monotonic() + 30
+        coord = spawn([ak, "coordinator", "--data-dir", f"{work}/coord", "--workers-bind", "tcp://127.0.0.1:*",
+                       "--clients-bind", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:0"],
+                      "coordinator.log", stdout=subprocess.PIPE)
+        ready = None
+        buf = b""
+        while ready is None and time.monotonic() < deadline:
+            r, _, _ = select.select([coord.stdout], [], [], 0.5)
+            if r:
+                chunk = os.read(coord.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                for line in buf.decode(errors="replace").splitlines():
+                    if line.startswith("READY "):
+                        ready = json.loads(line[len("READY "):])
+        if ready is None:
+            raise SystemExit(f"live_farm_test: the coordinator sent no READY line; see {work}/coordinator.log")
+        clients = ready["clients"]
+        targets = {"autokernel-coordinator": [f"127.0.0.1:{ready['metrics_port']}"], "autokernel-worker": []}
+
+        no_gpu = gpu_reason()
+        workers = [["--backend", "cpu", "--id", f"live-cpu{i}"] for i in range(2)]
+        if no_gpu is None:
+            workers.append(["--backend", "cuda", "--gpus", "0", "--id", "live-gpu0"])
+        for i, extra in enumerate(workers):
+            log = f"worker{i}.log"
+            spawn([ak, "worker", "--coordinator", ready["workers"], "--cache-dir", f"{work}/cache", "--state-dir",
+                   f"{work}/worker{i}", "--metrics", "127.0.0.1:0", *extra], log)
+            m = wait_for(f"worker {i}'s /metrics port (see {work}/{log})",
+                         lambda: log_match(os.path.join(work, log), r"worker /metrics on port (\d+)"), deadline)
+            targets["autokernel-worker"].append(f"127.0.0.1:{m.group(1)}")
+
+        # A small campaign (one configuration six times: compile cache hits after the first) and one
+        # that asks for a GPU no worker has.
+        campaign = {"name": "live-softmax", "kernel_type": "softmax", "backend": "cpu", "shapes": [[64, 1024]],
+                    "dtypes": ["fp32"], "configs": "default", "repeat": 6, "timeout_ms": 60000,
+                    "measure": {"warmup": 1, "min_samples": 3, "max_samples": 20, "max_time_ms": 100}}
+        stranded = dict(campaign, name="live-stranded", repeat=2, requires={"gpu_model": "No Such GPU"})
+        for c in (campaign, stranded):
+            path = os.path.join(work, c["name"] + ".json")
+            with open(path, "w") as f:
+                json.dump(c, f)
+            subprocess.run([ak, "submit", "--client", clients, path], check=True, capture_output=True, timeout=30)
+
+        status = wait_for("`autokernel status` to warn about the unrunnable jobs", lambda: (lambda out: out if re.search(
+            r"warning: 2 queued jobs need gpu_model No Such GPU; no connected worker offers it", out) else None)(
+                subprocess.run([ak, "status", "--client", clients], capture_output=True, text=True, timeout=30).stdout),
+            time.monotonic() + 15)
+        print("autokernel status warns:", [l for l in status.splitlines() if l.startswith("warning:")][0])
+
+        prom_port = free_port()
+        cfg = os.path.join(work, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n")
+            f.write(f"rule_files:\n  - {os.path.join(root, 'dashboards', 'rules.yml')}\n")
+            f.write("scrape_configs:\n")
+            for job, ts in targets.items():
+                f.write(f"  - job_name: {job}\n    static_configs:\n      - targets: {json.dumps(ts)}\n")
+        prom_start = time.monotonic()
+        spawn(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={work}/prometheus",
+               f"--web.listen-address=127.0.0.1:{prom_port}"], "prometheus.log")
+        api = f"http://127.0.0.1:{prom_port}/api/v1"
+        deadline = prom_start + DEADLINE_S
+
+        def all_up():
+            t = http_json(f"{api}/targets")
+            active = t["data"]["activeTargets"] if t and t.get("status") == "success" else []
+            n = sum(len(v) for v in targets.values())
+            return len(active) == n and all(a["health"] == "up" for a in active)
+
+        wait_for(f"every target to be up (see {work}/prometheus.log)", all_up, deadline)
+
+        def query(expr):
+            r = http_json(f"{api}/query?" + urllib.parse.urlencode({"query": expr}))
+            if not r or r.get("status") != "success":
+                return None
+            return r["data"]["result"]
+
+        queries = dashboard_queries(root)
+        pending = {}
+        results = {}
+        for q in queries:
+            if GPU_SERIES in q[3] and no_gpu:
+                results[q] = "SKIPPED (" + no_gpu + ")"
+            else:
+                pending[q] = substitute(q[3])
+        checks = {
+            "autokernel_jobs_unrunnable counts the stranded jobs": "autokernel_jobs_unrunnable == 2",
+            "the workers report finished jobs": "sum(autokernel_worker_jobs_finished_total) > 0",
+            "the compile cache answered a repeat": "sum(autokernel_worker_compile_cache_hits_total) > 0",
+        }
+        pending_checks = dict(checks)
+        while (pending or pending_checks) and time.monotonic() < deadline:
+            for q, expr in list(pending.items()):
+                if query(expr):
+                    results[q] = "ok"
+                    del pending[q]
+            for name, expr in list(pending_checks.items()):
+                if query(expr):
+                    del pending_checks[name]
+            if pending or pending_checks:
+                time.sleep(0.5)
+        failed = False
+        for q in queries:
+            verdict = results.get(q, "NO DATA")
+            failed |= verdict == "NO DATA"
+            if verdict == "ok":
+                print(f"ok       {q[0]} panel '{q[1]}' {q[2]}")
+            elif verdict == "NO DATA":
+                print(f"NO DATA  {q[0]} panel '{q[1]}' {q[2]}: {q[3]}")
+            else:
+                print(f"SKIPPED  {q[0]} panel '{q[1]}' {q[2]}: {verdict[len('SKIPPED ('):-1]}")
+        for name in checks:
+            ok = name not in pending_checks
+            failed |= not ok
+            print(f"{'ok' if ok else 'FAILED':8} {name}: {checks[name]}")
+        skipped = sum(1 for v in results.values() if v.startswith("SKIPPED"))
+        print(f"{len(queries) - skipped} dashboard queries checked against a live farm, {skipped} skipped, "
+              f"in {time.monotonic() - started:.1f} s")
+        if failed:
+            for log in sorted(os.listdir(work)):
+                if log.endswith(".log"):
+                    print(f"--- {log} (last lines)")
+                    with open(os.path.join(work, log), errors="replace") as f:
+                        print("".join(f.readlines()[-15:]))
+            raise SystemExit("live_farm_test: FAILED: queries above returned no data")
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
