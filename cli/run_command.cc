@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "cli/campaign_file.h"
 #include "cli/commands.h"
@@ -219,7 +220,36 @@ int run(const RunArgs& a) {
   // 6. Follow the leftovers, then submit and follow this run's campaigns, until done or stopped.
   int rc = 0;
   auto follow = [&](const std::string& cid) {
-    if (!wait_for_campaign(client, cid, stop_flag())) return false;
+    // While it waits, a watcher ends the wait on a stop signal or when every worker has exited
+    // (one that cannot start its sandbox, say): the campaign would wait for them forever.
+    std::atomic<bool> end_wait{false}, gone{false}, waited{false};
+    std::thread watcher([&] {
+      while (!waited.load() && !workers.empty()) {
+        if (stop_flag().load()) end_wait.store(true);
+        ChildProcess* alive = nullptr;
+        for (auto& w : workers)
+          if (!w.wait_for(std::chrono::milliseconds(0))) {
+            alive = &w;
+            break;
+          }
+        if (alive == nullptr) {
+          gone.store(true);
+          end_wait.store(true);
+          return;
+        }
+        alive->wait_for(std::chrono::milliseconds(200));  // paces the loop: returns early if it exits
+      }
+    });
+    const bool complete = wait_for_campaign(client, cid, workers.empty() ? stop_flag() : end_wait);
+    waited.store(true);
+    watcher.join();
+    if (gone.load() && !complete) {
+      std::cerr << "autokernel run: every worker has exited (";
+      for (size_t i = 0; i < workers.size(); ++i)
+        std::cerr << (i ? ", " : "") << "worker " << i << ": exit code " << workers[i].wait();
+      std::cerr << "); their log lines above say why\n";
+    }
+    if (!complete) return false;
     // A study campaign's final table (per study: trials, best, speedup over PyTorch, why it
     // stopped; the end-to-end estimate), printed and kept as studies-<campaign>.json.
     if (auto st = client.status(); st.ok())

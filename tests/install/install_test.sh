@@ -13,7 +13,11 @@ BUILD=$(realpath "$1")
 SOURCE=$(realpath "$2")
 PYTHON=$3
 fail() { echo "install_test: $*" >&2; exit 1; }
-TMP=$(mktemp -d /tmp/ak-install-XXXXXX)
+# Not under /tmp: a confined worker gives its children a private /tmp, where an installed tree
+# below it would not be seen (README, "Install").
+TMP=$(mktemp -d /var/tmp/ak-install-XXXXXX)
+# Readable by all: a root worker runs the sandbox as uid 65534.
+chmod 0755 "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 
 cmake --install "$BUILD" --prefix "$TMP/a" > "$TMP/install.log" || { cat "$TMP/install.log"; fail "cmake --install failed"; }
@@ -43,7 +47,7 @@ cd "$TMP/work"
 export PATH="$PREFIX/bin:/usr/local/bin:/usr/bin:/bin" AK_PYTHON="$PYTHON"
 unset LD_LIBRARY_PATH
 autokernel run --backend cpu --campaign "$PREFIX/share/autokernel/examples/campaigns/smoke.json" \
-  --data-dir "$TMP/work/.ak" --out-dir "$TMP/work"
+  --data-dir "$TMP/work/.ak" --out "$TMP/work"
 RUN
 hide=(unshare -m)
 [ "$(id -u)" = 0 ] || hide=(unshare -rm)
