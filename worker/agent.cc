@@ -148,7 +148,11 @@ void WorkerAgent::send(Session& s, const protocol::Message& m) {
   try {
     std::string frame = protocol::encode(m);
     auto sent = s.socket.send(zmq::buffer(frame), zmq::send_flags::dontwait);
-    if (!sent) spdlog::warn("worker {}: {} not sent (send queue full)", options_.worker_id, protocol::type_name(m));
+    // While the link is down its own warning says so every few seconds; a message per heartbeat
+    // would bury it.
+    if (!sent)
+      spdlog::log(s.link.up() ? spdlog::level::warn : spdlog::level::debug, "worker {}: {} not sent (send queue full)",
+                  options_.worker_id, protocol::type_name(m));
   } catch (const std::exception& e) {
     spdlog::error("worker {}: sending {} failed: {}", options_.worker_id, protocol::type_name(m), e.what());
   }
@@ -472,11 +476,13 @@ void WorkerAgent::read_link_events(Session& s) {
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         s.link.failed(now, "the coordinator refused this worker's CURVE key (ZAP status " + std::to_string(value) +
-                               "): add its public key to the coordinator's --allow-workers file");
+                               "): add its public key to the coordinator's --allow-workers file",
+                      /*handshake=*/true);
         break;
       default:  // a handshake that failed for another reason
         s.link.failed(now, "the handshake failed (error " + std::to_string(value) +
-                               "): do both sides use CURVE keys, and is --coordinator-key the coordinator's?");
+                               "): do both sides use CURVE keys, and is --coordinator-key the coordinator's?",
+                      /*handshake=*/true);
         break;
     }
   }

@@ -13,14 +13,18 @@ CoordinatorLink::CoordinatorLink(std::string endpoint, Options options, int64_t 
 void CoordinatorLink::connected(int64_t now_ms) {
   if (up_) return;
   up_ = true;
+  why_is_handshake_ = false;
   if (warned_)
     recovery_ = "connected to coordinator " + endpoint_ + " again after " +
                 std::to_string((now_ms - down_since_ms_) / 1000) + " s without a connection";
   warned_ = false;
 }
 
-void CoordinatorLink::failed(int64_t now_ms, std::string why) {
-  why_ = std::move(why);
+void CoordinatorLink::failed(int64_t now_ms, std::string why, bool handshake) {
+  if (handshake || !why_is_handshake_ || up_) {
+    why_ = std::move(why);
+    why_is_handshake_ = handshake;
+  }
   if (!up_) return;
   up_ = false;
   down_since_ms_ = now_ms;

@@ -31,8 +31,9 @@ class CoordinatorLink {
   // The handshake with the coordinator completed.
   void connected(int64_t now_ms);
   // The connection ended (or a connect or handshake failed); `why` is kept for the warning. A
-  // failure while already down only updates the reason.
-  void failed(int64_t now_ms, std::string why);
+  // failure while already down only updates the reason, except that a handshake's reason (a
+  // refused key: `handshake`) is not replaced by the disconnect that follows it.
+  void failed(int64_t now_ms, std::string why, bool handshake = false);
 
   bool up() const { return up_; }
 
@@ -52,6 +53,7 @@ class CoordinatorLink {
   int64_t down_since_ms_;
   int64_t next_warning_ms_;
   std::string why_ = "no connection yet";
+  bool why_is_handshake_ = false;  // why_ came from a failed handshake since the last connection
   bool warned_ = false;
   std::optional<std::string> recovery_;
 };

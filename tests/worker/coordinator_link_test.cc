@@ -55,3 +55,25 @@ TEST(CoordinatorLinkTest, FailuresWhileDownKeepTheFirstDownTimeAndTheLatestReaso
 
 }  // namespace
 }  // namespace ak
+
+namespace ak {
+namespace {
+
+// A refused key shows as a failed handshake, then the disconnect that ends it: the warning must
+// name the refusal, not the disconnect. A later connection clears it.
+TEST(CoordinatorLinkTest, ARefusedHandshakeIsNotHiddenByTheDisconnectThatFollowsIt) {
+  CoordinatorLink link("tcp://coordinator:5555", {}, 0);
+  link.failed(500, "the coordinator refused this worker's CURVE key", /*handshake=*/true);
+  link.failed(600, "the connection ended or no heartbeat was answered");
+  auto w = link.due_warning(3'000);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_NE(w->find("refused this worker's CURVE key"), std::string::npos) << *w;
+  link.connected(4'000);
+  link.failed(5'000, "the connection ended or no heartbeat was answered");
+  w = link.due_warning(8'000);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_NE(w->find("the connection ended"), std::string::npos) << *w;
+}
+
+}  // namespace
+}  // namespace ak
