@@ -325,9 +325,9 @@ Result<size_t> append_exports(std::vector<pr::ResultRow> rows, const std::string
 }
 
 std::string progress_line(const pr::CampaignRow& c, double elapsed_s) {
-  const std::string best = !c.best ? "-"
-                                   : fmt_double(c.best->speedup, "%.3f") + "x " + c.best->shape + " " + c.best->dtype +
-                                         " " + c.best->config;
+  const std::string best =
+      !c.best ? "-"
+              : fmt_double(c.best->speedup, "%.3f") + "x " + c.best->shape + " " + c.best->dtype + " " + c.best->config;
   char line[768];
   if (c.is_study) {
     size_t done = 0;

@@ -349,8 +349,8 @@ int run(const RunArgs& a) {
                   << " (--keep-queue); the next autokernel run with --data-dir " << a.data_dir << " resumes it\n";
         continue;
       }
-      const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(stop_deadline -
-                                                                                 std::chrono::steady_clock::now());
+      const auto left_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(stop_deadline - std::chrono::steady_clock::now());
       CoordinatorClient canceller(clients_ep, std::max(kStopRequestTimeout, left_ms));
       auto r = canceller.cancel(c.campaign_id, std::string("autokernel run stopped by ") + signal_name(stop_sig));
       if (r.ok())

@@ -475,13 +475,15 @@ void WorkerAgent::read_link_events(Session& s) {
         s.link.failed(now, "no TCP connection");
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-        s.link.failed(now, "the coordinator refused this worker's CURVE key (ZAP status " + std::to_string(value) +
-                               "): add its public key to the coordinator's --allow-workers file",
+        s.link.failed(now,
+                      "the coordinator refused this worker's CURVE key (ZAP status " + std::to_string(value) +
+                          "): add its public key to the coordinator's --allow-workers file",
                       /*handshake=*/true);
         break;
       default:  // a handshake that failed for another reason
-        s.link.failed(now, "the handshake failed (error " + std::to_string(value) +
-                               "): do both sides use CURVE keys, and is --coordinator-key the coordinator's?",
+        s.link.failed(now,
+                      "the handshake failed (error " + std::to_string(value) +
+                          "): do both sides use CURVE keys, and is --coordinator-key the coordinator's?",
                       /*handshake=*/true);
         break;
     }
