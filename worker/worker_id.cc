@@ -38,7 +38,9 @@ Result<int> try_lock(const std::string& lock_dir, const std::string& id, std::st
     std::filesystem::permissions(lock_dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit,
                                  std::filesystem::perm_options::add, ec);
   const std::string path = lock_dir + "/" + file_safe(id) + ".lock";
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: the folder may be shared by every user of the host (/tmp); a lock "file" that is
+  // a symlink planted by another user must not make a root worker truncate what it points to.
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0)
     return Status::unavailable("cannot open the worker id lock " + path + ": " + std::strerror(errno) +
                                "; give --state-dir a folder this user can write");

@@ -90,3 +90,26 @@ TEST_F(WorkerIdTest, AKilledHoldersIdIsFreeAtOnce) {
 
 }  // namespace
 }  // namespace ak
+
+namespace ak {
+namespace {
+
+// The lock folder may be shared by every user of the host: a lock planted as a symlink by another
+// user is refused, and what it points to is left as it was (a root worker would truncate it).
+TEST(WorkerIdLock, ALockThatIsASymlinkIsRefusedAndItsTargetLeftAlone) {
+  char tmpl[] = "/tmp/ak-worker-id-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::filesystem::create_directories(dir + "/locks");
+  std::ofstream(dir + "/precious") << "keep me\n";
+  std::filesystem::create_symlink(dir + "/precious", dir + "/locks/host-cpu0.lock");
+  auto claim = WorkerIdClaim::claim(dir + "/locks", "host-cpu0");
+  EXPECT_FALSE(claim.ok());
+  std::ifstream in(dir + "/precious");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "keep me");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ak
