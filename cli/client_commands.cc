@@ -33,7 +33,12 @@ int submit(const ClientArgs& c, const std::string& campaign_file, bool wait, boo
   else
     std::cout << "campaign " << r->campaign_id << " (" << r->name << "): " << r->jobs << " jobs\n";
   if (!wait) return 0;
-  return wait_for_campaign(client, r->campaign_id, stop_flag()) ? 0 : 1;
+  const bool complete = wait_for_campaign(client, r->campaign_id, stop_flag());
+  // How it ended and what to run next.
+  if (auto st = client.status(); st.ok())
+    for (const auto& row : st->campaigns)
+      if (row.campaign_id == r->campaign_id) std::cout << campaign_summary(row, " --client " + c.endpoint);
+  return complete ? 0 : 1;
 }
 
 int status(const ClientArgs& c, bool as_json) {

@@ -353,6 +353,27 @@ std::string progress_line(const pr::CampaignRow& c, double elapsed_s) {
   return line;
 }
 
+std::string campaign_summary(const pr::CampaignRow& c, const std::string& client_flag) {
+  std::ostringstream o;
+  o << "campaign " << c.campaign_id << " (" << c.name << ") "
+    << (c.cancelled ? "was cancelled" + reason_suffix(c) : c.complete ? std::string("is done") : "is still running")
+    << ": " << c.finished << " of " << c.total << (c.is_study ? " trials" : " jobs") << " finished, " << c.pass
+    << " PASS, " << c.failed << " not PASS";
+  if (c.cancelled) o << ", " << c.cancelled_jobs << " cancelled";
+  o << "\n";
+  if (c.best)
+    o << "best: " << fmt_double(c.best->speedup, "%.3f") << "x over PyTorch at " << c.best->shape << " "
+      << c.best->dtype << " " << c.best->config << "\n";
+  else
+    o << "no job has passed" << (c.finished > 0 ? "; the reasons are in the rows" : "") << "\n";
+  o << "next: autokernel results" << client_flag << " --campaign " << c.campaign_id << "    (rows, best first)\n"
+    << "      autokernel export" << client_flag << " --campaign " << c.campaign_id
+    << "     (results.tsv and results.json)\n";
+  if (c.pass > 0) o << "      autokernel best" << client_flag << "    (the tuning database)\n";
+  if (!c.complete) o << "      autokernel status" << client_flag << "    (the campaign goes on in the farm)\n";
+  return o.str();
+}
+
 bool ProgressThrottle::should_print(int64_t progress, bool complete, double now_s) {
   if (tty_) return true;
   const bool moved = progress != last_progress_;

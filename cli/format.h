@@ -69,6 +69,10 @@ class ProgressThrottle {
   int64_t last_progress_ = -1;
   double last_s_ = -1e300;
 };
+// The lines that end `submit --wait`: how the campaign ended (jobs finished, pass, not pass,
+// cancelled; its best row) and the commands to run next, naming the campaign and the client
+// endpoint (`client_flag`, e.g. " --client tcp://host:5556", or empty for the default).
+std::string campaign_summary(const protocol::CampaignRow& campaign, const std::string& client_flag);
 // Polls STATUS and redraws a progress line (progress_line above; ProgressThrottle) until the
 // campaign has no queued or leased job, `stop` is set or `deadline` passes. Returns false if it
 // ended for any reason but completion (the campaign itself goes on in the farm), a campaign that

@@ -177,3 +177,45 @@ TEST(Progress, AStudyCampaignShowsItsStudiesAndTheirEtaNotAJobCount) {
 
 }  // namespace
 }  // namespace ak::cli
+
+namespace ak::cli {
+namespace {
+
+TEST(CampaignSummary, SaysHowTheCampaignEndedItsBestAndTheCommandsToRunNext) {
+  protocol::CampaignRow c;
+  c.campaign_id = "c1";
+  c.name = "softmax-smoke";
+  c.total = 12;
+  c.finished = 12;
+  c.pass = 11;
+  c.failed = 1;
+  c.complete = true;
+  c.best = protocol::CampaignBest{};
+  c.best->speedup = 1.25;
+  c.best->shape = "4096x4096";
+  c.best->dtype = "fp16";
+  c.best->config = "AK_VEC=4";
+  const std::string s = campaign_summary(c, " --client tcp://h:5556");
+  EXPECT_EQ(s.rfind("campaign c1 (softmax-smoke) is done: 12 of 12 jobs finished, 11 PASS, 1 not PASS\n", 0), 0u) << s;
+  EXPECT_NE(s.find("best: 1.250x over PyTorch at 4096x4096 fp16 AK_VEC=4\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("next: autokernel results --client tcp://h:5556 --campaign c1"), std::string::npos) << s;
+  EXPECT_NE(s.find("autokernel export --client tcp://h:5556 --campaign c1"), std::string::npos) << s;
+  EXPECT_NE(s.find("autokernel best --client tcp://h:5556"), std::string::npos) << s;
+
+  c.best.reset();
+  c.pass = 0;
+  c.failed = 3;
+  c.finished = 3;
+  c.complete = true;
+  c.cancelled = true;
+  c.cancelled_jobs = 9;
+  c.cancel_reason = "by alice";
+  const std::string t = campaign_summary(c, "");
+  EXPECT_NE(t.find("was cancelled: by alice: 3 of 12 jobs finished, 0 PASS, 3 not PASS, 9 cancelled"), std::string::npos)
+      << t;
+  EXPECT_NE(t.find("no job has passed; the reasons are in the rows"), std::string::npos) << t;
+  EXPECT_EQ(t.find("autokernel best"), std::string::npos) << t;
+}
+
+}  // namespace
+}  // namespace ak::cli

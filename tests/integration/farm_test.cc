@@ -337,6 +337,11 @@ TEST(FarmTest, EveryCpuStarterPrintedByTheCliIsSubmittedUnchangedAndPasses) {
     ASSERT_EQ(run_autokernel_to({"check", campaign}, log), 0) << read_text(log);
     ASSERT_EQ(run_autokernel_to({"submit", campaign, "--wait", "--client", farm.client_endpoint()}, log), 0)
         << read_text(log);
+    // --wait ends with how the campaign ended and what to run next.
+    EXPECT_NE(read_text(log).find(") is done: 1 of 1 jobs finished, 1 PASS, 0 not PASS"), std::string::npos)
+        << read_text(log);
+    EXPECT_NE(read_text(log).find("next: autokernel results --client " + farm.client_endpoint()), std::string::npos)
+        << read_text(log);
   }
   ASSERT_GE(types, 7u);
   const StoreSnapshot snap = farm.snapshot();
