@@ -212,7 +212,8 @@ struct StudyBest {
   double latency_us = 0;
   std::string job_id;
   std::string config;  // config_string
-  double speedup = 0;  // baseline_us / latency_us; 0 when the baseline is unknown
+  double speedup = 0;  // the best trial's own result row's speedup_vs_pytorch (its latency against
+                       // the PyTorch time measured in that job); 0 when unknown
 };
 // One study of a study campaign (coordinator/study.h, StudyStatus).
 struct StudyRow {

@@ -84,6 +84,9 @@ struct StudyStatus {
   size_t passed = 0;
   std::optional<double> best_us;
   std::string best_job_id;
+  // The best trial's own speedup: its latency against the PyTorch time measured in the same job
+  // (its result row's speedup_vs_pytorch), the one figure a study's table and its row share.
+  double best_speedup = 0;
   std::map<std::string, int64_t> best_config;
   double baseline_us = 0;              // the PyTorch op: median over the study's passing results
   double roofline_us = 0;              // 0: unknown

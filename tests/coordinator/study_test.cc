@@ -186,6 +186,34 @@ TEST(StudyTest, TheFirstTrialIsTheDefaultAndNoConfigurationRunsTwiceWithinTheBud
   EXPECT_EQ(p.studies[0].trials, 40u);
 }
 
+// A study's best speedup is its best trial's own: that job's latency against the PyTorch time
+// measured in the same job, as its result row says, not the median PyTorch time of the whole study
+// over the best latency (two figures for one trial, 0.921x in a table and 0.781x in the row).
+TEST(StudyTest, TheStudysBestSpeedupIsTheBestTrialsOwnAsItsResultRowSaysIt) {
+  StudyCampaign c = parse(designed_study("evolutionary", 3, 40));
+  SimFarm f;
+  f.fill(c, 4);
+  f.complete(4, [](const JobSpec& s) { return designed_cost(s.config); });
+  // Other PyTorch times per job (a noisy baseline), and each row's own ratio.
+  double best_latency = 1e300, best_own = 0;
+  int i = 0;
+  for (auto& [id, r] : f.results) {
+    if (r.status != ResultStatus::kPass) continue;
+    r.m.baseline_us = 100.0 + 40.0 * i++;
+    r.m.speedup = r.m.baseline_us / r.m.latency_us;
+    if (r.m.latency_us < best_latency) {
+      best_latency = r.m.latency_us;
+      best_own = r.m.speedup;
+    }
+  }
+  ASSERT_GT(i, 1);
+  const protocol::StudyRow row = study_status_row(f.progress(c).studies[0]);
+  ASSERT_TRUE(row.best.has_value());
+  EXPECT_DOUBLE_EQ(row.best->latency_us, best_latency);
+  EXPECT_DOUBLE_EQ(row.best->speedup, best_own);
+  EXPECT_NE(row.best->speedup, row.baseline_us / best_latency) << "the median baseline is another figure";
+}
+
 // The same history gives the same proposals: what a restarted coordinator relies on. A second
 // farm that is "restarted" (its records copied, the in-flight jobs kept) after 20 results
 // proposes exactly what the first one does from there.
