@@ -354,7 +354,7 @@ StudyProgress study_progress(const StudyCampaign& c, const std::string& campaign
     if (best) {
       s.best_us = best->m.latency_us;
       s.best_job_id = best->job_id;
-      s.best_speedup = best->m.speedup > 0 ? best->m.speedup
+      s.best_speedup = best->m.speedup > 0       ? best->m.speedup
                        : best->m.baseline_us > 0 ? best->m.baseline_us / best->m.latency_us
                                                  : 0.0;
       s.best_config = best_job->spec.config;
@@ -451,8 +451,7 @@ std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::strin
 
 protocol::StudyRow study_status_row(const StudyStatus& s) {
   protocol::StudyRow r;
-  if (s.best_us)
-    r.best = protocol::StudyBest{*s.best_us, s.best_job_id, config_string(s.best_config), s.best_speedup};
+  if (s.best_us) r.best = protocol::StudyBest{*s.best_us, s.best_job_id, config_string(s.best_config), s.best_speedup};
   r.study = s.index;
   r.target = s.label;
   r.gpu_model = s.gpu_model;
