@@ -356,7 +356,9 @@ std::string progress_line(const pr::CampaignRow& c, double elapsed_s) {
 std::string campaign_summary(const pr::CampaignRow& c, const std::string& client_flag) {
   std::ostringstream o;
   o << "campaign " << c.campaign_id << " (" << c.name << ") "
-    << (c.cancelled ? "was cancelled" + reason_suffix(c) : c.complete ? std::string("is done") : "is still running")
+    << (c.cancelled  ? "was cancelled" + reason_suffix(c)
+        : c.complete ? std::string("is done")
+                     : "is still running")
     << ": " << c.finished << " of " << c.total << (c.is_study ? " trials" : " jobs") << " finished, " << c.pass
     << " PASS, " << c.failed << " not PASS";
   if (c.cancelled) o << ", " << c.cancelled_jobs << " cancelled";

@@ -211,7 +211,8 @@ TEST(CampaignSummary, SaysHowTheCampaignEndedItsBestAndTheCommandsToRunNext) {
   c.cancelled_jobs = 9;
   c.cancel_reason = "by alice";
   const std::string t = campaign_summary(c, "");
-  EXPECT_NE(t.find("was cancelled: by alice: 3 of 12 jobs finished, 0 PASS, 3 not PASS, 9 cancelled"), std::string::npos)
+  EXPECT_NE(t.find("was cancelled: by alice: 3 of 12 jobs finished, 0 PASS, 3 not PASS, 9 cancelled"),
+            std::string::npos)
       << t;
   EXPECT_NE(t.find("no job has passed; the reasons are in the rows"), std::string::npos) << t;
   EXPECT_EQ(t.find("autokernel best"), std::string::npos) << t;
