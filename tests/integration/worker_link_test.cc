@@ -2,7 +2,12 @@
 // within seconds, naming the address (nothing listening; a coordinator that refuses its key), and
 // worker ids are unique among the live workers of a host (two default ids differ; a second process
 // under an id in use is refused).
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -30,13 +35,27 @@ ChildProcess spawn_worker(const std::vector<std::string>& args, const std::strin
 
 // Re-reads `log` until it holds `text`, or the deadline passes (the worker writes its warning
 // when it is due; nothing here decides when).
+// Woken by inotify when the worker writes to the log, not by a timer.
 bool log_shows(const std::string& log, const std::string& text, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (read_text(log).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(100ms);  // polling a file, not waiting for an event
+  { std::ofstream touch(log, std::ios::app); }  // the worker may not have opened it yet
+  const int in = inotify_init1(IN_CLOEXEC);
+  if (in < 0 || inotify_add_watch(in, log.c_str(), IN_MODIFY) < 0) {
+    if (in >= 0) close(in);
+    throw std::runtime_error("cannot watch " + log);
   }
-  return false;
+  bool found = false;
+  while (!(found = read_text(log).find(text) != std::string::npos)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{in, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) > 0) {
+      char events[4096];
+      if (read(in, events, sizeof events) < 0) break;
+    }
+  }
+  close(in);
+  return found;
 }
 
 // An address where nothing listens: a port bound and closed again.
