@@ -46,7 +46,8 @@ bool log_shows(const std::string& log, const std::string& text, std::chrono::sec
   }
   bool found = false;
   while (!(found = read_text(log).find(text) != std::string::npos)) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{in, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) > 0) {
