@@ -8,7 +8,8 @@
 # bench/library.sh (the kernel library's results table), "kernelbench" KernelBench phases: baselines,
 # their agreement with KernelBench's own timing, sweeps (bench/kernelbench.sh), "study" the H200 study campaign
 # (examples/campaigns/study_h200.toml) with its tuning-database export in $OUT/study, "confine" the
-# confinement layers this host gives the worker, as this user and as an unprivileged one.
+# confinement layers this host gives the worker, as this user and as an unprivileged one,
+# "dashboards" the live dashboards test with the host's GPU.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
@@ -106,6 +107,11 @@ for step in $STEPS; do
       mkdir -p "$B/kb-last" && cp "$OUT"/kernelbench/baseline_time_torch*.json "$B/kb-last/" 2>/dev/null
       # one file for the phases' files: a device call brings back at most 8 files from $OUT
       tar czf "$OUT/kernelbench.tgz" -C "$OUT" kernelbench && rm -rf "$OUT/kernelbench" ;;
+    dashboards)
+      # Issue 21: every Grafana panel's query answers from a live farm with a cuda worker (NVML's
+      # per-GPU series included), scraped by the Debian package's prometheus (in DEBS_DIR).
+      (cd build-gpu && timeout 240 ctest -R dashboards_live_farm -V) > "$OUT/dashboards.log" 2>&1
+      echo "dashboards rc=$?"; grep -E "NO DATA|SKIPPED|FAILED|warns|queries checked|tests passed|tests failed" "$OUT/dashboards.log" | cut -c1-200 | head -40 ;;
     library)
       timeout "${AK_LIBRARY_TIMEOUT:-540}" bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
   esac
