@@ -4,7 +4,7 @@ classify(name, shapes, concrete) -> (kernel_type, shape, layout) or None, where 
 shape (kernels/README.md: softmax/reduce/rmsnorm/layernorm/cross_entropy [rows, cols], matmul
 [M, N, K], flash_attention [B, H, S, D], rotary_embedding [tokens, heads, dim], fused_mlp
 [M, H, F]) and layout holds what the shape does not say (batch of a bmm, KV heads, the key length,
-an attention mask). An op whose arguments do not fit its type's shape (a softmax over a middle
+an attention mask, a norm's eps other than its type's or a missing weight or bias). An op whose arguments do not fit its type's shape (a softmax over a middle
 dimension, a reduction over several) is None: its time is "other", never a wrong target.
 
 Regions marked torch.profiler.record_function("ak::<type>") in a model are hints (HINTS) for the
@@ -85,6 +85,29 @@ _ATTN_MASK = {"aten::scaled_dot_product_attention": 3, "aten::_scaled_dot_produc
               "aten::_scaled_dot_product_cudnn_attention": 3, "aten::_scaled_dot_product_attention_math": 3}
 
 
+# The eps each norm type computes with (kernels/<type>/spec.cc), and the arguments its kernels take.
+NORM_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6}
+_NORM_AFFINE = {"layernorm": ("weight", "bias"), "rmsnorm": ("weight",)}
+
+
+def _norm_layout(kernel_type, s, concrete, eps_index):
+    """What a norm call differs in from its kernel type: another eps ("default" for rms_norm's
+    eps=None, which is the dtype's machine epsilon), or a missing weight or bias. Empty when the
+    kernel type computes exactly this call; the eps is checked only where the profiler recorded
+    the arguments."""
+    layout = {}
+    if concrete is not None:
+        eps = _arg(concrete, eps_index)
+        if eps is None or isinstance(eps, bool):
+            layout["eps"] = "default"
+        elif abs(float(eps) - NORM_EPS[kernel_type]) > 1e-12:
+            layout["eps"] = float(eps)
+    for i, arg in enumerate(_NORM_AFFINE[kernel_type]):
+        if not (len(s) > 2 + i and s[2 + i]):
+            layout[arg] = False
+    return layout
+
+
 def classify(name, shapes, concrete):
     s = [list(x) if isinstance(x, (list, tuple)) else [] for x in (shapes or [])]
     x = s[0] if s else []
@@ -110,11 +133,11 @@ def classify(name, shapes, concrete):
     if name in ("aten::layer_norm", "aten::native_layer_norm") and x:
         cols = s[2][0] if len(s) > 2 and len(s[2]) == 1 else x[-1]
         if cols == x[-1]:
-            return "layernorm", _rows_cols(x), {}
+            return "layernorm", _rows_cols(x), _norm_layout("layernorm", s, concrete, 4)
     if name in ("aten::rms_norm", "aten::_fused_rms_norm") and x:
         cols = s[2][0] if len(s) > 2 and len(s[2]) == 1 else x[-1]
         if cols == x[-1]:
-            return "rmsnorm", _rows_cols(x), {}
+            return "rmsnorm", _rows_cols(x), _norm_layout("rmsnorm", s, concrete, 3)
     if name in ("aten::sum", "aten::amax", "aten::max") and len(x) >= 1 and concrete is not None:
         dims = concrete[1] if len(concrete) > 1 else None
         if isinstance(dims, (list, tuple)) and len(dims) == 1:

@@ -91,6 +91,21 @@ TEST(Extract, KeepsTheTargetsAKernelTypeTakesWithTheirSharesAndSaysWhyOthersAreL
   EXPECT_EQ(study->studies[1].gpu_model, "NVIDIA H200");
 }
 
+TEST(Extract, ANormWithAnotherEpsOrWithoutItsWeightIsLeftOutNamingIt) {
+  protocol::ModelProfile p = profile();
+  p.targets[3].layout = {{"eps", 1e-5}};  // the rmsnorm target: a LLaMA-style decoder's eps
+  protocol::ModelTargetRow ln = p.targets[3];
+  ln.kernel_type = "layernorm";
+  ln.layout = {{"weight", false}, {"bias", false}};
+  p.targets.push_back(ln);
+  std::map<std::string, std::string> why;
+  for (const auto& t : extract(p, ExtractOptions{}).targets) why[t.target.kernel_type] = t.why;
+  EXPECT_EQ(why["rmsnorm"],
+            "eps 1e-05 is not what the rmsnorm kernel type computes with (kernels/rmsnorm/spec.cc); another eps is "
+            "not a kernel type yet");
+  EXPECT_EQ(why["layernorm"], "a layernorm without a weight is not a kernel type yet");
+}
+
 TEST(Extract, NothingKeptMeansNoCampaign) {
   ExtractOptions o;
   o.min_share = 0.9;

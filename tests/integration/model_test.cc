@@ -48,10 +48,14 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
       << read_text(table.string());
   EXPECT_NE(read_text(table.string()).find("fused_mlp has no cpu backend"), std::string::npos)
       << read_text(table.string());
+  // The decoder's RMSNorm uses eps 1e-5, the rmsnorm kernel type 1e-6: no study is spent on it.
+  EXPECT_NE(read_text(table.string()).find("eps 1e-05 is not what the rmsnorm kernel type computes with"),
+            std::string::npos)
+      << read_text(table.string());
   const json campaign = json::parse(read_text(study.string()));
   std::set<std::string> types;
   for (const auto& t : campaign["targets"]) types.insert(t["kernel_type"].get<std::string>());
-  EXPECT_EQ(types, (std::set<std::string>{"matmul", "rmsnorm", "rotary_embedding"}));
+  EXPECT_EQ(types, (std::set<std::string>{"matmul", "rotary_embedding"}));
   ASSERT_EQ(run_autokernel_to(
                 {"submit", study.string(), "--wait", "--allow-source-outside", "--client", farm.client_endpoint()},
                 table.string()),

@@ -71,6 +71,23 @@ class Classification(unittest.TestCase):
                          ("cross_entropy", [512, 50257], {}))
         self.assertIsNone(classify.classify("aten::gelu", [[4, 8]], None))
 
+    def test_a_norm_says_what_it_differs_in_from_its_kernel_type(self):
+        ln = [[2, 3, 768], [], [768], [768], [], []]
+        self.assertEqual(classify.classify("aten::layer_norm", ln, [None, [768], None, None, 1e-5, True]),
+                         ("layernorm", [6, 768], {}))
+        self.assertEqual(classify.classify("aten::layer_norm", ln, [None, [768], None, None, 1e-12, True]),
+                         ("layernorm", [6, 768], {"eps": 1e-12}))
+        self.assertEqual(classify.classify("aten::layer_norm", [[4, 64], [], [], [], [], []],
+                                           [None, [64], None, None, 1e-5, True]),
+                         ("layernorm", [4, 64], {"weight": False, "bias": False}))
+        rms = [[4, 64], [], [64], []]
+        self.assertEqual(classify.classify("aten::rms_norm", rms, [None, [64], None, 1e-6]), ("rmsnorm", [4, 64], {}))
+        self.assertEqual(classify.classify("aten::rms_norm", rms, [None, [64], None, 1e-5]),
+                         ("rmsnorm", [4, 64], {"eps": 1e-5}))
+        # eps=None is the dtype's machine epsilon, not the kernel type's 1e-6.
+        self.assertEqual(classify.classify("aten::rms_norm", rms, [None, [64], None, None]),
+                         ("rmsnorm", [4, 64], {"eps": "default"}))
+
     def test_roofline_intensity_follows_the_kernel_specs(self):
         flops, nbytes = classify.flops_bytes("matmul", [4096, 4096, 4096], "bf16")
         self.assertEqual(flops, 2.0 * 4096 ** 3)
@@ -114,6 +131,7 @@ class Profile(unittest.TestCase):
         self.assertEqual(by_type["rotary_embedding"]["shape"], [64, 4, 16])
         self.assertEqual(by_type["flash_attention_causal"]["layout"], {"kv_heads": 2})
         self.assertEqual(by_type["flash_attention_causal"]["shape"], [2, 4, 32, 16])
+        self.assertEqual(by_type["rmsnorm"]["layout"], {"eps": 1e-5})  # the decoder's eps; the type's is 1e-6
         # Targets are deduplicated: one per (type, shape, dtype, layout), their shares summed.
         keys = [(t["kernel_type"], tuple(t["shape"]), t["dtype"], json.dumps(t["layout"])) for t in report["targets"]]
         self.assertEqual(len(keys), len(set(keys)))
