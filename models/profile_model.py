@@ -149,6 +149,7 @@ def profile(model, inputs, device, run_dtype, iters, warmup):
         total = float(sum(e.cpu_time_total for e in tops))
         holders = [(e, [(e.name, float(e.self_cpu_time_total))])
                    for e in events if _is_op(e) and e.self_cpu_time_total > 0]
+    claimed = defaultdict(float)
     for e, kernels in holders:
         anchor, op, ktype, shape, layout, dtype = attribution.of(e)
         key = (op, ktype, tuple(shape), json.dumps(layout, sort_keys=True), dtype)
@@ -160,11 +161,20 @@ def profile(model, inputs, device, run_dtype, iters, warmup):
         for name, us in kernels:
             g["us"] += us
             g["kernels"][name] += us
+            claimed[name] += us
             attributed += us
-    return groups, total, attributed
+    # The device activities no op claims, by name: what the unattributed time is made of.
+    missing = defaultdict(float)
+    if cuda:
+        for e in events:
+            if e.device_type == DeviceType.CUDA and not _is_annotation(e):
+                missing[e.name] += e.time_range.elapsed_us()
+        for name, us in claimed.items():
+            missing[name] -= us
+    return groups, total, attributed, {n: us for n, us in missing.items() if us > 0.5}
 
 
-def summarize(groups, total, attributed, iters, peak_tflops, peak_gbps):
+def summarize(groups, total, attributed, iters, peak_tflops, peak_gbps, missing=None):
     ops = []
     for g in groups.values():
         us = g["us"] / iters
@@ -211,6 +221,8 @@ def summarize(groups, total, attributed, iters, peak_tflops, peak_gbps):
         "ops": ops,
         "targets": sorted(targets.values(), key=lambda t: -t["us_per_iter"]),
         "uncovered": sorted(uncovered.values(), key=lambda u: -u["us_per_iter"]),
+        "unattributed_kernels": [{"name": n, "us_per_iter": us / iters}
+                                 for n, us in sorted((missing or {}).items(), key=lambda kv: -kv[1])[:8]],
     }
 
 
@@ -224,6 +236,8 @@ def table(report, top=25):
     covered = sum(t["share"] for t in report["targets"])
     lines.append(f"total {report['total_us_per_iter']:.1f} us per iteration; {len(report['targets'])} targets cover "
                  f"{100 * covered:.1f}%; unattributed {report['unattributed_us_per_iter']:.1f} us")
+    for k in report.get("unattributed_kernels", []):
+        lines.append(f"  unattributed {k['us_per_iter']:10.1f} us/iter  {k['name'][:120]}")
     return "\n".join(lines)
 
 
@@ -264,14 +278,14 @@ def main(argv=None):
         report["parameters"] = sum(p.numel() for p in model.parameters())
         if a.compile:
             model = torch.compile(model)
-        groups, total, attributed = profile(model, inputs, a.device, a.dtype, a.iters, a.warmup)
+        groups, total, attributed, missing = profile(model, inputs, a.device, a.dtype, a.iters, a.warmup)
     except model_loader.ModelError as e:
         return model_loader.fail(a.out, report, 3, str(e))
     except torch.cuda.OutOfMemoryError as e:
         return model_loader.fail(a.out, report, 4, f"{report['model']}: " + model_loader.describe(e))
     except Exception as e:
         return model_loader.fail(a.out, report, 5, f"{report['model']} raised while running: " + model_loader.describe(e))
-    report.update(summarize(groups, total, attributed, a.iters, a.peak_tflops, a.peak_gbps))
+    report.update(summarize(groups, total, attributed, a.iters, a.peak_tflops, a.peak_gbps, missing))
     if a.compile and not a.device.startswith("cuda"):
         # Inductor's generated C++ kernels are neither ATen ops nor recorded: only the ATen ops left
         # in the compiled graph (extern kernels such as mm and attention) are seen and counted.
