@@ -11,6 +11,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -33,6 +34,38 @@ std::string absolute_path(const std::string& p) {
 }
 
 namespace fs = std::filesystem;
+
+bool at_or_below(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         (dir.back() == '/' || path[dir.size()] == '/'));
+}
+
+// The outermost folder on the way to `path` (itself excluded) that uid/gid may not enter, or "";
+// folders at or below a hidden path are fresh tmpfs in the child and do not count.
+std::string closed_ancestor(const std::string& path, const std::vector<std::string>& hidden, uint32_t uid,
+                            uint32_t gid) {
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(path, ec);
+  if (ec) return "";
+  fs::path dir = canon.root_path();
+  for (auto it = canon.begin(); it != canon.end(); ++it) {
+    if (it == canon.begin()) continue;  // the root
+    if (std::next(it) == canon.end()) break;
+    dir /= *it;
+    const std::string d = dir.string();
+    for (const std::string& h : hidden) {
+      const std::string hc = fs::weakly_canonical(h, ec).string();
+      if (!ec && at_or_below(d, hc)) return "";
+    }
+    struct stat st {};
+    if (stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
+    const bool enter = (st.st_uid == uid) ? (st.st_mode & S_IXUSR) != 0
+                       : (st.st_gid == gid) ? (st.st_mode & S_IXGRP) != 0
+                                            : (st.st_mode & S_IXOTH) != 0;
+    if (!enter) return d;
+  }
+  return "";
+}
 
 bool running_as_root() { return geteuid() == 0; }
 
@@ -492,6 +525,30 @@ Confinement ConfinementPolicy::for_child(const ChildView& view) const {
     for (Confinement::Bind& b : c.binds) {
       b.source = absolute_path(b.source);
       b.target = absolute_path(b.target);
+    }
+    // A root parent's child runs as another uid: a bind or a needed path below a folder that uid
+    // may not enter (root's mktemp -d folder, a 0700 home) would be out of its reach, and a compile
+    // there fails with nothing but "compilation terminated". Such a folder is hidden too; the binds
+    // and needed paths below it come back inside the empty tmpfs that takes its place.
+    if (c.drop_root) {
+      std::vector<std::string> reached;
+      for (const Confinement::Bind& b : c.binds) reached.push_back(b.target);
+      for (const std::string& n : view.needed) reached.push_back(absolute_path(n));
+      std::vector<std::string> closed;
+      for (const std::string& path : reached) {
+        std::vector<std::string> hidden = c.hidden;
+        hidden.insert(hidden.end(), closed.begin(), closed.end());
+        if (std::string d = closed_ancestor(path, hidden, unprivileged_uid, unprivileged_gid); !d.empty())
+          closed.push_back(std::move(d));
+      }
+      // A hidden path below a closed folder is gone with it (its tmpfs is not remounted there).
+      std::error_code hc;
+      std::erase_if(c.hidden, [&](const std::string& h) {
+        const std::string canon = fs::weakly_canonical(h, hc).string();
+        return std::any_of(closed.begin(), closed.end(),
+                           [&](const std::string& d) { return canon != d && at_or_below(canon, d); });
+      });
+      c.hidden.insert(c.hidden.end(), closed.begin(), closed.end());
     }
     // What the child needs below a hidden path (an interpreter under /root) comes back read-only.
     for (const std::string& n : view.needed) {

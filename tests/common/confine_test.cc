@@ -328,6 +328,31 @@ TEST(ConfineFailure, AFailingStepInTheChildIsNamedInTheError) {
   EXPECT_NE(o.spawned.message().find("No such file or directory"), std::string::npos) << o.spawned.message();
 }
 
+TEST(ConfinePolicy, ABindBelowAFolderTheChildsUserMayNotEnterIsReachedAndTheFolderHidden) {
+  // As `autokernel run` in root's `mktemp -d` folder: the compile's work folder is bound for a
+  // child that runs as another uid, below a 0700 folder of root's.
+  if (geteuid() != 0) GTEST_SKIP() << "a non-root parent's child keeps its uid: every folder it made is its own";
+  auto policy = make_confinement_policy(false, {});
+  if (!policy.ok() || !policy->mount_namespace() || policy->child_uid() == 0)
+    GTEST_SKIP() << "needs a mount namespace and the unprivileged user:\n" << support().table();
+  const fs::path closed = fs::path("/var/tmp") / ("ak-closed-" + std::to_string(getpid()));
+  fs::create_directories(closed / "work");
+  std::ofstream(closed / "work" / "candidate.cc") << "artefact";
+  std::ofstream(closed / "secret") << "secret";
+  fs::permissions(closed, fs::perms::owner_all, fs::perm_options::replace);  // 0700, root's
+  fs::permissions(closed / "work", fs::perms::all);
+  fs::permissions(closed / "work" / "candidate.cc", fs::perms::all);
+  fs::permissions(closed / "secret", fs::perms::all);
+  ConfinementPolicy::ChildView view;
+  view.binds = {{(closed / "work").string(), (closed / "work").string(), false}};
+  const Confinement c = policy->for_child(view);
+  EXPECT_TRUE(starts_with(run_child({"read", (closed / "work" / "candidate.cc").string()}, c).line, "ok 8 bytes"));
+  EXPECT_TRUE(starts_with(run_child({"write", (closed / "work" / "out.so").string()}, c).line, "ok"));
+  // The rest of the closed folder is not there: it is hidden, not opened up.
+  EXPECT_TRUE(starts_with(run_child({"exists", (closed / "secret").string()}, c).line, "denied"));
+  fs::remove_all(closed);
+}
+
 TEST(ConfinePolicy, EveryAvailableLayerTogetherStillRunsAProgram) {
   auto policy = make_confinement_policy(false, {});
   if (!support().sufficient()) {
