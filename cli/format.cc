@@ -407,7 +407,10 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
     failures = 0;
     version = st->version;
     // Jobs nobody can run would make this wait forever without a word: say so each time it changes.
-    if (std::string w = format_unrunnable(*st); w != last_warning) {
+    // Not while no worker has connected yet in the first seconds (`run` starts its workers beside
+    // the campaign; they connect within a second or two).
+    const bool starting = st->workers.empty() && std::chrono::steady_clock::now() - start < std::chrono::seconds(5);
+    if (std::string w = format_unrunnable(*st); !starting && w != last_warning) {
       if (!w.empty()) std::cerr << (tty ? "\n" : "") << w << std::flush;
       last_warning = std::move(w);
     }
