@@ -73,6 +73,8 @@ int calibrate(const CalibrateArgs& a) {
   row("copy bandwidth GB/s", c.copy_bandwidth_gbps, c.datasheet_bandwidth_gbps);
   for (const char* k : {"fp16", "bf16", "tf32", "fp32"})
     if (get(c.gemm_tflops, k) > 0) row(std::string("GEMM ") + k + " TFLOP/s", get(c.gemm_tflops, k), get(c.datasheet_tflops, k));
+  // Rows whose working set fits in it, timed hot, get no % of the copy bandwidth (docs/RESULTS.md).
+  if (c.cache_bytes > 0) std::printf("last-level cache       %9.1f MiB\n", double(c.cache_bytes) / (1 << 20));
   return 0;
 }
 

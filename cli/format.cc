@@ -31,6 +31,12 @@ std::string fmt_double(double v, const char* f = "%.2f") {
   return buf;
 }
 std::string fmt_double(const std::optional<double>& v, const char* f = "%.2f") { return v ? fmt_double(*v, f) : "-"; }
+// %peak of a results row; "(cache)" marks a cache-resident one, which a memory-bound row has no
+// percentage for (common/job.h, Measurement::cache_resident).
+std::string pct_cell(const pr::ResultRow& r) {
+  if (!r.cache_resident.value_or(false)) return fmt_double(r.pct_peak, "%.1f");
+  return r.pct_peak ? fmt_double(*r.pct_peak, "%.1f") + " (cache)" : "(cache)";
+}
 std::string fmt_duration(double s) {
   char buf[64];
   if (s < 0 || s > 1e7) return "?";
@@ -166,12 +172,14 @@ std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit)
   const std::vector<std::string> head = {"correctness", "att",        "kernel",   "tag",     "shape", "dtype", "config",
                                          "gpu",         "latency_us", "torch_us", "speedup", "GB/s",  "%peak", "job"};
   std::vector<std::vector<std::string>> cells;
+  size_t cached = 0;
   for (const auto* rp : rows) {
     const pr::ResultRow& r = *rp;
     cells.push_back({r.correctness, std::to_string(r.attempt), r.kernel_type, r.tag.empty() ? "-" : r.tag,
                      r.shape.empty() ? "-" : r.shape, r.dtype, r.config.empty() ? "-" : r.config, r.gpu,
                      fmt_double(r.latency_us), fmt_double(r.baseline_us), fmt_double(r.speedup_vs_pytorch, "%.3f"),
-                     fmt_double(r.bandwidth_gbps, "%.1f"), fmt_double(r.pct_peak, "%.1f"), r.job_id});
+                     fmt_double(r.bandwidth_gbps, "%.1f"), pct_cell(r), r.job_id});
+    cached += r.cache_resident.value_or(false);
   }
   std::vector<size_t> width(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
@@ -194,6 +202,11 @@ std::string format_results(const std::vector<pr::ResultRow>& rows_in, int limit)
     const pr::ResultRow& r = *rows[i];
     if (r.correctness != "PASS" && !r.reason.empty()) os += "    " + r.stage + ": " + r.reason.substr(0, 200) + "\n";
   }
+  if (cached > 0)
+    os += fmt::format(
+        "(cache): {} of {} rows were timed with their working set in the last-level cache; a memory-bound one "
+        "has no %peak, since the only bandwidth measured is DRAM's (docs/RESULTS.md)\n",
+        cached, rows.size());
   return os;
 }
 

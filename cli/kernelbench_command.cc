@@ -226,6 +226,15 @@ json print_scores(const std::vector<kernelbench::SampleEval>& evals, const std::
   return scores;
 }
 
+// The verdicts line of a summary, and what a strict failure means for the scores below it.
+void print_verdicts(const kernelbench::VerdictTally& t) {
+  std::cout << "verdicts: " << t.line() << "\n";
+  if (t.strict_failed > 0)
+    std::cout << "  strict-failed: " << t.strict_failed
+              << " correct by KernelBench's own check (fast_p counts them, as KernelBench would) that failed a "
+                 "strict check; see \"strict\" and \"judge\" in eval_results.json\n";
+}
+
 void print_phase_summary(const std::vector<pr::ResultRow>& rows) {
   static const char* kOrder[] = {"start", "load", "inputs", "shared_wait", "build", "compile", "exclusive_wait", "timed"};
   std::map<std::string, double> sum;
@@ -477,7 +486,7 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
   // correctness, metadata, runtime, runtime_stats}, ...]}, plus the strict columns beside.
   std::map<int, json> eval;
   std::vector<kernelbench::SampleEval> evals;
-  std::map<std::string, int> verdicts;
+  kernelbench::VerdictTally verdicts;
   for (const auto& r : *rows) {
     if (!r.kernelbench) continue;
     const pr::KernelBenchVerdict& kb = *r.kernelbench;
@@ -494,7 +503,9 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
               {"strict", kb.strict.value_or(json::object())},
               {"judge", kb.judge.value_or(json())}};
     eval[task.level][std::to_string(task.problem_id)].push_back(e);
-    ++verdicts[kb.verdict.value_or(r.correctness)];
+    const json strict = kb.strict.value_or(json()), judge = kb.judge.value_or(json());
+    verdicts.add(kb.verdict.value_or(r.correctness), kernelbench::strict_failures(strict, judge),
+                 strict.is_object() && !strict.empty());
     evals.push_back(
         {task.level, task.problem_id, task.problem_name, task.sample_id, r.gpu, compiled, correct, runtime});
   }
@@ -518,9 +529,8 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
   // Scores cover the selected problems: a sweep of level 1 gives level 1's fast_p over all its
   // problems with a baseline, and no rows for other levels the farm or a file happens to hold.
   keep_selected(baselines, *sel);
-  std::cout << "verdicts:";
-  for (const auto& [v, n] : verdicts) std::cout << " " << v << " " << n;
-  std::printf("\nsamples: %zu of %lld, wall %.1f s (campaign %s%s), baselines known: %zu\n", evals.size(),
+  print_verdicts(verdicts);
+  std::printf("samples: %zu of %lld, wall %.1f s (campaign %s%s), baselines known: %zu\n", evals.size(),
               static_cast<long long>(run->jobs), run->wall_s, run->id.c_str(), run->complete ? "" : ", not complete",
               baselines.size());
   const json scores = print_scores(evals, baselines);
@@ -550,11 +560,23 @@ std::optional<int> level_of_path(const std::string& path) {
   return level;
 }
 
+// A sample's verdict as a file tells it, for the summary: KernelBench's fields and, in files that
+// kb sweep wrote, the strict checks and the judge.
+struct FileVerdict {
+  int level = 0;
+  int problem_id = 0;
+  std::string verdict;
+  std::vector<std::string> strict_failures;
+  bool strict_ran = false;
+};
+
 // One eval_results.json: {"<problem_id>": [entry, ...]} as kb sweep writes it, or {"<problem_id>":
 // {"<sample_id>": entry}} as KernelBench's scripts do; entry: {sample_id, compiled, correctness,
-// runtime (ms), metadata: {hardware}}.
+// runtime (ms), metadata: {hardware}}, and in files kb sweep wrote "strict" and "judge". Each
+// sample's verdict also goes to `verdicts`.
 Status read_eval_file(const std::string& path, int level, const std::map<std::pair<int, int>, std::string>& names,
-                      const std::string& gpu_model, std::vector<kernelbench::SampleEval>& out) {
+                      const std::string& gpu_model, std::vector<kernelbench::SampleEval>& out,
+                      std::vector<FileVerdict>& verdicts) {
   std::ifstream in(path);
   if (!in) return Status::not_found("cannot read " + path);
   const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -596,6 +618,14 @@ Status read_eval_file(const std::string& path, int level, const std::map<std::pa
       const double runtime = e.value("runtime", json(-1.0)).is_number() ? e["runtime"].get<double>() : -1.0;
       out.push_back({level, pid, name->second, sample, gpu, e.value("compiled", false), e.value("correctness", false),
                      runtime});
+      const json meta = e.value("metadata", json::object());
+      const json strict = e.value("strict", json()), judge = e.value("judge", json());
+      verdicts.push_back({level, pid,
+                          !out.back().compiled                                 ? "compile_failure"
+                          : meta.is_object() && meta.contains("runtime_error") ? "runtime_error"
+                          : out.back().correct                                 ? "correct"
+                                                                               : "incorrect",
+                          kernelbench::strict_failures(strict, judge), strict.is_object() && !strict.empty()});
     }
   }
   // A sample that never ran (a timeout, a crash) names no hardware: it ran where the file's other
@@ -660,10 +690,11 @@ int kb_score(const KbArgs& a) {
   for (const auto& p : *problems) names[{p.level, p.problem_id}] = p.name;
   const std::string gpu = a.gpu_models.size() == 1 ? a.gpu_models.front() : "";
   std::vector<kernelbench::SampleEval> evals;
+  std::vector<FileVerdict> file_verdicts;
   for (const auto& [f, level] : files) {
     Status s = Status::ok_status();
     try {
-      s = read_eval_file(f, level, names, gpu, evals);
+      s = read_eval_file(f, level, names, gpu, evals, file_verdicts);
     } catch (const json::exception& e) {  // a field of another type than KernelBench writes
       s = Status::invalid(f + ": " + e.what());
     }
@@ -681,6 +712,10 @@ int kb_score(const KbArgs& a) {
   std::vector<kernelbench::Baseline> baselines;
   add_file_baselines(baselines, a.baseline_files, *loaded);
   keep_selected(baselines, *sel);
+  kernelbench::VerdictTally verdicts;
+  for (const auto& v : file_verdicts)
+    if (sel->matches(v.level, v.problem_id)) verdicts.add(v.verdict, v.strict_failures, v.strict_ran);
+  print_verdicts(verdicts);
   std::cout << "samples: " << evals.size() << " from " << files.size() << " file(s), baselines: " << baselines.size()
             << "\n";
   const json scores = print_scores(evals, baselines);

@@ -194,7 +194,8 @@ void to_json(nlohmann::json& j, const Ceilings& v) {
        {"datasheet_name", v.datasheet_name},
        {"datasheet_match", v.datasheet_match},
        {"datasheet_bandwidth_gbps", v.datasheet_bandwidth_gbps},
-       {"datasheet_tflops", v.datasheet_tflops}};
+       {"datasheet_tflops", v.datasheet_tflops},
+       {"cache_bytes", v.cache_bytes}};
 }
 void from_json(const nlohmann::json& j, Ceilings& v) {
   v.copy_bandwidth_gbps = j.value("copy_bandwidth_gbps", 0.0);
@@ -203,16 +204,19 @@ void from_json(const nlohmann::json& j, Ceilings& v) {
   v.datasheet_match = j.value("datasheet_match", "");
   v.datasheet_bandwidth_gbps = j.value("datasheet_bandwidth_gbps", 0.0);
   v.datasheet_tflops = j.value("datasheet_tflops", std::map<std::string, double>{});
+  v.cache_bytes = j.value("cache_bytes", int64_t{0});
 }
 
-#define AK_M_FIELDS(X)                                                                          \
-  X(latency_us) X(mean_us) X(p10_us) X(p90_us) X(cv) X(samples) X(baseline_us) X(speedup)      \
-  X(throughput_tflops) X(bandwidth_gbps) X(pct_peak) X(peak_bandwidth_gbps) X(max_abs_error)   \
-  X(peak_vram_mb) X(compile_ms) X(cold_l2) X(rel_se) X(flops) X(bytes) X(peak_tflops)            \
-  X(datasheet_bandwidth_gbps) X(datasheet_tflops) X(pct_peak_datasheet) X(bound) X(verification) \
-  X(input_sets) X(audit_us) X(blocking_kernel) X(stop_reason) X(baseline_p10_us)                \
-  X(baseline_p90_us) X(sm_clock_mhz) X(mem_clock_mhz) X(power_w) X(temperature_c)              \
+// clang-format off
+#define AK_M_FIELDS(X)                                                                                  \
+  X(latency_us) X(mean_us) X(p10_us) X(p90_us) X(cv) X(samples) X(baseline_us) X(speedup)              \
+  X(throughput_tflops) X(bandwidth_gbps) X(pct_peak) X(peak_bandwidth_gbps) X(max_abs_error)           \
+  X(peak_vram_mb) X(compile_ms) X(cold_l2) X(rel_se) X(flops) X(bytes) X(peak_tflops)                  \
+  X(datasheet_bandwidth_gbps) X(datasheet_tflops) X(pct_peak_datasheet) X(bound) X(cache_resident)     \
+  X(verification) X(input_sets) X(audit_us) X(blocking_kernel) X(stop_reason) X(baseline_p10_us)       \
+  X(baseline_p90_us) X(sm_clock_mhz) X(mem_clock_mhz) X(power_w) X(temperature_c)                      \
   X(clock_reasons) X(throttled)
+// clang-format on
 
 void to_json(nlohmann::json& j, const Measurement& v) {
   j = nlohmann::json::object();

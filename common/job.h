@@ -147,6 +147,10 @@ struct Ceilings {
   std::string datasheet_match;                // how it matched, or why nothing did
   double datasheet_bandwidth_gbps = 0;
   std::map<std::string, double> datasheet_tflops;  // dense tensor-core (fp32: CUDA cores)
+  // The device's last-level cache [bytes]: a GPU's L2 (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE), a CPU's
+  // largest data cache in sysfs. A call whose working set fits in it and that was timed hot is
+  // held against no DRAM ceiling (Measurement::cache_resident). 0 = unknown.
+  int64_t cache_bytes = 0;
 };
 
 // What a worker announces in READY.
@@ -201,6 +205,11 @@ struct Measurement {
   double datasheet_tflops = 0;
   double pct_peak_datasheet = 0;
   std::string bound;                   // "memory", "compute" or "unknown"
+  // The timed calls' working set (every rotated input set and the output) fit in the device's
+  // last-level cache (Ceilings::cache_bytes) and the samples were taken hot, so the bytes came from
+  // cache, not DRAM: a memory-bound call then has no pct_peak or pct_peak_datasheet (0), since the
+  // only bandwidth ceilings measured are DRAM's (worker/measure.h, hold_to_ceilings).
+  bool cache_resident = false;
   // Verification: every stage with its verdict, checks and worst error, e.g.
   // "smoke PASS 1 3e-08; sweep PASS 4 6e-08; hostile PASS 8 2e-08; determinism PASS 3; edge PASS 7 1e-08".
   std::string verification;

@@ -664,6 +664,7 @@ void to_json(json& j, const ResultRow& v) {
   AK_ROW_FIELDS(X, N)
 #undef X
 #undef N
+  put_if(j, "cache_resident", v.cache_resident);
   put_if(j, "kernelbench", v.kernelbench);
   put_if(j, "model", v.model);
 }
@@ -674,6 +675,7 @@ void from_json(const json& j, ResultRow& v) {
   AK_ROW_FIELDS(X, N)
 #undef X
 #undef N
+  f.maybe("cache_resident", v.cache_resident);
   f.maybe("kernelbench", v.kernelbench);
   f.maybe("model", v.model);
 }

@@ -397,6 +397,8 @@ struct ResultRow {
   std::optional<double> flops;
   std::optional<double> bytes;
   std::optional<std::string> bound;
+  // Absent in rows from before the field; null for a job that did not pass (common/job.h).
+  std::optional<bool> cache_resident;
   std::optional<double> pct_peak_datasheet;
   std::optional<double> peak_tflops;
   std::optional<double> input_sets;

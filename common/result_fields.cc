@@ -11,7 +11,9 @@ const std::vector<ResultColumn>& result_columns() {
       {"kernel_type", "", "kernel type, e.g. softmax"},
       {"throughput_tflops", "TFLOP/s", "minimum FLOPs of the op over the median latency"},
       {"latency_us", "us", "median kernel time"},
-      {"pct_peak", "%", "achieved rate over the worker's measured ceiling of the binding resource (copy bandwidth or GEMM rate)"},
+      {"pct_peak", "%",
+       "achieved rate over the worker's measured ceiling of the binding resource (copy bandwidth or GEMM rate); empty "
+       "for a memory-bound call whose working set was cache-resident"},
       {"speedup_vs_pytorch", "x", "PyTorch op median over candidate median, same sandbox, same run"},
       {"correctness", "", "result status"},
       {"peak_vram_mb", "MB", "peak device memory allocated in the sandbox during the job"},
@@ -58,13 +60,16 @@ const std::vector<ResultColumn>& result_columns() {
 nlohmann::json result_row(const JobRecord& job, const ResultRecord& r, int64_t experiment) {
   const bool pass = r.status == ResultStatus::kPass;
   auto fig = [&](double v) { return pass ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  // A memory-bound call served from cache has no ceiling to be a percentage of (common/job.h).
+  const bool no_ceiling = r.m.cache_resident && r.m.bound == "memory";
+  auto pct = [&](double v) { return no_ceiling ? nlohmann::json(nullptr) : fig(v); };
   nlohmann::json row = {
       {"experiment", experiment},
       {"tag", job.spec.tag},
       {"kernel_type", job.spec.kernel_type},
       {"throughput_tflops", fig(r.m.throughput_tflops)},
       {"latency_us", fig(r.m.latency_us)},
-      {"pct_peak", fig(r.m.pct_peak)},
+      {"pct_peak", pct(r.m.pct_peak)},
       {"speedup_vs_pytorch", fig(r.m.speedup)},
       {"correctness", result_status_name(r.status)},
       {"peak_vram_mb", fig(r.m.peak_vram_mb)},
@@ -90,7 +95,7 @@ nlohmann::json result_row(const JobRecord& job, const ResultRecord& r, int64_t e
       {"flops", fig(r.m.flops)},
       {"bytes", fig(r.m.bytes)},
       {"bound", pass ? nlohmann::json(r.m.bound) : nlohmann::json(nullptr)},
-      {"pct_peak_datasheet", fig(r.m.pct_peak_datasheet)},
+      {"pct_peak_datasheet", pct(r.m.pct_peak_datasheet)},
       {"peak_tflops", fig(r.m.peak_tflops)},
       {"input_sets", fig(r.m.input_sets)},
       {"audit_us", fig(r.m.audit_us)},
@@ -105,6 +110,9 @@ nlohmann::json result_row(const JobRecord& job, const ResultRecord& r, int64_t e
       {"campaign_id", job.spec.campaign_id},
       {"completed_wall_ms", r.completed_wall_ms},
   };
+  // Not a TSV column: a new column would make every results.tsv written before it refuse the
+  // append (cli/format.h); an empty pct_peak there says as much. docs/RESULTS.md has both.
+  if (pass) row["cache_resident"] = r.m.cache_resident;
   // KernelBench jobs: the task (problem, sample, baseline mode) and what the harness said, for
   // the JSON export and `autokernel kb`; not a TSV column (the table in result_fields.h).
   if (const auto& t = job.spec.kernelbench) {

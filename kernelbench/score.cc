@@ -278,4 +278,61 @@ Result<std::vector<Baseline>> load_baseline_file(const std::string& path, const 
   return out;
 }
 
+std::vector<std::string> strict_failures(const nlohmann::json& strict, const nlohmann::json& judge) {
+  std::vector<std::string> out;
+  auto is_true = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_boolean() && o[k].get<bool>();
+  };
+  auto non_empty = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && (o[k].is_array() || o[k].is_object()) && !o[k].empty();
+  };
+  if (strict.is_object()) {
+    for (const char* k : {"input_mutation", "output_poison", "side_stream", "rotation_suspect"})
+      if (is_true(strict, k)) out.push_back(k);
+    if (non_empty(strict, "monkeypatch")) out.push_back("monkeypatch");
+    if (strict.contains("static_scan") && strict["static_scan"].is_object() &&
+        non_empty(strict["static_scan"], "errors"))
+      out.push_back("static_scan");
+    if (non_empty(strict, "check_errors")) out.push_back("check_errors");
+  }
+  if (judge.is_object() && judge.contains("strict_correct") && judge["strict_correct"].is_boolean() &&
+      !judge["strict_correct"].get<bool>())
+    out.push_back("judge");
+  return out;
+}
+
+void VerdictTally::add(const std::string& verdict, const std::vector<std::string>& failures, bool strict_ran) {
+  if (verdict != "correct") {
+    ++verdicts[verdict];
+    return;
+  }
+  if (failures.empty()) {
+    ++verdicts["correct"];
+    if (!strict_ran) ++unchecked;
+    return;
+  }
+  ++strict_failed;
+  for (const auto& f : failures) ++failed_checks[f];
+}
+
+std::string VerdictTally::line() const {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  const auto correct = verdicts.find("correct");
+  if (correct != verdicts.end() || strict_failed > 0) {
+    const int64_t n = correct == verdicts.end() ? 0 : correct->second;
+    add("correct " + std::to_string(n) +
+        (unchecked > 0 ? " (" + std::to_string(unchecked) + " without strict checks)" : ""));
+  }
+  if (strict_failed > 0) {
+    std::string checks;
+    for (const auto& [check, n] : failed_checks)
+      checks += (checks.empty() ? "" : ", ") + check + " " + std::to_string(n);
+    add("strict-failed " + std::to_string(strict_failed) + " (" + checks + ")");
+  }
+  for (const auto& [v, n] : verdicts)
+    if (v != "correct") add(v + " " + std::to_string(n));
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace ak::kernelbench

@@ -43,6 +43,31 @@ struct SampleEval {
   double runtime_ms = 0;     // mean of the faithful timing [ms]; meaningful when correct
 };
 
+// The strict checks a sample failed (kernelbench/HARNESS.md, "The strict checks" and "judge"),
+// each named by its key in eval_results.json: "input_mutation", "output_poison", "side_stream",
+// "rotation_suspect", "monkeypatch" (something was rebound), "static_scan" (a static error, not a
+// warning), "check_errors" (a check raised) and "judge" (the separate judge found the outputs
+// wrong: strict_correct false). `strict` and `judge` are the harness's documents; null or
+// absent (not run, --no-strict) fails nothing. excessive_speedup is a flag to look at, not a failure.
+std::vector<std::string> strict_failures(const nlohmann::json& strict, const nlohmann::json& judge);
+
+// The verdicts of a set of samples, for a summary line. A sample that KernelBench's faithful check
+// calls correct but that failed a strict check is counted as "strict-failed", never as plainly
+// "correct": fast_p still counts it (KernelBench's definition), the summary says so.
+struct VerdictTally {
+  std::map<std::string, int64_t> verdicts;       // "correct" (no strict failure), "incorrect", ...
+  int64_t strict_failed = 0;                     // faithful-correct samples with a strict failure
+  std::map<std::string, int64_t> failed_checks;  // check -> strict-failed samples that failed it
+  int64_t unchecked = 0;                         // "correct" samples whose strict checks did not run
+
+  // `verdict` as the harness writes it ("correct", "incorrect", "compile_failure",
+  // "runtime_error") or a result status (TIMEOUT, CRASH, ...); `failures` from strict_failures.
+  void add(const std::string& verdict, const std::vector<std::string>& failures, bool strict_ran);
+  // "correct 8, strict-failed 2 (input_mutation 1, judge 1), incorrect 1"; "correct" first,
+  // then "strict-failed", then the others by name; "none" when empty.
+  std::string line() const;
+};
+
 // One baseline time of a problem on a GPU model.
 struct Baseline {
   int level = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
 
@@ -98,6 +100,72 @@ std::string bound_of(double flops, double bytes, double bandwidth_gbps, double p
   const double intensity = flops / bytes;                            // FLOP per byte
   const double ridge = peak_tflops * 1e12 / (bandwidth_gbps * 1e9);  // FLOP per byte
   return intensity < ridge ? "memory" : "compute";
+}
+
+bool cache_resident(double working_set_bytes, double cache_bytes, bool cold) {
+  return !cold && working_set_bytes > 0 && cache_bytes > 0 && working_set_bytes <= cache_bytes;
+}
+
+void hold_to_ceilings(Measurement& m, const Ceilings& c, const std::string& dtype, double working_set_bytes) {
+  const double seconds = m.latency_us * 1e-6;
+  if (seconds > 0) {
+    m.throughput_tflops = m.flops / seconds / 1e12;
+    m.bandwidth_gbps = m.bytes / seconds / 1e9;
+  }
+  auto get = [](const std::map<std::string, double>& mp, const std::string& k) {
+    auto it = mp.find(k);
+    return it == mp.end() ? 0.0 : it->second;
+  };
+  m.peak_bandwidth_gbps = c.copy_bandwidth_gbps;
+  m.peak_tflops = get(c.gemm_tflops, dtype);
+  m.datasheet_bandwidth_gbps = c.datasheet_bandwidth_gbps;
+  m.datasheet_tflops = get(c.datasheet_tflops, dtype);
+  m.bound = bound_of(m.flops, m.bytes, m.peak_bandwidth_gbps, m.peak_tflops);
+  if (m.bound == "unknown" && m.peak_bandwidth_gbps > 0) m.bound = "memory";  // no compute ceiling measured
+  m.cache_resident = cache_resident(working_set_bytes, double(c.cache_bytes), m.cold_l2);
+  const bool compute = m.bound == "compute";
+  auto pct = [&](double ceiling_bw, double ceiling_tf) {
+    if (compute) return ceiling_tf > 0 ? 100.0 * m.throughput_tflops / ceiling_tf : 0.0;
+    if (m.cache_resident) return 0.0;  // no cache bandwidth is measured; DRAM's does not apply
+    return ceiling_bw > 0 ? 100.0 * m.bandwidth_gbps / ceiling_bw : 0.0;
+  };
+  m.pct_peak = pct(m.peak_bandwidth_gbps, m.peak_tflops);
+  m.pct_peak_datasheet = pct(m.datasheet_bandwidth_gbps, m.datasheet_tflops);
+}
+
+int64_t cpu_last_level_cache_bytes(const std::string& cache_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int best_level = -1;
+  int64_t best_bytes = 0;
+  for (const auto& e : fs::directory_iterator(cache_dir, ec)) {
+    if (e.path().filename().string().rfind("index", 0) != 0) continue;
+    auto read = [&](const char* name) {
+      std::ifstream in(e.path() / name);
+      std::string v;
+      in >> v;
+      return v;
+    };
+    const std::string type = read("type");
+    if (type != "Data" && type != "Unified") continue;
+    int level = 0;
+    int64_t bytes = 0;
+    try {
+      level = std::stoi(read("level"));
+      const std::string size = read("size");  // "2048K", "32M" or plain bytes
+      size_t used = 0;
+      bytes = std::stoll(size, &used);
+      const char unit = used < size.size() ? size[used] : ' ';
+      bytes <<= unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
+    } catch (const std::exception&) {
+      continue;  // an unreadable entry says nothing
+    }
+    if (bytes > 0 && (level > best_level || (level == best_level && bytes > best_bytes))) {
+      best_level = level;
+      best_bytes = bytes;
+    }
+  }
+  return best_bytes;
 }
 
 }  // namespace ak::measure

@@ -62,4 +62,23 @@ double roofline_floor_us(double flops, double bytes, double bandwidth_gbps, doub
 // "compute"; "unknown" without both ceilings.
 std::string bound_of(double flops, double bytes, double bandwidth_gbps, double peak_tflops);
 
+// True when the bytes of the timed calls came from the last-level cache rather than DRAM: the
+// samples were taken hot (`cold` false: no flush between them) and the working set [bytes] (every
+// input set the calls rotate over, plus the output) fits in `cache_bytes`. False where either
+// size is unknown (<= 0).
+bool cache_resident(double working_set_bytes, double cache_bytes, bool cold);
+
+// Holds a timed call against the ceilings that apply to it. From m.flops, m.bytes, m.latency_us
+// and m.cold_l2 it fills the achieved rates, the measured and datasheet ceilings for `dtype` (the
+// keys of Ceilings' maps), `bound`, `cache_resident`, `pct_peak` and `pct_peak_datasheet`. A
+// memory-bound call that is cache-resident gets no percentage (0): the bandwidth ceilings are
+// DRAM's, measured on buffers far larger than any cache, and a row served from cache would read
+// as more than 100% of them. A compute-bound call keeps its percentage of the GEMM rate.
+void hold_to_ceilings(Measurement& m, const Ceilings& c, const std::string& dtype, double working_set_bytes);
+
+// The largest data or unified cache listed under `cache_dir` [bytes] (Linux sysfs: index*/type,
+// index*/level and index*/size such as "2048K"): the CPU's last-level cache; 0 where none can be
+// read. Reads files; safe from any thread.
+int64_t cpu_last_level_cache_bytes(const std::string& cache_dir = "/sys/devices/system/cpu/cpu0/cache");
+
 }  // namespace ak::measure

@@ -48,6 +48,29 @@ TEST(FormatResults, NoConfigIsCutAndTheKernelIsNamed) {
   EXPECT_NE(table.find("kernel"), std::string::npos) << table;
 }
 
+TEST(FormatResults, ACacheResidentRowIsMarkedAndShowsNoPercentOfPeak) {
+  protocol::ResultRow dram = row("4096x4096", 1.0, "A");
+  dram.pct_peak = 71.5;
+  dram.cache_resident = false;
+  protocol::ResultRow cached = row("64x64", 1.0, "B");
+  cached.cache_resident = true;  // memory-bound: result_row leaves pct_peak null
+  const std::string table = format_results({dram, cached}, 0);
+  EXPECT_NE(table.find("71.5"), std::string::npos) << table;
+  std::istringstream in(table);
+  std::string line;
+  int marked = 0;
+  while (std::getline(in, line))
+    if (line.find("c-64x64-B") != std::string::npos) {
+      ++marked;
+      EXPECT_NE(line.find("(cache)"), std::string::npos) << line;
+    } else if (line.find("c-4096x4096-A") != std::string::npos) {
+      EXPECT_EQ(line.find("(cache)"), std::string::npos) << line;
+    }
+  EXPECT_EQ(marked, 1) << table;
+  EXPECT_NE(table.find("1 of 2 rows were timed with their working set in the last-level cache"), std::string::npos)
+      << table;
+}
+
 // A folder of its own per test, removed at the end.
 class FormatExports : public ::testing::Test {
  protected:

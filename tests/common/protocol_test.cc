@@ -441,6 +441,23 @@ TEST(ProtocolReplies, ResultRowReadsBackTheCoordinatorsRowByteForByte) {
   EXPECT_FALSE(back.rows[0].kernelbench.has_value());
 }
 
+TEST(ProtocolReplies, ACacheResidentMemoryBoundRowHasNoPercentOfPeakAndSaysWhy) {
+  ResultRecord r = ak::testing::sample_result();
+  r.status = ResultStatus::kPass;
+  r.m.bound = "memory";
+  r.m.cache_resident = true;
+  const json row = result_row(ak::testing::sample_job(), r, 1);
+  EXPECT_EQ(row["cache_resident"], true);
+  EXPECT_TRUE(row["pct_peak"].is_null());
+  EXPECT_TRUE(row["pct_peak_datasheet"].is_null());
+  EXPECT_EQ(row["bandwidth_gbps"], r.m.bandwidth_gbps);  // the rate itself stays
+  const ResultsReply back = reply_round_trip(parse_reply<ResultsReply>(json{{"rows", {row}}}).value());
+  EXPECT_EQ(back.rows[0].cache_resident, true);
+  EXPECT_EQ(json(back.rows[0]).dump(), row.dump());
+  r.m.cache_resident = false;
+  EXPECT_EQ(result_row(ak::testing::sample_job(), r, 1)["pct_peak"], 71.5);
+}
+
 // A KernelBench job's row as the coordinator sends it: the harness's verdict and the task.
 json kernelbench_row(const json& verdict) {
   JobRecord job = ak::testing::sample_job();

@@ -75,6 +75,7 @@ inline Measurement sample_measurement() {
   m.datasheet_tflops = 989.5;
   m.pct_peak_datasheet = 66.75;
   m.bound = "memory";
+  m.cache_resident = true;
   m.verification = "smoke PASS 1 3e-08; sweep PASS 3 6e-08";
   m.input_sets = 4;
   m.audit_us = 10.25;

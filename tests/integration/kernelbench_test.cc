@@ -64,7 +64,12 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   args = {"kb", "sweep", "--levels", "1", "--ids", "1,7,9", "--generations", gens.parent_path().string(),
           "--sample-backend", "torch", "--job-timeout-ms", "90000", "--out", sweep.string()};
   args.insert(args.end(), common.begin(), common.end());
-  ASSERT_EQ(run_autokernel(args), 0);
+  const std::string sweep_log = (fs::path(farm.dir()) / "sweep.log").string();
+  ASSERT_EQ(run_autokernel_to(args, sweep_log), 0) << read_text(sweep_log);
+  // The summary never calls the cheat simply correct: the judge caught it (below).
+  const std::string summary = read_text(sweep_log);
+  EXPECT_NE(summary.find("strict-failed "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("judge 1"), std::string::npos) << summary;
 
   // One result row per sample, with the status the faithful verdict gives.
   auto rows = farm.client().results(protocol::ResultsQuery{"", "", "kernelbench", "", ""});

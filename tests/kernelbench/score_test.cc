@@ -398,5 +398,53 @@ TEST_F(BaselineFileTest, AFileWithoutHardwareNeedsTheModelAndBadFilesAreRefused)
   EXPECT_FALSE(load_baseline_file((dir_ / "absent" / "baseline_time_torch.json").string()).ok());
 }
 
+// The strict part of a candidate the faithful check passes, as the harness writes it
+// (kernelbench/HARNESS.md): the mutates_inputs.py cheat changes its input in place.
+nlohmann::json clean_strict() {
+  return {{"static_scan", {{"errors", nlohmann::json::array()}, {"warnings", {"torch_computation_ops"}}}},
+          {"monkeypatch", nlohmann::json::array()},
+          {"input_mutation", false},
+          {"output_poison", false},
+          {"side_stream", nullptr},
+          {"rotation_suspect", false},
+          {"excessive_speedup", true},
+          {"check_errors", nlohmann::json::object()}};
+}
+
+TEST(StrictFailures, ACleanCandidateFailsNothingAndExcessiveSpeedupIsOnlyAFlag) {
+  EXPECT_TRUE(strict_failures(clean_strict(), {{"ok", true}, {"strict_correct", true}}).empty());
+  EXPECT_TRUE(strict_failures(nullptr, nullptr).empty()) << "checks that did not run fail nothing";
+}
+
+TEST(StrictFailures, EachFailedCheckIsNamedByItsKey) {
+  nlohmann::json s = clean_strict();
+  s["input_mutation"] = true;
+  s["monkeypatch"] = {"Model.forward"};
+  s["static_scan"]["errors"] = {"code_bypass"};
+  EXPECT_EQ(strict_failures(s, {{"ok", true}, {"strict_correct", false}}),
+            (std::vector<std::string>{"input_mutation", "monkeypatch", "static_scan", "judge"}));
+}
+
+TEST(VerdictTally, AStrictFailedCandidateIsCountedApartFromTheCorrectOnes) {
+  VerdictTally t;
+  t.add("correct", {}, true);
+  t.add("correct", {}, true);
+  t.add("correct", {"input_mutation"}, true);
+  t.add("correct", {"input_mutation", "judge"}, true);
+  t.add("incorrect", {}, true);
+  t.add("compile_failure", {}, false);
+  EXPECT_EQ(t.verdicts.at("correct"), 2);
+  EXPECT_EQ(t.strict_failed, 2);
+  EXPECT_EQ(t.line(), "correct 2, strict-failed 2 (input_mutation 2, judge 1), compile_failure 1, incorrect 1");
+}
+
+TEST(VerdictTally, CorrectCandidatesWithoutStrictChecksSaySo) {
+  VerdictTally t;
+  t.add("correct", {}, false);
+  t.add("TIMEOUT", {}, false);
+  EXPECT_EQ(t.line(), "correct 1 (1 without strict checks), TIMEOUT 1");
+  EXPECT_EQ(VerdictTally{}.line(), "none");
+}
+
 }  // namespace
 }  // namespace ak::kernelbench

@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "worker/nvml.h"
@@ -114,6 +118,90 @@ TEST(Roofline, BoundFollowsTheRidgePoint) {
   EXPECT_EQ(bound_of(5.0 * 1e6, 4e6, 4000, 1000), "memory");     // softmax-like: ~1 FLOP/byte
   EXPECT_EQ(bound_of(2.0 * 4096.0 * 4096 * 4096, 3.0 * 2 * 4096 * 4096, 4000, 1000), "compute");  // GEMM
   EXPECT_EQ(bound_of(1, 1, 0, 1000), "unknown");
+}
+
+// A CPU row like the ones of issue 22: 8 MiB moved in 10 us is 839 GB/s, about four times a
+// DRAM copy bandwidth of 200 GB/s, because the bytes came from a 32 MiB last-level cache.
+Measurement hot_call(double latency_us) {
+  Measurement m;
+  m.flops = 1e6;
+  m.bytes = 8.0 * (1 << 20);
+  m.latency_us = latency_us;
+  m.cold_l2 = false;
+  return m;
+}
+Ceilings cpu_ceilings() {
+  Ceilings c;
+  c.copy_bandwidth_gbps = 200;
+  c.cache_bytes = int64_t(32) << 20;
+  return c;
+}
+
+TEST(Roofline, ARowWhoseWorkingSetExceedsTheCacheGetsItsPercentOfTheDramCeiling) {
+  Measurement m = hot_call(100);
+  hold_to_ceilings(m, cpu_ceilings(), "fp32", 64.0 * (1 << 20));  // twice the cache
+  EXPECT_FALSE(m.cache_resident);
+  EXPECT_EQ(m.bound, "memory");
+  EXPECT_NEAR(m.bandwidth_gbps, 83.886, 1e-3);
+  EXPECT_NEAR(m.pct_peak, 100.0 * m.bandwidth_gbps / 200, 1e-9);
+  EXPECT_GT(m.pct_peak, 0);
+}
+
+TEST(Roofline, ACacheResidentMemoryBoundRowIsMarkedAndHasNoPercentOfDram) {
+  Measurement m = hot_call(10);
+  hold_to_ceilings(m, cpu_ceilings(), "fp32", 16.0 * (1 << 20));
+  EXPECT_TRUE(m.cache_resident);
+  EXPECT_GT(m.bandwidth_gbps, 200);  // what used to read as 419% of peak
+  EXPECT_LE(m.pct_peak, 100.0);
+  EXPECT_DOUBLE_EQ(m.pct_peak, 0.0);
+  EXPECT_DOUBLE_EQ(m.pct_peak_datasheet, 0.0);
+}
+
+TEST(Roofline, AColdTimedRowIsNeverCacheResidentWhateverItsSize) {
+  Measurement m = hot_call(100);
+  m.cold_l2 = true;  // the L2 was flushed before every sample: the bytes came from DRAM
+  hold_to_ceilings(m, cpu_ceilings(), "fp32", 1024);
+  EXPECT_FALSE(m.cache_resident);
+  EXPECT_GT(m.pct_peak, 0);
+}
+
+TEST(Roofline, AnUnknownCacheSizeMarksNothing) {
+  EXPECT_FALSE(cache_resident(1024, 0, false));
+  EXPECT_FALSE(cache_resident(0, 1 << 20, false));
+  EXPECT_TRUE(cache_resident(1 << 20, 1 << 20, false));
+  EXPECT_FALSE(cache_resident((1 << 20) + 1, 1 << 20, false));
+}
+
+TEST(Roofline, ACacheResidentComputeBoundRowKeepsItsPercentOfTheGemmRate) {
+  Measurement m = hot_call(100);
+  m.flops = 2.0 * 1024 * 1024 * 1024;  // a 1024^3 GEMM
+  m.bytes = 3.0 * 4 * 1024 * 1024;
+  Ceilings c = cpu_ceilings();
+  c.gemm_tflops["fp32"] = 0.1;
+  hold_to_ceilings(m, c, "fp32", m.bytes);
+  EXPECT_EQ(m.bound, "compute");
+  EXPECT_TRUE(m.cache_resident);
+  EXPECT_NEAR(m.pct_peak, 100.0 * m.throughput_tflops / 0.1, 1e-9);
+}
+
+TEST(CpuCache, TheLastLevelCacheIsTheLargestLevelOfDataOrUnifiedCache) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("cpu_cache_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  auto entry = [&](const std::string& name, const std::string& level, const std::string& type,
+                   const std::string& size) {
+    std::filesystem::create_directories(dir / name);
+    std::ofstream(dir / name / "level") << level << "\n";
+    std::ofstream(dir / name / "type") << type << "\n";
+    std::ofstream(dir / name / "size") << size << "\n";
+  };
+  entry("index0", "1", "Data", "48K");
+  entry("index1", "1", "Instruction", "64K");
+  entry("index2", "2", "Unified", "2048K");
+  EXPECT_EQ(cpu_last_level_cache_bytes(dir.string()), int64_t(2048) << 10);
+  entry("index3", "3", "Unified", "32M");
+  EXPECT_EQ(cpu_last_level_cache_bytes(dir.string()), int64_t(32) << 20);
+  EXPECT_EQ(cpu_last_level_cache_bytes((dir / "absent").string()), 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Nvml, ReasonNamesAndThrottleMask) {

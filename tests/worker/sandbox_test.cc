@@ -142,6 +142,8 @@ class SandboxFixture : public ::testing::Test {
     if (m.bound == "compute") {
       EXPECT_GT(m.peak_tflops, 0);
       EXPECT_NEAR(m.pct_peak, 100.0 * m.throughput_tflops / m.peak_tflops, 1e-6 * m.pct_peak);
+    } else if (m.cache_resident) {
+      EXPECT_EQ(m.pct_peak, 0) << "a cache-resident memory-bound call is held against no DRAM ceiling";
     } else {
       EXPECT_NEAR(m.pct_peak, 100.0 * m.bandwidth_gbps / m.peak_bandwidth_gbps, 1e-6 * m.pct_peak);
     }
@@ -217,6 +219,7 @@ TEST_F(SandboxFixture, CpuHelloIsReadyWithAMeasuredBandwidth) {
   EXPECT_TRUE(hello.ready) << hello.error;
   EXPECT_EQ(hello.device, "cpu");
   EXPECT_GT(hello.copy_bandwidth_gbps, 0.1);
+  EXPECT_GT(hello.ceilings.cache_bytes, 0) << "the last-level cache, from sysfs";
   EXPECT_EQ(hello.torch_version, "2.11.0");
   p->close_stdin();
   EXPECT_EQ(p->wait_exit(), 0) << "EOF on stdin ends the sandbox cleanly";

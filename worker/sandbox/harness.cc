@@ -460,7 +460,7 @@ class HarnessBase : public Harness {
     m.audit_us = audit_us;
     m.blocking_kernel = blocking();
     m.stop_reason = measure::stop_reason_name(samples.stop);
-    roofline(job, m, stage);
+    roofline(job, m, stage, sets_n * set_bytes + double(o.nbytes()));
     m.sm_clock_mhz = int(after.sm_clock_mhz);
     m.mem_clock_mhz = int(after.mem_clock_mhz);
     m.power_w = after.power_w;
@@ -473,34 +473,13 @@ class HarnessBase : public Harness {
     return reply;
   }
 
-  // FLOPs, bytes, achieved rates, ceilings and the roofline floor check.
-  void roofline(const Job& job, Measurement& m, const std::string& stage) {
+  // FLOPs, bytes, achieved rates, ceilings and the roofline floor check. `working_set_bytes`: what
+  // the timed calls touch (every rotated input set and the output), held against the cache size.
+  void roofline(const Job& job, Measurement& m, const std::string& stage, double working_set_bytes) {
     const JobSpec& spec = *job.spec;
     m.flops = job.kernel->flops(spec.shape);
     m.bytes = job.kernel->bytes(spec.shape, spec.dtype);
-    const double seconds = m.latency_us * 1e-6;
-    if (seconds > 0) {
-      m.throughput_tflops = m.flops / seconds / 1e12;
-      m.bandwidth_gbps = m.bytes / seconds / 1e9;
-    }
-    const std::string key = dtype_name(spec.dtype);  // the ceilings' keys
-    auto get = [](const std::map<std::string, double>& mp, const std::string& k) {
-      auto it = mp.find(k);
-      return it == mp.end() ? 0.0 : it->second;
-    };
-    m.peak_bandwidth_gbps = ceilings_.copy_bandwidth_gbps;
-    m.peak_tflops = get(ceilings_.gemm_tflops, key);
-    m.datasheet_bandwidth_gbps = ceilings_.datasheet_bandwidth_gbps;
-    m.datasheet_tflops = get(ceilings_.datasheet_tflops, key);
-    m.bound = measure::bound_of(m.flops, m.bytes, m.peak_bandwidth_gbps, m.peak_tflops);
-    if (m.bound == "unknown" && m.peak_bandwidth_gbps > 0) m.bound = "memory";  // no compute ceiling measured
-    const bool compute = m.bound == "compute";
-    auto pct = [&](double ceiling_bw, double ceiling_tf) {
-      if (compute) return ceiling_tf > 0 ? 100.0 * m.throughput_tflops / ceiling_tf : 0.0;
-      return ceiling_bw > 0 ? 100.0 * m.bandwidth_gbps / ceiling_bw : 0.0;
-    };
-    m.pct_peak = pct(m.peak_bandwidth_gbps, m.peak_tflops);
-    m.pct_peak_datasheet = pct(m.datasheet_bandwidth_gbps, m.datasheet_tflops);
+    measure::hold_to_ceilings(m, ceilings_, dtype_name(spec.dtype), working_set_bytes);
 
     // Faster than the hardware can move the bytes (cold timing only: a hot L2 legitimately beats
     // DRAM) or do the FLOPs: the time is not the candidate's work. The floor uses the datasheet
@@ -582,6 +561,7 @@ class CpuHarness final : public HarnessBase {
     // thread counts.
     at::set_num_threads(1);
     ceilings_.copy_bandwidth_gbps = measure_memcpy();
+    ceilings_.cache_bytes = measure::cpu_last_level_cache_bytes();
     ceilings_.datasheet_match = "the cpu backend has no datasheet entry; ceilings are measured only";
   }
 
@@ -810,6 +790,7 @@ class CudaHarness final : public HarnessBase {
     at::Tensor probe = at::empty({1}, at::TensorOptions().device(device()));
     int l2_bytes = 0;
     drv_->cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev);
+    ceilings_.cache_bytes = l2_bytes;
     // Twice the L2, at least 64 MiB, so that no input line survives a flush.
     const int64_t flush_bytes = std::max<int64_t>(int64_t(2) * l2_bytes, int64_t(64) << 20);
     flush_ = at::empty({flush_bytes}, at::TensorOptions().device(device()).dtype(at::kByte));
