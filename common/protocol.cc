@@ -25,28 +25,43 @@ const char* error_code_name(ErrorCode c) {
     case ErrorCode::kForbidden:
       return "FORBIDDEN";
     case ErrorCode::kInternal: return "INTERNAL";
+    case ErrorCode::kWorkerIdInUse:
+      return "WORKER_ID_IN_USE";
   }
   return "UNKNOWN";
 }
 
 namespace {
 
+// The optional "instance" field of worker messages and ERROR: on the wire only when set, so that
+// a worker without one sends what it always sent.
+json with_instance(json body, const std::string& instance) {
+  if (!instance.empty()) body["instance"] = instance;
+  return body;
+}
+
 struct Encoder {
   json operator()(const Ready& m) const {
-    return {{"worker_id", m.worker_id}, {"caps", m.caps}, {"slots", m.slots}};
+    return with_instance({{"worker_id", m.worker_id}, {"caps", m.caps}, {"slots", m.slots}}, m.instance);
   }
   json operator()(const Heartbeat& m) const {
     json inflight = json::array();
     for (const auto& f : m.in_flight) inflight.push_back({{"job_id", f.job_id}, {"attempt", f.attempt}});
-    return {{"worker_id", m.worker_id}, {"in_flight", inflight}};
+    return with_instance({{"worker_id", m.worker_id}, {"in_flight", inflight}}, m.instance);
   }
-  json operator()(const ResultMsg& m) const { return {{"worker_id", m.worker_id}, {"result", m.result}}; }
-  json operator()(const Disconnect& m) const { return {{"worker_id", m.worker_id}, {"reason", m.reason}}; }
+  json operator()(const ResultMsg& m) const {
+    return with_instance({{"worker_id", m.worker_id}, {"result", m.result}}, m.instance);
+  }
+  json operator()(const Disconnect& m) const {
+    return with_instance({{"worker_id", m.worker_id}, {"reason", m.reason}}, m.instance);
+  }
   json operator()(const Job& m) const { return {{"spec", m.spec}, {"attempt", m.attempt}, {"lease_ms", m.lease_ms}}; }
   json operator()(const Ack& m) const { return {{"job_id", m.job_id}, {"attempt", m.attempt}}; }
   json operator()(const CancelJob& m) const { return {{"job_id", m.job_id}, {"attempt", m.attempt}}; }
   json operator()(const Cancel& m) const { return {{"campaign_id", m.campaign_id}, {"reason", m.reason}}; }
-  json operator()(const Error& m) const { return {{"code", error_code_name(m.code)}, {"message", m.message}}; }
+  json operator()(const Error& m) const {
+    return with_instance({{"code", error_code_name(m.code)}, {"message", m.message}}, m.instance);
+  }
   json operator()(const Submit& m) const { return {{"campaign", m.campaign}}; }
   json operator()(const StatusQuery& m) const {
     if (m.after_version < 0) return json::object();
@@ -83,7 +98,7 @@ struct Namer {
 };
 
 ErrorCode parse_error_code(const std::string& s) {
-  for (int i = 0; i <= static_cast<int>(ErrorCode::kInternal); ++i)
+  for (int i = 0; i <= static_cast<int>(kLastErrorCode); ++i)
     if (s == error_code_name(static_cast<ErrorCode>(i))) return static_cast<ErrorCode>(i);
   return ErrorCode::kUnknown;
 }
@@ -96,19 +111,24 @@ DecodeResult fail(ErrorCode c, std::string msg) {
 
 Message decode_body(const std::string& type, const json& b, bool* known) {
   *known = true;
-  if (type == "READY") return Ready{b.at("worker_id").get<std::string>(), b.at("caps").get<Capabilities>(), b.value("slots", 1)};
+  if (type == "READY")
+    return Ready{b.at("worker_id").get<std::string>(), b.at("caps").get<Capabilities>(), b.value("slots", 1),
+                 b.value("instance", "")};
   if (type == "HEARTBEAT") {
-    Heartbeat h{b.at("worker_id").get<std::string>(), {}};
+    Heartbeat h{b.at("worker_id").get<std::string>(), {}, b.value("instance", "")};
     for (const auto& f : b.at("in_flight")) h.in_flight.push_back({f.at("job_id").get<std::string>(), f.at("attempt").get<int>()});
     return h;
   }
-  if (type == "RESULT") return ResultMsg{b.at("worker_id").get<std::string>(), b.at("result").get<ResultRecord>()};
-  if (type == "DISCONNECT") return Disconnect{b.at("worker_id").get<std::string>(), b.value("reason", "")};
+  if (type == "RESULT")
+    return ResultMsg{b.at("worker_id").get<std::string>(), b.at("result").get<ResultRecord>(), b.value("instance", "")};
+  if (type == "DISCONNECT")
+    return Disconnect{b.at("worker_id").get<std::string>(), b.value("reason", ""), b.value("instance", "")};
   if (type == "JOB") return Job{b.at("spec").get<JobSpec>(), b.at("attempt").get<int>(), b.at("lease_ms").get<int64_t>()};
   if (type == "ACK") return Ack{b.at("job_id").get<std::string>(), b.at("attempt").get<int>()};
   if (type == "CANCEL_JOB") return CancelJob{b.at("job_id").get<std::string>(), b.at("attempt").get<int>()};
   if (type == "CANCEL") return Cancel{b.at("campaign_id").get<std::string>(), b.value("reason", "")};
-  if (type == "ERROR") return Error{parse_error_code(b.at("code").get<std::string>()), b.value("message", "")};
+  if (type == "ERROR")
+    return Error{parse_error_code(b.at("code").get<std::string>()), b.value("message", ""), b.value("instance", "")};
   if (type == "SUBMIT") return Submit{b.at("campaign")};
   if (type == "STATUS") return StatusQuery{b.value("after_version", int64_t{-1}), b.value("wait_ms", int64_t{0})};
   if (type == "RESULTS")

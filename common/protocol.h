@@ -45,14 +45,24 @@ enum class ErrorCode {
   kForbidden,         // the peer may not do this: a result for a job not leased to it, a cancel of
                       // another client's campaign, an import without the admin role
   kInternal,
+  kWorkerIdInUse,  // READY (or any worker message) under a worker id that a live worker of another
+                   // instance holds; the sender is misconfigured and stops
 };
+// The highest code (for loops over every code).
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::kWorkerIdInUse;
 const char* error_code_name(ErrorCode c);  // "MALFORMED", ...; used as a metric label
 
 // ---- worker -> coordinator
+// `instance` in every worker message: a token that names one worker installation, the same
+// across its restarts (it is kept in the worker's state folder) and different between two
+// workers given the same id by mistake. While a worker id is registered, the coordinator refuses
+// messages of another instance under it (WORKER_ID_IN_USE); empty (an older worker): not checked.
+// On the wire only when not empty (common/PROTOCOL.md, "Worker ids").
 struct Ready {
   std::string worker_id;
   Capabilities caps;
   int slots = 1;  // how many jobs the worker wants leased at once (running + prefetching)
+  std::string instance = {};
 };
 struct InFlight {
   std::string job_id;
@@ -61,14 +71,17 @@ struct InFlight {
 struct Heartbeat {
   std::string worker_id;
   std::vector<InFlight> in_flight;  // jobs the worker holds; their leases are renewed
+  std::string instance = {};
 };
 struct ResultMsg {
   std::string worker_id;
   ResultRecord result;
+  std::string instance = {};
 };
 struct Disconnect {
   std::string worker_id;
   std::string reason;
+  std::string instance = {};
 };
 // ---- coordinator -> worker
 struct Job {
@@ -90,6 +103,10 @@ struct CancelJob {
 struct Error {
   ErrorCode code = ErrorCode::kUnknown;
   std::string message;
+  // WORKER_ID_IN_USE: the instance whose message was refused. The ROUTER hands a routing id to
+  // the newest connection, so the refusal may reach the worker that holds the id; that one sees
+  // another instance here and ignores it. Empty otherwise (not on the wire).
+  std::string instance = {};
 };
 // ---- client (CLI) <-> coordinator, on the client socket (REQ/REP)
 struct Submit {

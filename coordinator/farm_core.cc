@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
+#include <variant>
 
 #include "common/hash.h"
 #include "common/ids.h"
@@ -22,6 +24,18 @@ using nlohmann::json;
 namespace pr = protocol;
 
 namespace {
+
+// The `instance` of a worker message (protocol::Ready::instance); "" for any other message.
+std::string instance_of(const pr::Message& m) {
+  return std::visit(
+      [](const auto& msg) -> std::string {
+        if constexpr (requires { msg.instance; } && !std::is_same_v<std::decay_t<decltype(msg)>, pr::Error>)
+          return msg.instance;
+        else
+          return {};
+      },
+      m);
+}
 
 // The fastest a kernel call can be [us]: below it a latency is a fabrication, not a measurement.
 // 10 ns is far under a GPU launch (~2 us) and under any CPU call the measurement library can time.
@@ -189,6 +203,25 @@ void FarmCore::handle_worker(const std::string& identity, const std::string& key
       return;
     }
   }
+  // One worker per registered id (issue 21): a message of another instance under an id that a
+  // live worker holds comes from a second worker given the same id. It is refused, so that the two
+  // do not merge (its READY would release the holder's leases, its heartbeats would drop them).
+  const std::string instance = instance_of(m);
+  if (!instance.empty() && scheduler_.workers().count(identity)) {
+    const auto held = worker_instances_.find(identity);
+    if (held != worker_instances_.end() && !held->second.empty() && held->second != instance) {
+      const std::string why =
+          "worker id '" + identity.substr(0, 64) + "' is held by a live worker (instance " +
+          held->second.substr(0, 64) + "); this worker is instance " + instance.substr(0, 64) +
+          ", another installation (another --state-dir or host). Give each worker its own --id; an id is free " +
+          "again once its worker disconnects or has been silent for " +
+          std::to_string(options_.scheduler.worker_timeout_ms) + " ms";
+      out->errors.push_back(pr::ErrorCode::kWorkerIdInUse);
+      out->to_workers.push_back({identity, pr::Error{pr::ErrorCode::kWorkerIdInUse, why, instance}});
+      out->refusals.push_back({identity, "worker_id_in_use", why});
+      return;
+    }
+  }
   auto check_identity = [&](const std::string& worker_id) {
     if (worker_id == identity) return true;
     worker_error(identity, pr::ErrorCode::kIdentityMismatch,
@@ -202,6 +235,7 @@ void FarmCore::handle_worker(const std::string& identity, const std::string& key
   if (auto* r = std::get_if<pr::Ready>(&m)) {
     if (!check_identity(r->worker_id)) return;
     if (!key.empty()) worker_keys_[r->worker_id] = key;
+    worker_instances_[r->worker_id] = r->instance;
     spdlog::info("worker {} ready: {} {} slots={}", r->worker_id, r->caps.gpu_name, r->caps.arch, r->slots);
     worker_caps_[r->worker_id] = r->caps;
     execute(scheduler_.on_ready(*r, now), out);

@@ -87,7 +87,8 @@ struct FarmEffects {
   // at most once per peer per interval by the Coordinator, not per frame.
   struct Refusal {
     std::string peer;    // the routing id (a worker id, a client's REQ identity)
-    std::string reason;  // metric label: "not_leased", "stale_attempt", "key_mismatch", "not_owner", "not_admin"
+    std::string reason;  // metric label: "not_leased", "stale_attempt", "key_mismatch", "worker_id_in_use",
+                         // "not_owner", "not_admin"
     std::string detail;  // for the log
   };
   std::vector<Refusal> refusals;
@@ -106,6 +107,9 @@ class FarmCore {
   // DISCONNECT; anything else is answered UNKNOWN_TYPE). `key`: the peer's CURVE public key, empty
   // without CURVE. A worker id is bound to the key of the READY that registered it: while it is
   // registered, messages under that id from another key are refused (FORBIDDEN, "key_mismatch").
+  // Likewise a worker id is bound to the instance of the READY that registered it: while it is
+  // registered, messages under it that name another instance are refused (WORKER_ID_IN_USE,
+  // refusal "worker_id_in_use"); the same instance may register again at once (a restart).
   void on_worker(const std::string& identity, const protocol::Message& m, FarmEffects* out,
                  const std::string& key = {});
   // A decoded client request. Its reply (REPLY with the request's reply struct, or ERROR) goes to
@@ -182,6 +186,8 @@ class FarmCore {
   std::map<std::string, TunedEntry> best_;           // by tuning_key
   std::map<std::string, Capabilities> worker_caps_;  // each worker's last READY, for provenance
   std::map<std::string, std::string> worker_keys_;   // worker id -> CURVE key of the READY that registered it
+  // worker id -> the instance of the READY that registered it (protocol::Ready::instance)
+  std::map<std::string, std::string> worker_instances_;
   std::vector<std::string> result_order_;
   std::map<std::string, int64_t> first_dispatch_ms_;
   int64_t started_ms_ = 0;

@@ -58,9 +58,10 @@ CoordinatorMetrics::CoordinatorMetrics()
                    .Register(*registry_);
   // Every kind and reason exists from the start at 0, so that dashboards and alerts see a series
   // (and a rate of 0) on a healthy farm instead of no data.
-  for (int k = 0; k <= static_cast<int>(protocol::ErrorCode::kInternal); ++k)
+  for (int k = 0; k <= static_cast<int>(protocol::kLastErrorCode); ++k)
     protocol_errors_->Add({{"kind", protocol::error_code_name(static_cast<protocol::ErrorCode>(k))}});
-  for (const char* reason : {"unknown_key", "not_leased", "stale_attempt", "key_mismatch", "not_owner", "not_admin"})
+  for (const char* reason :
+       {"unknown_key", "not_leased", "stale_attempt", "key_mismatch", "worker_id_in_use", "not_owner", "not_admin"})
     refusals_->Add({{"reason", reason}});
   build_info_ = &BuildGauge()
                      .Name(mn::kBuildInfo)

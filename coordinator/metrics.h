@@ -41,7 +41,7 @@ class CoordinatorMetrics {
   void store_error();
   void duplicate_result();
   // A peer refused (issue 19): "unknown_key" (handshake), "not_leased", "stale_attempt",
-  // "key_mismatch", "not_owner", "not_admin".
+  // "key_mismatch", "worker_id_in_use" (issue 21), "not_owner", "not_admin".
   void refused(const std::string& reason);
   // autokernel_build_info{version} = 1, set once at start.
   void set_build_info(const std::string& version);

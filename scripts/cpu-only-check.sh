@@ -6,7 +6,11 @@
 # with the build's message. To keep CI short the CPU-only sandbox is built only with
 # AK_CPU_ONLY_SANDBOX=1 (it recompiles every libtorch translation unit); otherwise the worker runs
 # the main build's sandbox (--sandbox), which runs CPU jobs the same way.
-#   AK_BUILD_DIR (build): the main build, for its sandbox; AK_CPU_BUILD_DIR (build-cpu); AK_VENV (.venv)
+# The CPU-only build compiles without optimisation or debug information (AK_CPU_CXX_FLAGS, default
+# -O0): it is built to be run once here, and so it costs about half of an optimised build's time
+# on CI's two cores (ctest's cpu_only_build, tests/CMakeLists.txt).
+#   AK_BUILD_DIR (build): the main build, for its sandbox; AK_CPU_BUILD_DIR (build-cpu); AK_VENV (.venv);
+#   AK_JOBS (nproc): build jobs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAIN=$(realpath "${AK_BUILD_DIR:-build}")
@@ -16,7 +20,8 @@ TORCH_PREFIX=$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_pref
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 if [ ! -f "$CPU/build.ninja" ]; then
-  cmake -S . -B "$CPU" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON -DAK_PYTHON="$VENV/bin/python" \
+  cmake -S . -B "$CPU" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="${AK_CPU_CXX_FLAGS:--O0}" \
+        -DAK_WERROR=ON -DAK_PYTHON="$VENV/bin/python" \
         -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=TRUE "${launcher[@]}" > "$CPU.configure.log"
 fi
 grep -q "CPU-only build" "$CPU.configure.log" 2>/dev/null || grep -q "AK_WITH_CUDA:BOOL=OFF" "$CPU/CMakeCache.txt" ||

@@ -48,6 +48,11 @@ struct WorkerAgent::Session {
   int64_t next_heartbeat_ms = 0;
   int64_t last_ready_ms = 0;
   bool stopping = false;
+  // This installation's token (worker_instance()), in every message.
+  std::string instance;
+  // Not ok once the coordinator refused this worker's id as held by another instance: the agent
+  // stops and run() returns it.
+  Status refused;
 };
 
 std::vector<std::unique_ptr<JobRunner>> make_job_runners(const WorkerOptions& options, const Capabilities& caps,
@@ -159,13 +164,14 @@ void WorkerAgent::send(Session& s, const protocol::Message& m) {
 }
 
 void WorkerAgent::send_ready(Session& s) {
-  send(s, protocol::Ready{options_.worker_id, caps_, options_.slots});
+  send(s, protocol::Ready{options_.worker_id, caps_, options_.slots, s.instance});
   s.last_ready_ms = clock_.now_ms();
 }
 
 void WorkerAgent::send_heartbeat(Session& s) {
   protocol::Heartbeat hb;
   hb.worker_id = options_.worker_id;
+  hb.instance = s.instance;
   for (const auto& [id, attempt] : s.held) hb.in_flight.push_back({id, attempt});
   send(s, hb);
   s.next_heartbeat_ms = clock_.now_ms() + options_.heartbeat_ms;
@@ -221,7 +227,7 @@ void WorkerAgent::drain_results(Session& s) {
     if (options_.stats) options_.stats->finish(r.status);
     if (Status st = s.outbox.add(r, now); !st.ok())
       spdlog::error("worker {}: result of job {} kept in memory only: {}", options_.worker_id, r.job_id, st.message());
-    send(s, protocol::ResultMsg{options_.worker_id, r});
+    send(s, protocol::ResultMsg{options_.worker_id, r, s.instance});
   }
   if (options_.stats) options_.stats->jobs_held = static_cast<int64_t>(s.held.size());
   if (!s.stopping) dispatch(s);
@@ -271,8 +277,16 @@ void WorkerAgent::handle(Session& s, const protocol::Message& m) {
                    options_.worker_id, err->message, s.outbox.size());
       send_ready(s);
       send_heartbeat(s);
-      for (const auto& r : s.outbox.all()) send(s, protocol::ResultMsg{options_.worker_id, r});
+      for (const auto& r : s.outbox.all()) send(s, protocol::ResultMsg{options_.worker_id, r, s.instance});
       s.outbox.restart_backoff(now);
+    } else if (err->code == protocol::ErrorCode::kWorkerIdInUse && err->instance == s.instance) {
+      // Another worker holds this id: serving beside it would take its leases and results. A
+      // refusal naming another instance was meant for the other (the coordinator's ROUTER hands
+      // the id to the newest connection) and is ignored.
+      if (s.refused.ok()) {
+        spdlog::error("worker {}: the coordinator refused this worker: {}", options_.worker_id, err->message);
+        s.refused = Status::invalid("the coordinator refused worker id " + options_.worker_id + ": " + err->message);
+      }
     } else {
       spdlog::warn("worker {}: coordinator replied {}: {}", options_.worker_id, protocol::error_code_name(err->code),
                    err->message);
@@ -336,7 +350,10 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     if (!claim.ok()) return claim.status();
     outbox_claim = std::move(*claim);
   }
+  auto instance = worker_instance(options_.state_dir, options_.worker_id);
+  if (!instance.ok()) return instance.status();
   Session s(options_, runners_.size(), clock_.now_ms());
+  s.instance = *instance;
   if (Status st = s.outbox.open(clock_.now_ms()); !st.ok()) return st;
   try {
     s.socket.set(zmq::sockopt::routing_id, options_.worker_id);
@@ -375,7 +392,7 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
   s.next_heartbeat_ms = clock_.now_ms() + options_.heartbeat_ms;
 
   for (;;) {
-    if (!s.stopping && stop.load()) {
+    if (!s.stopping && (stop.load() || !s.refused.ok())) {
       // Stop taking work; keep heartbeating and delivering until the work in progress is done.
       // Jobs not yet begun are dropped without a result (their leases expire).
       s.stopping = true;
@@ -387,7 +404,7 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     drain_results(s);
     if (s.stopping && s.started.empty()) break;
     const int64_t now = clock_.now_ms();
-    for (const auto& r : s.outbox.due(now)) send(s, protocol::ResultMsg{options_.worker_id, r});
+    for (const auto& r : s.outbox.due(now)) send(s, protocol::ResultMsg{options_.worker_id, r, s.instance});
     if (now >= s.next_heartbeat_ms) send_heartbeat(s);
     if (auto warning = s.link.due_warning(now)) spdlog::warn("worker {}: {}", options_.worker_id, *warning);
 
@@ -436,8 +453,10 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
     }
   }
 
-  send(s, protocol::Disconnect{options_.worker_id, "worker stopping"});
+  // A refused worker never held the id: a DISCONNECT under it would be refused too.
+  if (s.refused.ok()) send(s, protocol::Disconnect{options_.worker_id, "worker stopping", s.instance});
   zmq_socket_monitor(s.socket.handle(), nullptr, 0);
+  if (!s.refused.ok()) return s.refused;
   spdlog::info("worker {}: stopped; {} result(s) not yet acknowledged", options_.worker_id, s.outbox.size());
   return Status::ok_status();
 }

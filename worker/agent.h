@@ -131,7 +131,11 @@ class WorkerAgent {
   WorkerAgent(const WorkerAgent&) = delete;
   WorkerAgent& operator=(const WorkerAgent&) = delete;
 
-  // Fails at once (kUnavailable) when another live process holds worker_id in state_dir.
+  // Fails at once (kUnavailable) when another live process holds worker_id in state_dir. Every
+  // message carries this installation's instance token (worker_instance(), kept in state_dir); when
+  // the coordinator refuses the id as held by a live worker of another instance (ERROR
+  // WORKER_ID_IN_USE naming ours) it stops as below, without DISCONNECT, and returns kInvalidArgument with
+  // the coordinator's reason.
   // Serves until `stop` becomes true (checked at least every poll_ms), then stops taking work,
   // drops the jobs not yet begun (their leases expire), waits for the jobs in progress (a
   // measurement is bounded by its job's timeout_ms), sends their results and DISCONNECT, and returns

@@ -4,10 +4,14 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <random>
 
 namespace ak {
 namespace {
@@ -60,6 +64,37 @@ Result<int> try_lock(const std::string& lock_dir, const std::string& id, std::st
 }
 
 }  // namespace
+
+Result<std::string> worker_instance(const std::string& state_dir, const std::string& id) {
+  auto fresh = [] {
+    std::random_device rd;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
+    return std::string(hex);
+  };
+  if (state_dir.empty()) return fresh();
+  const std::string path = state_dir + "/instance-" + file_safe(id);
+  {
+    std::ifstream in(path);
+    std::string kept;
+    if (in && std::getline(in, kept) && !kept.empty() && kept.size() <= 64 &&
+        std::all_of(kept.begin(), kept.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+      return kept;
+  }
+  const std::string token = fresh();
+  const std::string tmp = path + ".tmp";
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << token << "\n";
+    if (!out.flush())
+      return Status::unavailable("cannot write " + tmp + "; give --state-dir a folder this user can write");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::unavailable("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return token;
+}
 
 std::string outbox_path(const std::string& state_dir, const std::string& id) {
   return state_dir + "/outbox-" + file_safe(id) + ".jsonl";

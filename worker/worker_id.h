@@ -52,6 +52,15 @@ class WorkerIdClaim {
   int fd_ = -1;
 };
 
+// The instance token of worker `id` (protocol::Ready::instance): 16 hex digits, kept in
+// <state_dir>/instance-<id> and read back on every start, so that a restarted worker (same id,
+// same state folder) is the same instance to the coordinator and takes its id back at once, while
+// a second worker given the same id elsewhere is another instance and is refused. With an empty
+// state_dir a fresh token per call (a worker without a state folder is new on every start: after
+// a crash its id is free again once the coordinator has forgotten the old process). Fails
+// (kUnavailable) when the file can be neither read nor written.
+Result<std::string> worker_instance(const std::string& state_dir, const std::string& id);
+
 // The outbox file of worker `id` in `state_dir` (the agent's, and what claim_first_free looks for).
 std::string outbox_path(const std::string& state_dir, const std::string& id);
 

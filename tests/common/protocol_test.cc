@@ -67,6 +67,21 @@ TEST(ProtocolRoundTrip, ResultKeepsTheWholeResultRecord) {
   EXPECT_EQ(as_json(back.result), as_json(ak::testing::sample_result()));
 }
 
+TEST(ProtocolRoundTrip, WorkerMessagesAndErrorsKeepTheirInstance) {
+  EXPECT_EQ(round_trip(Ready{"w-1", ak::testing::sample_caps(), 3, "0a1b"}).instance, "0a1b");
+  EXPECT_EQ(round_trip(Heartbeat{"w-1", {}, "0a1b"}).instance, "0a1b");
+  EXPECT_EQ(round_trip(ResultMsg{"w-1", ak::testing::sample_result(), "0a1b"}).instance, "0a1b");
+  EXPECT_EQ(round_trip(Disconnect{"w-1", "SIGTERM", "0a1b"}).instance, "0a1b");
+  const Error e = round_trip(Error{ErrorCode::kWorkerIdInUse, "held", "0a1b"});
+  EXPECT_EQ(e.code, ErrorCode::kWorkerIdInUse);
+  EXPECT_EQ(e.instance, "0a1b");
+}
+
+TEST(ProtocolEncode, AWorkerMessageWithoutAnInstanceHasNoInstanceField) {
+  const json env = json::parse(encode(Heartbeat{"w-1", {}}));
+  EXPECT_EQ(env["body"], (json{{"worker_id", "w-1"}, {"in_flight", json::array()}}));
+}
+
 TEST(ProtocolRoundTrip, DisconnectKeepsItsReason) {
   const Disconnect back = round_trip(Disconnect{"w-1", "SIGTERM"});
   EXPECT_EQ(back.worker_id, "w-1");
@@ -87,7 +102,7 @@ TEST(ProtocolRoundTrip, AckKeepsJobIdAndAttempt) {
 }
 
 TEST(ProtocolRoundTrip, ErrorKeepsEveryCode) {
-  for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c) {
+  for (int c = 0; c <= static_cast<int>(kLastErrorCode); ++c) {
     const Error back = round_trip(Error{static_cast<ErrorCode>(c), "why"});
     EXPECT_EQ(back.code, static_cast<ErrorCode>(c));
     EXPECT_EQ(back.message, "why");
@@ -162,9 +177,8 @@ TEST(ProtocolNames, EveryMessageTypeHasADistinctWireName) {
 
 TEST(ProtocolNames, EveryErrorCodeHasADistinctName) {
   std::set<std::string> names;
-  for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c)
-    names.insert(error_code_name(static_cast<ErrorCode>(c)));
-  EXPECT_EQ(names.size(), static_cast<size_t>(ErrorCode::kInternal) + 1);
+  for (int c = 0; c <= static_cast<int>(kLastErrorCode); ++c) names.insert(error_code_name(static_cast<ErrorCode>(c)));
+  EXPECT_EQ(names.size(), static_cast<size_t>(kLastErrorCode) + 1);
 }
 
 TEST(ProtocolDecode, GarbageBytesAreMalformed) {

@@ -413,6 +413,62 @@ TEST_F(FarmCoreTest, ARestartedWorkerGetsItsPredecessorsJobsBackAtOnce) {
   EXPECT_EQ(jobs_sent(fx, "w1").size(), 2u) << "the new process gets work at once";
 }
 
+// ---- one worker per id (issue 21): the instance token of READY binds the id while it lives
+
+TEST_F(FarmCoreTest, AWorkerIdHeldByALiveWorkerIsRefusedToAnotherInstanceAndTheHolderKeepsItsLeases) {
+  submit(softmax_campaign());
+  const auto leased = jobs_sent(worker("w1", pr::Ready{"w1", cpu_caps(), 2, "aaaa"}));
+  ASSERT_EQ(leased.size(), 2u);
+  const FarmEffects fx = worker("w1", pr::Ready{"w1", cpu_caps(), 2, "bbbb"});
+  ASSERT_EQ(sent<pr::Error>(fx).size(), 1u);
+  EXPECT_EQ(sent<pr::Error>(fx)[0].code, pr::ErrorCode::kWorkerIdInUse);
+  EXPECT_EQ(sent<pr::Error>(fx)[0].instance, "bbbb") << "names the refused instance, so the holder can ignore it";
+  EXPECT_NE(sent<pr::Error>(fx)[0].message.find("held by a live worker (instance aaaa)"), std::string::npos)
+      << sent<pr::Error>(fx)[0].message;
+  ASSERT_EQ(fx.refusals.size(), 1u);
+  EXPECT_EQ(fx.refusals[0].reason, "worker_id_in_use");
+  EXPECT_EQ(fx.requeued, 0);
+  // Nor do its heartbeats (which list none of the holder's jobs) or its DISCONNECT release them.
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(sent<pr::Error>(worker("w1", pr::Heartbeat{"w1", {}, "bbbb"})).at(0).code, pr::ErrorCode::kWorkerIdInUse);
+  EXPECT_EQ(sent<pr::Error>(worker("w1", pr::Disconnect{"w1", "stopping", "bbbb"})).at(0).code,
+            pr::ErrorCode::kWorkerIdInUse);
+  ASSERT_TRUE(core->scheduler().workers().count("w1"));
+  for (const auto& j : leased) {
+    const JobRecord& rec = core->scheduler().jobs().at(j.spec.job_id);
+    EXPECT_EQ(rec.state, JobState::kLeased);
+    EXPECT_EQ(rec.attempt, j.attempt);
+  }
+}
+
+TEST_F(FarmCoreTest, ARestartedWorkerOfTheSameInstanceTakesItsIdBackAtOnce) {
+  submit(softmax_campaign());
+  ASSERT_EQ(jobs_sent(worker("w1", pr::Ready{"w1", cpu_caps(), 2, "aaaa"})).size(), 2u);
+  const FarmEffects fx = worker("w1", pr::Ready{"w1", cpu_caps(), 2, "aaaa"});
+  EXPECT_TRUE(sent<pr::Error>(fx).empty());
+  EXPECT_EQ(fx.requeued, 2) << "its predecessor's leases end at once";
+  EXPECT_EQ(jobs_sent(fx, "w1").size(), 2u);
+}
+
+TEST_F(FarmCoreTest, AWorkerIdIsFreeForAnotherInstanceOnceItsWorkerIsForgotten) {
+  submit(softmax_campaign());
+  ASSERT_EQ(jobs_sent(worker("w1", pr::Ready{"w1", cpu_caps(), 2, "aaaa"})).size(), 2u);
+  tick(5'001);  // silent past worker_timeout_ms
+  ASSERT_FALSE(core->scheduler().workers().count("w1"));
+  const FarmEffects fx = worker("w1", pr::Ready{"w1", cpu_caps(), 2, "bbbb"});
+  EXPECT_TRUE(sent<pr::Error>(fx).empty());
+  EXPECT_EQ(jobs_sent(fx, "w1").size(), 2u);
+  EXPECT_EQ(sent<pr::Error>(worker("w1", pr::Heartbeat{"w1", {}, "aaaa"})).at(0).code, pr::ErrorCode::kWorkerIdInUse)
+      << "now the old instance is the other one";
+}
+
+TEST_F(FarmCoreTest, AWorkerIdIsFreeForAnotherInstanceOnceItsWorkerDisconnects) {
+  worker("w1", pr::Ready{"w1", cpu_caps(), 2, "aaaa"});
+  worker("w1", pr::Disconnect{"w1", "stopping", "aaaa"});
+  EXPECT_TRUE(sent<pr::Error>(worker("w1", pr::Ready{"w1", cpu_caps(), 2, "bbbb"})).empty());
+  EXPECT_TRUE(core->scheduler().workers().count("w1"));
+}
+
 TEST_F(FarmCoreTest, APhantomLeaseAfterACoordinatorRestartIsReleasedByTheWorkersHeartbeats) {
   submit(softmax_campaign());
   const pr::Job job = jobs_sent(ready("w1", 1)).at(0);

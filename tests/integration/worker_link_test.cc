@@ -135,5 +135,54 @@ TEST(WorkerLinkTest, TwoWorkersWithDefaultIdsOnOneHostGetDifferentIdsAndASecondP
   }
 }
 
+TEST(WorkerLinkTest, ASecondWorkerUnderALiveWorkersIdWithAnotherStateFolderIsRefusedByTheCoordinatorAndExits) {
+  Farm farm;
+  farm.start_coordinator();
+  const std::string log = farm.dir() + "/first.log";
+  ChildProcess first =
+      spawn_worker({"--id", "twin", "--coordinator", farm.workers_endpoint(), "--state-dir", farm.dir() + "/state-a",
+                    "--cache-dir", farm.dir() + "/cache", "--heartbeat-ms", "200"},
+                   log);
+  farm.wait_status([](const nlohmann::json& s) { return s["workers"].size() == 1; }, 60s, "the first worker");
+
+  // Another state folder: no lock on this host stops it; the coordinator must.
+  const std::string out = farm.dir() + "/second.out";
+  EXPECT_NE(run_autokernel_to({"worker", "--backend", "cpu", "--id", "twin", "--coordinator", farm.workers_endpoint(),
+                               "--state-dir", farm.dir() + "/state-b", "--cache-dir", farm.dir() + "/cache"},
+                              out),
+            0);
+  EXPECT_NE(read_text(out).find("the coordinator refused worker id twin: worker id 'twin' is held by a live worker"),
+            std::string::npos)
+      << read_text(out);
+  bool warned = false;
+  for (const auto& line : farm.coordinator_output())
+    warned = warned || (line.find("refused twin (worker_id_in_use)") != std::string::npos);
+  EXPECT_TRUE(warned) << "the coordinator's log has no warning of the refusal";
+
+  // The first worker still holds its id: a campaign runs on it to the end.
+  const std::string cid = farm.submit(quick_campaign(24, "twin"));
+  farm.wait_finished(cid, 2, 120s);
+  EXPECT_EQ(read_text(log).find("refused"), std::string::npos) << read_text(log);
+
+  // Killed and restarted with its own state folder, it is the same instance: it takes the id back
+  // at once and the campaign goes on on it.
+  first.signal(SIGKILL);
+  first.wait();
+  const auto st = farm.client().status();
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  int finished = 0;
+  for (const auto& c : st->campaigns)
+    if (c.campaign_id == cid) finished = static_cast<int>(c.finished);
+  const std::string again_log = farm.dir() + "/again.log";
+  ChildProcess again =
+      spawn_worker({"--id", "twin", "--coordinator", farm.workers_endpoint(), "--state-dir", farm.dir() + "/state-a",
+                    "--cache-dir", farm.dir() + "/cache", "--heartbeat-ms", "200"},
+                   again_log);
+  farm.wait_finished(cid, finished + 1, 120s);
+  EXPECT_EQ(read_text(again_log).find("refused"), std::string::npos) << read_text(again_log);
+  again.signal(SIGKILL);
+  again.wait();
+}
+
 }  // namespace
 }  // namespace ak::testing

@@ -380,6 +380,22 @@ TEST_F(AgentTest, CleanStopSendsDisconnect) {
   EXPECT_TRUE(run_status_.ok()) << run_status_.to_string();
 }
 
+TEST_F(AgentTest, AnAgentRefusedItsIdForItsOwnInstanceStopsWithTheReasonAndNoDisconnect) {
+  const protocol::Ready ready = start_and_register();
+  ASSERT_FALSE(ready.instance.empty());
+  // A refusal of another instance was meant for the other worker under this id.
+  send(protocol::Error{protocol::ErrorCode::kWorkerIdInUse, "held by a live worker", "not-" + ready.instance});
+  send_job("after");  // handled after the refusal: the agent still serves
+  EXPECT_EQ(next<protocol::ResultMsg>().instance, ready.instance);
+  send(protocol::Error{protocol::ErrorCode::kWorkerIdInUse, "held by a live worker (instance 1234)", ready.instance});
+  thread_.join();
+  EXPECT_EQ(run_status_.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(run_status_.message().find("held by a live worker (instance 1234)"), std::string::npos)
+      << run_status_.message();
+  while (recv(milliseconds(200))) {}
+  for (const auto& m : log_) EXPECT_FALSE(std::holds_alternative<protocol::Disconnect>(m));
+}
+
 TEST_F(AgentTest, RestartedAgentResendsUnacknowledgedResultsFromItsStateDirectory) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "ak-agent-XXXXXX").string();
   options_.state_dir = mkdtemp(tmpl.data());

@@ -25,6 +25,19 @@ class WorkerIdTest : public ::testing::Test {
   std::string dir_;
 };
 
+TEST_F(WorkerIdTest, AnInstanceIsKeptInTheStateFolderAndDiffersBetweenFoldersAndIds) {
+  auto first = worker_instance(state(), "gpu01-cuda0");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->size(), 16u);
+  EXPECT_EQ(*worker_instance(state(), "gpu01-cuda0"), *first) << "a restart is the same instance";
+  EXPECT_NE(*worker_instance(dir_ + "/elsewhere", "gpu01-cuda0"), *first);
+  EXPECT_NE(*worker_instance(state(), "gpu01-cuda1"), *first);
+}
+
+TEST_F(WorkerIdTest, WithoutAStateFolderEveryInstanceIsNew) {
+  EXPECT_NE(*worker_instance("", "gpu01-cuda0"), *worker_instance("", "gpu01-cuda0"));
+}
+
 TEST_F(WorkerIdTest, ASecondClaimOfAHeldIdFailsNamingTheHolder) {
   auto first = WorkerIdClaim::claim(locks(), "gpu01-cuda0");
   ASSERT_TRUE(first.ok()) << first.status().message();
