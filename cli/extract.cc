@@ -30,8 +30,7 @@ std::string unsupported(const protocol::ModelTargetRow& t, const ExtractOptions&
       return "eps " + t.layout["eps"].dump() + " is not what the " + t.kernel_type +
              " kernel type computes with (kernels/" + t.kernel_type + "/spec.cc); another eps is not a kernel type yet";
     for (const char* arg : {"weight", "bias"})
-      if (t.layout.contains(arg))
-        return "a " + t.kernel_type + " without a " + arg + " is not a kernel type yet";
+      if (t.layout.contains(arg)) return "a " + t.kernel_type + " without a " + arg + " is not a kernel type yet";
     if (!t.layout.empty()) return "layout " + t.layout.dump() + " is not a kernel type's";
   }
   if (spec->check_shape) {

@@ -59,7 +59,7 @@ std::string closed_ancestor(const std::string& path, const std::vector<std::stri
     }
     struct stat st {};
     if (stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
-    const bool enter = (st.st_uid == uid) ? (st.st_mode & S_IXUSR) != 0
+    const bool enter = (st.st_uid == uid)   ? (st.st_mode & S_IXUSR) != 0
                        : (st.st_gid == gid) ? (st.st_mode & S_IXGRP) != 0
                                             : (st.st_mode & S_IXOTH) != 0;
     if (!enter) return d;

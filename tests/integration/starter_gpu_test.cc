@@ -31,15 +31,15 @@ TEST(StarterGpuTest, EveryCudaAndTritonStarterPrintedByTheCliIsSubmittedUnchange
           << read_text(farm.dir() + "/" + file);
       // The smallest edge shape (odd sizes: the kernels' bounds checks), in fp32 and bf16.
       const std::string campaign = farm.dir() + "/" + k->name + "_" + b + ".json";
-      std::ofstream(campaign) << nlohmann::json{{"name", k->name + "-" + b + "-starter"},
-                                                {"backend", b},
-                                                {"kernel_type", k->name},
-                                                {"source_file", file},
-                                                {"shapes", {k->edge_shapes.back()}},
-                                                {"dtypes", {"fp32", "bf16"}},
-                                                {"configs", "default"},
-                                                {"timeout_ms", 120000}}
-                                     .dump();
+      std::ofstream(campaign) << nlohmann::json{
+          {"name", k->name + "-" + b + "-starter"},
+          {"backend", b},
+          {"kernel_type", k->name},
+          {"source_file", file},
+          {"shapes", {k->edge_shapes.back()}},
+          {"dtypes", {"fp32", "bf16"}},
+          {"configs", "default"},
+          {"timeout_ms", 120000}}.dump();
       ASSERT_EQ(run_autokernel_to({"check", campaign}, log), 0) << read_text(log);
       ASSERT_EQ(run_autokernel_to({"submit", campaign, "--wait", "--client", farm.client_endpoint()}, log), 0)
           << read_text(log);
