@@ -40,9 +40,18 @@ bool at_or_below(const std::string& path, const std::string& dir) {
                          (dir.back() == '/' || path[dir.size()] == '/'));
 }
 
+// The canonical forms of `paths` (each as far as it exists).
+std::vector<std::string> canonical_all(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const std::string& p : paths) out.push_back(fs::weakly_canonical(p, ec).string());
+  return out;
+}
+
 // The outermost folder on the way to `path` (itself excluded) that uid/gid may not enter, or "";
-// folders at or below a hidden path are fresh tmpfs in the child and do not count.
-std::string closed_ancestor(const std::string& path, const std::vector<std::string>& hidden, uint32_t uid,
+// folders at or below a hidden path (`hidden_canon`, canonical) are fresh tmpfs in the child and do
+// not count.
+std::string closed_ancestor(const std::string& path, const std::vector<std::string>& hidden_canon, uint32_t uid,
                             uint32_t gid) {
   std::error_code ec;
   const fs::path canon = fs::weakly_canonical(path, ec);
@@ -53,10 +62,8 @@ std::string closed_ancestor(const std::string& path, const std::vector<std::stri
     if (std::next(it) == canon.end()) break;
     dir /= *it;
     const std::string d = dir.string();
-    for (const std::string& h : hidden) {
-      const std::string hc = fs::weakly_canonical(h, ec).string();
-      if (!ec && at_or_below(d, hc)) return "";
-    }
+    if (std::any_of(hidden_canon.begin(), hidden_canon.end(), [&](const std::string& h) { return at_or_below(d, h); }))
+      return "";
     struct stat st {};
     if (stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
     const bool enter = (st.st_uid == uid)   ? (st.st_mode & S_IXUSR) != 0
@@ -534,36 +541,28 @@ Confinement ConfinementPolicy::for_child(const ChildView& view) const {
       std::vector<std::string> reached;
       for (const Confinement::Bind& b : c.binds) reached.push_back(b.target);
       for (const std::string& n : view.needed) reached.push_back(absolute_path(n));
-      std::vector<std::string> closed;
+      std::vector<std::string> hidden_canon = canonical_all(c.hidden);  // closed folders join it
+      const size_t policy_hidden = hidden_canon.size();
       for (const std::string& path : reached) {
-        std::vector<std::string> hidden = c.hidden;
-        hidden.insert(hidden.end(), closed.begin(), closed.end());
-        if (std::string d = closed_ancestor(path, hidden, unprivileged_uid, unprivileged_gid); !d.empty())
-          closed.push_back(std::move(d));
+        if (std::string d = closed_ancestor(path, hidden_canon, unprivileged_uid, unprivileged_gid); !d.empty())
+          hidden_canon.push_back(std::move(d));
       }
+      const std::vector<std::string> closed(hidden_canon.begin() + policy_hidden, hidden_canon.end());
       // A hidden path below a closed folder is gone with it (its tmpfs is not remounted there).
-      std::error_code hc;
-      std::erase_if(c.hidden, [&](const std::string& h) {
-        const std::string canon = fs::weakly_canonical(h, hc).string();
-        return std::any_of(closed.begin(), closed.end(),
-                           [&](const std::string& d) { return canon != d && at_or_below(canon, d); });
-      });
-      c.hidden.insert(c.hidden.end(), closed.begin(), closed.end());
+      std::vector<std::string> kept;
+      for (size_t i = 0; i < policy_hidden; ++i)
+        if (std::none_of(closed.begin(), closed.end(),
+                         [&](const std::string& d) { return hidden_canon[i] != d && at_or_below(hidden_canon[i], d); }))
+          kept.push_back(c.hidden[i]);
+      kept.insert(kept.end(), closed.begin(), closed.end());
+      c.hidden = std::move(kept);
     }
     // What the child needs below a hidden path (an interpreter under /root) comes back read-only.
-    for (const std::string& n : view.needed) {
-      std::error_code nc;
-      const std::string canon = fs::weakly_canonical(n, nc).string();
-      for (const std::string& h : c.hidden) {
-        const std::string hidden_canon = fs::weakly_canonical(h, nc).string();
-        if (canon == hidden_canon ||
-            (canon.size() > hidden_canon.size() && canon.compare(0, hidden_canon.size(), hidden_canon) == 0 &&
-             canon[hidden_canon.size()] == '/')) {
-          c.binds.push_back({canon, canon, true});
-          break;
-        }
-      }
-    }
+    const std::vector<std::string> hidden_canon = canonical_all(c.hidden);
+    for (const std::string& canon : canonical_all(view.needed))
+      if (std::any_of(hidden_canon.begin(), hidden_canon.end(),
+                      [&](const std::string& h) { return at_or_below(canon, h); }))
+        c.binds.push_back({canon, canon, true});
 
     c.read_only_root = support.has(L::kReadOnlyRoot);
   }
