@@ -161,6 +161,23 @@ struct VerifyArgs {
 };
 int verify(const ClientArgs& c, const VerifyArgs& a);
 
+// autokernel export --hf DIR (cli/model_command.cc, models/export/README.md): the tuned cuda and
+// triton kernels of one GPU model, compiled here for their architecture, written as a Hugging Face
+// Kernels package and, with build, built.
+struct ExportArgs {
+  std::string hf_dir;
+  std::string tuned;      // `autokernel best --export` output; empty: the farm's tuning database
+  std::string gpu_model;  // empty: the one GPU model the entries have
+  std::string arch;       // empty: the entries' ("sm_90a")
+  std::string name = "autokernel_tuned";
+  double min_speedup = 1.0;
+  bool build = false;
+  std::string python;       // --python; as the worker chooses it (cli/python_env.h)
+  std::string python_env;   // AK_PYTHON
+  std::string ops_library;  // empty: default_ops_library()
+};
+int export_hf(const ClientArgs& c, const ExportArgs& a);
+
 // autokernel extract (cli/model_command.cc, cli/extract.h): a profile's targets as a study campaign.
 struct ExtractArgs {
   std::string profile;  // `autokernel profile --json` output

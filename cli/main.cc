@@ -192,10 +192,30 @@ int main(int argc, char** argv) {
   add_client(res);
 
   std::string tsv = "results.tsv", json_out = "results.json";
-  auto* exp = app.add_subcommand("export", "Write results.tsv (AutoKernel's columns first) and results.json");
+  ak::cli::ExportArgs xa;
+  auto* exp = app.add_subcommand("export",
+                                 "Write results.tsv (AutoKernel's columns first) and results.json; with --hf, the "
+                                 "tuned cuda and triton kernels as a Hugging Face Kernels package instead");
   exp->add_option("--campaign", campaign, "only this campaign");
   exp->add_option("--tsv", tsv, "TSV path")->capture_default_str();
   exp->add_option("--json", json_out, "JSON path; empty for none")->capture_default_str();
+  auto* hf = exp->add_option("--hf", xa.hf_dir,
+                             "write a Hugging Face Kernels package into this folder (models/export/README.md; "
+                             "a package written there before is replaced)");
+  exp->add_option("--tuned", xa.tuned, "--hf: `autokernel best --export` output; default: the farm's tuning database")
+      ->needs(hf);
+  exp->add_option("--gpu-model", xa.gpu_model, "--hf: the kernels of this GPU model; default: the only one there is")
+      ->needs(hf);
+  exp->add_option("--arch", xa.arch, "--hf: the architecture to compile for (sm_90a); default: the one they ran on")
+      ->needs(hf);
+  exp->add_option("--name", xa.name, "--hf: the Python package's name")->capture_default_str()->needs(hf);
+  exp->add_option("--min-speedup", xa.min_speedup,
+                  "--hf: only kernels faster than PyTorch's op (where tuned) by more than this; 0: all")
+      ->capture_default_str()
+      ->needs(hf);
+  exp->add_flag("--build", xa.build, "--hf: build the package's torch extension too (python build.py)")->needs(hf);
+  exp->add_option("--python", xa.python, "--hf: Python with torch; default: $AK_PYTHON, else the build's, else python3")
+      ->needs(hf);
   add_client(exp);
 
   BestArgs ba;
@@ -379,7 +399,7 @@ int main(int argc, char** argv) {
   spdlog::flush_on(spdlog::level::warn);
   ak::install_stop_signal_handlers();
   // The workers' Python (cli/python_env.h) when --python does not name one.
-  if (const char* python = std::getenv("AK_PYTHON")) wo.python_env = ca.python_env = python;
+  if (const char* python = std::getenv("AK_PYTHON")) wo.python_env = ca.python_env = xa.python_env = python;
 
   if (*keys_gen) return ak::cli::keys_generate(key_name, key_dir);
   if (*kern) return ak::cli::kernels_list(kernel_type);
@@ -405,7 +425,8 @@ int main(int argc, char** argv) {
   rf.status = status_filter;
   if (*res) return ak::cli::results(cl, rf, as_json, limit);
   if (*best) return ak::cli::best(cl, ba);
-  if (*exp) return ak::cli::export_results(cl, campaign, tsv, json_out);
+  if (*exp)
+    return xa.hf_dir.empty() ? ak::cli::export_results(cl, campaign, tsv, json_out) : ak::cli::export_hf(cl, xa);
   if (*cal) return ak::cli::calibrate(ca);
   if (*kbb) return ak::cli::kb_baseline(cl, kb);
   if (*prof) return ak::cli::profile(cl, pa);

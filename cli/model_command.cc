@@ -3,6 +3,8 @@
 // and written as JSON.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,10 +16,16 @@
 #include "cli/commands.h"
 #include "cli/extract.h"
 #include "cli/format.h"
+#include "cli/python_env.h"
+#include "common/file.h"
+#include "common/process.h"
 #include "common/stop_signal.h"
 #include "common/tuning.h"
 #include "coordinator/client.h"
 #include "coordinator/model_campaign.h"
+#include "models/pipeline_source.h"
+#include "worker/compiler.h"
+#include "worker/model_job_runner.h"
 
 namespace ak::cli {
 
@@ -459,6 +467,161 @@ int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string&
       "wall time: profile %.1f s, optimize %.1f s, verify %.1f s, total %.1f s; reports in %s "
       "(profile.json, model-study.json, verify.json)\n",
       profile_s, optimize_s, seconds(t3), seconds(t0), out_dir.c_str());
+  return rc;
+}
+
+int export_hf(const ClientArgs& c, const ExportArgs& a) {
+  const char* verb = "export";
+  // What export_hf.py checks too, before minutes of compiling.
+  if (a.name.empty() || a.name.size() > 63 || !std::islower(static_cast<unsigned char>(a.name[0])) ||
+      a.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+    std::cerr << "autokernel export: --name '" << a.name
+              << "': a Python package name in lower case ([a-z][a-z0-9_]*)\n";
+    return 2;
+  }
+  {
+    std::error_code ec;
+    if (fs::is_directory(a.hf_dir, ec) && !fs::is_empty(a.hf_dir, ec) &&
+        !fs::exists(fs::path(a.hf_dir) / "package.json", ec)) {
+      std::cerr << "autokernel export: " << a.hf_dir
+                << " exists, is not empty and is not a package this command wrote; name another folder\n";
+      return 2;
+    }
+  }
+  // The tuned kernels: the file's, else the farm's whole tuning database.
+  json tuned;
+  if (!a.tuned.empty()) {
+    auto doc = read_json(verb, a.tuned, "`autokernel best --export` output");
+    if (!doc) return 2;
+    if (auto entries = parse_tuning_export(*doc); !entries.ok()) {
+      std::cerr << "autokernel export: " << a.tuned << ": " << entries.status().message() << "\n";
+      return 2;
+    }
+    tuned = (*doc)["entries"];
+  } else {
+    CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
+    auto best = client.best(TuningQuery{});
+    if (!best.ok()) {
+      std::cerr << "autokernel export: cannot read the farm's tuning database: " << best.status().message() << "\n";
+      return 1;
+    }
+    tuned = tuning_export(best->entries, 0)["entries"];
+  }
+  // One GPU model's cuda and triton kernels; of two for one (type, shape, dtype), the faster.
+  std::map<std::string, std::string> models;  // lower case -> as written
+  for (const json& e : tuned)
+    if (e.value("backend", "cpu") != "cpu") {
+      std::string m = e.value("gpu_model", "");
+      std::string low = m;
+      std::transform(low.begin(), low.end(), low.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      models.emplace(low, m);
+    }
+  std::string gpu_model = a.gpu_model;
+  if (gpu_model.empty()) {
+    if (models.empty()) {
+      std::cerr << "autokernel export: no cuda or triton kernel in "
+                << (a.tuned.empty() ? "the farm's tuning database" : a.tuned)
+                << " (a package holds GPU kernels; cpu entries cannot be exported)\n";
+      return 2;
+    }
+    if (models.size() > 1) {
+      std::cerr << "autokernel export: kernels of " << models.size() << " GPU models; name one with --gpu-model:";
+      for (const auto& [low, m] : models) std::cerr << " \"" << m << "\"";
+      std::cerr << "\n";
+      return 2;
+    }
+    gpu_model = models.begin()->second;
+  }
+  std::map<std::string, json> chosen;  // "type|dtype|shape" -> entry
+  std::string arch = a.arch;
+  for (const json& e : tuned) {
+    if (e.value("backend", "cpu") == "cpu" || !same_gpu_model(e.value("gpu_model", ""), gpu_model)) continue;
+    if (arch.empty()) arch = e.value("provenance", json::object()).value("arch", "");
+    const std::string key =
+        e.value("kernel_type", "") + "|" + e.value("dtype", "") + "|" + e.value("shape", json()).dump();
+    auto it = chosen.find(key);
+    const auto latency = [](const json& x) { return x.value("latency_us", 0.0); };
+    if (it == chosen.end() || latency(e) < latency(it->second)) chosen[key] = e;
+  }
+  if (chosen.empty()) {
+    std::cerr << "autokernel export: no cuda or triton kernel tuned on \"" << gpu_model << "\"\n";
+    return 2;
+  }
+  if (arch.empty()) {
+    std::cerr << "autokernel export: the entries do not say which architecture they ran on; give --arch (sm_90a)\n";
+    return 2;
+  }
+  json selected = json::array();
+  for (auto& [key, e] : chosen) selected.push_back(e);
+
+  char tmpl[] = "/tmp/autokernel-export-XXXXXX";
+  if (!mkdtemp(tmpl)) {
+    std::cerr << "autokernel export: cannot create a folder under /tmp: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  const fs::path work(tmpl);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{work};
+  const PythonChoice python = choose_python(a.python, a.python_env, AK_DEFAULT_PYTHON);
+  CompilerOptions co;
+  co.cache_dir = (work / "cache").string();
+  co.python = python.path;
+  std::unique_ptr<Compiler> compiler = make_compiler(co);
+  Capabilities caps;
+  caps.gpu_name = gpu_model;
+  caps.arch = arch;
+  caps.backends = {Backend::kCuda, Backend::kTriton};
+  std::fprintf(stderr, "compiling %zu tuned kernels for %s (%s)\n", selected.size(), gpu_model.c_str(), arch.c_str());
+  auto prepared =
+      compile_tuned_kernels(*compiler, selected, Backend::kCuda, caps, a.min_speedup, (work / "kernels").string());
+  if (!prepared.ok()) {
+    std::cerr << "autokernel export: " << prepared.status().message() << "\n";
+    return 1;
+  }
+  for (const json& s : prepared->skipped)
+    std::cerr << "left out: " << s.value("kernel_type", "?") << " " << s.value("shape", json()).dump() << ": "
+              << s.value("reason", "") << "\n";
+  if (prepared->entries.empty()) {
+    std::cerr << "autokernel export: no kernel left to export\n";
+    return 2;
+  }
+  const json manifest = {{"device", "cuda"}, {"arch", arch}, {"entries", prepared->entries}};
+  if (Status s = write_file((work / "plug.json").string(), manifest.dump(1)); !s.ok()) {
+    std::cerr << "autokernel export: " << s.message() << "\n";
+    return 1;
+  }
+  for (const auto& f : models::pipeline_files()) {
+    const fs::path path = work / "models" / std::string(f.path);
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    if (Status s = write_file(path.string(), std::string(f.text)); !s.ok()) {
+      std::cerr << "autokernel export: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  std::vector<std::string> argv = {python.path,     (work / "models" / "export_hf.py").string(),
+                                   "--manifest",    (work / "plug.json").string(),
+                                   "--ops-library", a.ops_library.empty() ? default_ops_library() : a.ops_library,
+                                   "--out",         a.hf_dir,
+                                   "--name",        a.name,
+                                   "--gpu-model",   gpu_model};
+  if (a.build) argv.push_back("--build");
+  SpawnOptions so;
+  so.null_stdin = true;
+  auto child = ChildProcess::spawn(argv, so);
+  if (!child.ok()) {
+    std::cerr << "autokernel export: cannot start " << python.path << ": " << child.status().message() << "\n";
+    return 1;
+  }
+  const int rc = child->wait();
+  if (rc == 0 && a.build)
+    std::printf("built: import it with sys.path.insert(0, \"%s/build/<variant>\"); import %s  (%s/README.md)\n",
+                a.hf_dir.c_str(), a.name.c_str(), a.hf_dir.c_str());
   return rc;
 }
 

@@ -121,18 +121,22 @@ void ModelJobRunner::loop() {
   }
 }
 
-Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::string& dir) {
-  if (!compiler_) {
-    compiler_ = make_compiler(options_.compiler);
-    if (!compiler_) return Status::internal("cannot make the worker's compiler");
-  }
-  const fs::path kdir = fs::path(dir) / "kernels";
+std::string default_ops_library() {
+  std::error_code ec;
+  const std::string installed = self_exe_dir() + "/../lib/libautokernel_ops.so";
+  return fs::exists(installed, ec) ? installed : self_exe_dir() + "/libautokernel_ops.so";
+}
+
+Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const json& tuned, Backend backend,
+                                              const Capabilities& caps, double min_speedup,
+                                              const std::string& kernels_dir) {
+  const fs::path kdir(kernels_dir);
   std::error_code ec;
   fs::create_directories(kdir, ec);
   if (ec) return Status::internal("cannot create " + kdir.string() + ": " + ec.message());
   json entries = json::array(), skipped = json::array();
   size_t i = 0;
-  for (const json& doc : t.tuned) {
+  for (const json& doc : tuned) {
     TunedEntry e;
     std::string why;
     try {
@@ -141,16 +145,16 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
       skipped.push_back({{"entry", i++}, {"reason", std::string("not a tuning entry: ") + ex.what()}});
       continue;
     }
-    const bool ours = options_.backend == Backend::kCpu ? e.backend == Backend::kCpu : e.backend != Backend::kCpu;
-    if (!same_gpu_model(e.gpu_model, options_.caps.gpu_name))
-      why = "tuned on " + e.gpu_model + ", this worker is " + options_.caps.gpu_name;
+    const bool ours = backend == Backend::kCpu ? e.backend == Backend::kCpu : e.backend != Backend::kCpu;
+    if (!same_gpu_model(e.gpu_model, caps.gpu_name))
+      why = "tuned on " + e.gpu_model + ", this worker is " + caps.gpu_name;
     else if (!ours)
-      why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(options_.backend);
+      why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(backend);
     else if (!kernels::find(e.kernel_type))
       why = "unknown kernel type '" + e.kernel_type + "'";
-    else if (e.m.speedup <= t.min_speedup)
+    else if (e.m.speedup <= min_speedup)
       why = "no faster than PyTorch's op where it was tuned (" + std::to_string(e.m.speedup).substr(0, 5) +
-            "x; min_speedup " + std::to_string(t.min_speedup).substr(0, 4) + ")";
+            "x; min_speedup " + std::to_string(min_speedup).substr(0, 4) + ")";
     JobSpec job;
     if (why.empty()) {
       job.job_id = "verify-" + std::to_string(i);
@@ -160,7 +164,7 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
       job.shape = e.shape;
       job.dtype = e.dtype;
       job.requires_.backend = e.backend;
-      auto art = compiler_->compile(job, options_.caps);
+      auto art = compiler.compile(job, caps);
       if (!art.ok()) {
         why = "does not compile here: " + art.status().message().substr(0, 500);
       } else {
@@ -193,9 +197,20 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
       skipped.push_back({{"entry", i}, {"kernel_type", e.kernel_type}, {"shape", e.shape}, {"reason", why}});
     ++i;
   }
-  const json manifest = {{"device", options_.device}, {"arch", options_.caps.arch}, {"entries", entries}};
+  return PreparedKernels{std::move(entries), std::move(skipped)};
+}
+
+Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::string& dir) {
+  if (!compiler_) {
+    compiler_ = make_compiler(options_.compiler);
+    if (!compiler_) return Status::internal("cannot make the worker's compiler");
+  }
+  auto prepared = compile_tuned_kernels(*compiler_, t.tuned, options_.backend, options_.caps, t.min_speedup,
+                                        (fs::path(dir) / "kernels").string());
+  if (!prepared.ok()) return prepared.status();
+  const json manifest = {{"device", options_.device}, {"arch", options_.caps.arch}, {"entries", prepared->entries}};
   if (Status s = write_file((fs::path(dir) / "plug.json").string(), manifest.dump(1)); !s.ok()) return s;
-  return skipped;
+  return prepared->skipped;
 }
 
 std::string ModelJobRunner::pipeline_dir() {
@@ -264,11 +279,7 @@ ResultRecord ModelJobRunner::run(const HeldJob& h) {
     if (!prepared.ok()) return failed(ResultStatus::kCrash, prepared.status().message());
     skipped = std::move(*prepared);
     // An installed tree has it in lib/ beside bin/, the build tree beside the executables.
-    std::string lib = options_.ops_library;
-    if (lib.empty()) {
-      lib = self_exe_dir() + "/../lib/libautokernel_ops.so";
-      if (!fs::exists(lib, ec)) lib = self_exe_dir() + "/libautokernel_ops.so";
-    }
+    const std::string lib = options_.ops_library.empty() ? default_ops_library() : options_.ops_library;
     if (!fs::exists(lib, ec))
       return failed(ResultStatus::kCrash,
                     "the tuned kernels' torch library " + lib + " is missing; build target autokernel_ops");

@@ -54,6 +54,24 @@ struct ModelJobRunnerOptions {
   std::string ops_library;
 };
 
+// The tuned kernels of a tuning-database export (`autokernel best --export` entries) that a
+// worker of `backend` with `caps` can run, compiled by `compiler` and copied into kernels_dir
+// (k<i>.cubin, with a Triton kernel's <stem>.json and .div16.* siblings): `entries` as the
+// manifest of libautokernel_ops.so lists them (models/plug/ops.cc), `skipped` each entry left out
+// with its reason (another GPU model or backend, an unknown type, no faster than PyTorch's op by
+// more than min_speedup, does not compile). Used by verify jobs and `autokernel export --hf`.
+struct PreparedKernels {
+  nlohmann::json entries = nlohmann::json::array();
+  nlohmann::json skipped = nlohmann::json::array();
+};
+Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const nlohmann::json& tuned, Backend backend,
+                                              const Capabilities& caps, double min_speedup,
+                                              const std::string& kernels_dir);
+
+// libautokernel_ops.so: in ../lib/ of this process's executable (an installed tree), else beside it
+// (the build tree).
+std::string default_ops_library();
+
 class ModelJobRunner final : public JobRunner {
  public:
   explicit ModelJobRunner(ModelJobRunnerOptions options);

@@ -4,6 +4,7 @@
 //   torch.ops.load_library(".../libautokernel_ops.so")
 //   n = torch.ops.autokernel.load("/job/plug.json")           # loads every entry of the manifest
 //   y = torch.ops.autokernel.call(i, [x])                     # entry i on its inputs
+//   p = torch.ops.autokernel.plan("/job/plug.json")           # launch plans, for export_hf.py
 //
 // The manifest (written by the worker's ModelJobRunner, worker/model_job_runner.h):
 //   {"device": "cuda:0" | "cpu", "arch": "sm_90a",
@@ -172,6 +173,41 @@ at::Tensor call(int64_t index, std::vector<at::Tensor> inputs) {
   return out;
 }
 
+// The launch plan of each cuda or triton entry of the manifest (worker/sandbox/candidate.h,
+// launch_plan) with the entry's own fields, as a JSON array: what `autokernel export --hf` writes
+// into a package that runs the kernels without the farm. Loads nothing and needs no device.
+std::string plan(std::string manifest_path) {
+  std::ifstream in(manifest_path);
+  if (!in) refuse("cannot read manifest " + manifest_path);
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    refuse("manifest " + manifest_path + " is not JSON: " + e.what());
+  }
+  nlohmann::json out = nlohmann::json::array();
+  try {
+    for (const auto& e : doc.at("entries")) {
+      const std::string kernel_type = e.at("kernel_type").get<std::string>();
+      const kernels::KernelSpec* spec = kernels::find(kernel_type);
+      if (!spec) refuse("unknown kernel type '" + kernel_type + "' in " + manifest_path);
+      const std::string dtype = e.at("dtype").get<std::string>();
+      const std::optional<DType> dt = parse_dtype(dtype);
+      if (!dt) refuse("unknown dtype '" + dtype + "' in " + manifest_path);
+      nlohmann::json x = e;
+      x["plan"] = nlohmann::json::parse(sandbox::launch_plan(
+          e.at("backend").get<std::string>(), e.at("artifact").get<std::string>(), e.value("entry", std::string()),
+          *spec, e.value("config", std::map<std::string, int64_t>{}), *dt, e.at("shape").get<std::vector<int64_t>>()));
+      out.push_back(std::move(x));
+    }
+  } catch (const sandbox::StageError& e) {
+    refuse("cannot plan a kernel of " + manifest_path + ": " + e.reason);
+  } catch (const nlohmann::json::exception& e) {
+    refuse("manifest " + manifest_path + ": " + e.what());
+  }
+  return out.dump();
+}
+
 int64_t loaded() { return int64_t(entries().size()); }
 
 }  // namespace
@@ -181,4 +217,5 @@ TORCH_LIBRARY(autokernel, m) {
   m.def("load(str manifest) -> int", &ak::plug::load);
   m.def("call(int index, Tensor[] inputs) -> Tensor", &ak::plug::call);
   m.def("loaded() -> int", &ak::plug::loaded);
+  m.def("plan(str manifest) -> str", &ak::plug::plan);
 }

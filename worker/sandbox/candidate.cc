@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "kernels/reference.h"
 
@@ -193,6 +194,61 @@ class TritonCandidate final : public Candidate {
   CUstream stream_ = nullptr;
 };
 
+// What worker/triton/compile.py's metadata (<stem>.json) says of one build: its kernel's name,
+// block size and dynamic shared memory, its runtime parameters (pointers and scalars, all 8 bytes),
+// the hidden scratch pointers after them, and which parameters it assumes 16-divisible. Fails at
+// "load" when the metadata is unreadable, lacks a field or asks for what the harness does not give
+// (global scratch memory, a cluster or cooperative launch); nullopt when the file is missing and
+// not `required`.
+struct TritonMeta {
+  std::string function;
+  unsigned block = 0;
+  unsigned shared_bytes = 0;
+  size_t params = 0;
+  size_t hidden = 0;
+  std::vector<size_t> divisible;
+};
+
+std::optional<TritonMeta> read_triton_meta(const std::string& path, bool required) {
+  std::ifstream meta_in(path);
+  if (!meta_in) {
+    if (required) fail("load", "a triton artefact has no metadata " + path);
+    return std::nullopt;
+  }
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(meta_in);
+  } catch (const std::exception& e) {
+    fail("load", "unreadable triton metadata " + path + ": " + e.what());
+  }
+  TritonMeta m;
+  try {
+    if (meta.value("global_scratch_bytes", 0) != 0 || meta.value("profile_scratch_bytes", 0) != 0)
+      fail("load", "the Triton kernel needs global scratch memory, which the harness does not provide");
+    if (meta.value("num_ctas", 1) != 1 || meta.value("launch_cooperative_grid", false))
+      fail("load", "the Triton kernel needs a cluster or cooperative launch, which the harness does not do");
+    m.function = meta.at("name").get<std::string>();
+    m.block = meta.at("block").at(0).get<unsigned>();
+    m.shared_bytes = meta.at("shared_bytes").get<unsigned>();
+    std::vector<std::string> div = meta.value("divisible_by_16", std::vector<std::string>{});
+    for (const auto& prm : meta.at("params")) {
+      const std::string kind = prm.at("kind");
+      if (kind == "pointer" || kind == "scalar") {
+        if (prm.at("bytes").get<int>() != 8 && kind == "pointer")
+          fail("load", "the Triton kernel's pointer " + prm.at("name").get<std::string>() + " is not 8 bytes");
+        if (std::find(div.begin(), div.end(), prm.at("name").get<std::string>()) != div.end())
+          m.divisible.push_back(m.params);
+        ++m.params;
+      } else {
+        ++m.hidden;
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("load", "triton metadata " + path + " lacks a field: " + e.what());
+  }
+  return m;
+}
+
 // The bytes of a cubin artefact; fails at "load" when it cannot be read or is no ELF image.
 std::string read_cubin(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -289,51 +345,149 @@ std::unique_ptr<Candidate> load_triton_candidate(const CudaDevice& dev, const st
     }
   } guard{*dev.drv, builds};
   for (const std::string suffix : {"", ".div16"}) {
-    std::ifstream meta_in(stem + suffix + ".json");
-    if (!meta_in) {
-      if (suffix.empty()) fail("load", "triton artefact " + path + " has no metadata " + stem + ".json");
-      continue;
-    }
-    nlohmann::json meta;
-    try {
-      meta = nlohmann::json::parse(meta_in);
-    } catch (const std::exception& e) {
-      fail("load", "unreadable triton metadata " + stem + suffix + ".json: " + e.what());
-    }
     TritonCandidate::Build b;
-    try {
-      if (meta.value("global_scratch_bytes", 0) != 0 || meta.value("profile_scratch_bytes", 0) != 0)
-        fail("load", "the Triton kernel needs global scratch memory, which the harness does not provide");
-      if (meta.value("num_ctas", 1) != 1 || meta.value("launch_cooperative_grid", false))
-        fail("load", "the Triton kernel needs a cluster or cooperative launch, which the harness does not do");
-      b.block = meta.at("block").at(0).get<unsigned>();
-      b.shared_bytes = meta.at("shared_bytes").get<unsigned>();
-      std::vector<std::string> div = meta.value("divisible_by_16", std::vector<std::string>{});
-      size_t index = 0;
-      for (const auto& prm : meta.at("params")) {
-        const std::string kind = prm.at("kind");
-        if (kind == "pointer" || kind == "scalar") {
-          if (prm.at("bytes").get<int>() != 8 && kind == "pointer")
-            fail("load", "the Triton kernel's pointer " + prm.at("name").get<std::string>() + " is not 8 bytes");
-          if (std::find(div.begin(), div.end(), prm.at("name").get<std::string>()) != div.end())
-            b.divisible.push_back(index);
-          ++index;
-        } else {
-          ++b.hidden;
-        }
-      }
-      b.params = index;
-      CUresult r = load_module(*dev.drv, stem + suffix + ext, meta.at("name").get<std::string>(), b);
-      if (r != CUDA_SUCCESS)
-        fail("load", "cannot load the Triton kernel " + stem + suffix + ext + ": " + dev.drv->error_text(r));
-    } catch (const nlohmann::json::exception& e) {
-      fail("load", "triton metadata " + stem + suffix + ".json lacks a field: " + e.what());
-    }
+    const std::optional<TritonMeta> meta = read_triton_meta(stem + suffix + ".json", suffix.empty());
+    if (!meta) continue;
+    b.block = meta->block;
+    b.shared_bytes = meta->shared_bytes;
+    b.params = meta->params;
+    b.hidden = meta->hidden;
+    b.divisible = meta->divisible;
+    CUresult r = load_module(*dev.drv, stem + suffix + ext, meta->function, b);
+    if (r != CUDA_SUCCESS)
+      fail("load", "cannot load the Triton kernel " + stem + suffix + ext + ": " + dev.drv->error_text(r));
     builds.push_back(b);
   }
   guard.armed = false;
   return std::make_unique<TritonCandidate>(*dev.drv, std::move(builds), spec, config, dtype, dev.max_shared_optin,
                                            kernels::find_harness(spec.name));
+}
+
+namespace {
+
+using nlohmann::json;
+
+json geometry_json(const unsigned (&v)[3]) { return json::array({v[0], v[1], v[2]}); }
+
+// Stand-ins for the call's tensors at made-up addresses, one 2^44-byte window each, so that every
+// pointer the harness passes names its tensor (and an offset into it). Nothing reads them.
+constexpr uint64_t kWindowBits = 44;
+void* fake_address(size_t slot) { return reinterpret_cast<void*>(uint64_t(slot + 1) << kWindowBits); }
+
+json tensor_json(const at::Tensor& t) {
+  return {{"sizes", t.sizes().vec()}, {"dtype", int(t.scalar_type())}, {"dtype_name", c10::toString(t.scalar_type())}};
+}
+
+// The harness's parameters as symbols: ["input", k, offset], ["output", 0, offset] or
+// ["value", v, 0]. Slots: inputs 0..n-1, the output n, the workspace n + 1.
+json symbolic_params(const kernels::KernelParams& params, size_t n_inputs) {
+  json out = json::array();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const uint64_t v = params.value(i);
+    const uint64_t slot = (v >> kWindowBits);
+    const uint64_t offset = v & ((uint64_t(1) << kWindowBits) - 1);
+    if (slot >= 1 && slot <= n_inputs + 2) {
+      const size_t s = size_t(slot - 1);
+      const char* kind = s < n_inputs ? "input" : s == n_inputs ? "output" : "workspace";
+      out.push_back(json::array({kind, s < n_inputs ? s : 0, offset}));
+    } else {
+      out.push_back(json::array({"value", int64_t(v), 0}));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string launch_plan(const std::string& backend, const std::string& artifact_path, const std::string& entry,
+                        const kernels::KernelSpec& spec, const std::map<std::string, int64_t>& config, DType dtype,
+                        const std::vector<int64_t>& shape) {
+  const kernels::TorchHarness* th = kernels::find_harness(spec.name);
+  if (!th) fail("load", "kernel type '" + spec.name + "' has no libtorch harness");
+  if (std::string bad = spec.check_shape(shape); !bad.empty()) fail("load", bad);
+  // The inputs the sandbox verified the kernel on, by their sizes and dtypes: made on the meta
+  // device (no memory), or on the CPU where a harness needs real values.
+  std::vector<at::Tensor> like;
+  try {
+    like = th->make_inputs(shape, dtype, c10::Device(c10::kMeta), 1);
+  } catch (const c10::Error&) {
+    like = th->make_inputs(shape, dtype, c10::Device(c10::kCPU), 1);
+  }
+  const at::Tensor out_like = th->make_output(like);
+  json plan = {{"inputs", json::array()}, {"output", tensor_json(out_like)}};
+  std::vector<at::Tensor> fake;
+  for (size_t i = 0; i < like.size(); ++i) {
+    plan["inputs"].push_back(tensor_json(like[i]));
+    fake.push_back(at::from_blob(fake_address(i), like[i].sizes(),
+                                 at::TensorOptions().dtype(like[i].scalar_type()).device(c10::kCPU)));
+  }
+  at::Tensor fake_out = at::from_blob(fake_address(like.size()), out_like.sizes(),
+                                      at::TensorOptions().dtype(out_like.scalar_type()).device(c10::kCPU));
+  const int64_t workspace = spec.workspace_bytes ? spec.workspace_bytes(shape, dtype) : 0;
+  plan["workspace_bytes"] = workspace;
+  json builds = json::array();
+  json launches = json::array();
+  if (backend == "cuda") {
+    if (!spec.cuda_geometry || (spec.cuda_phases > 1 && !spec.cuda_phase_geometry))
+      fail("load", "kernel type '" + spec.name + "' has no cuda launch geometry");
+    (void)read_cubin(artifact_path);
+    builds.push_back({{"cubin", artifact_path}, {"function", entry}});
+    const int phases = std::max(1, spec.cuda_phases);
+    for (int phase = 0; phase < phases; ++phase) {
+      const kernels::LaunchGeometry g =
+          phases > 1 ? spec.cuda_phase_geometry(config, shape, dtype, phase) : spec.cuda_geometry(config, shape, dtype);
+      kernels::KernelParams params;
+      th->cuda_params(fake, fake_out, params);
+      if (spec.workspace_bytes) params.add_pointer(fake_address(like.size() + 1));
+      if (phases > 1) params.add_i64(phase);
+      launches.push_back({{"grid", geometry_json(g.grid)},
+                          {"build", 0},
+                          {"block", geometry_json(g.block)},
+                          {"shared_bytes", g.shared_bytes},
+                          {"params", symbolic_params(params, like.size())}});
+    }
+  } else if (backend == "triton") {
+    if (!spec.triton_grid) fail("load", "kernel type '" + spec.name + "' has no triton grid");
+    const std::string ext = ".cubin";
+    if (artifact_path.size() <= ext.size() ||
+        artifact_path.compare(artifact_path.size() - ext.size(), ext.size(), ext) != 0)
+      fail("load", "triton artefact " + artifact_path + " is not a .cubin");
+    const std::string stem = artifact_path.substr(0, artifact_path.size() - ext.size());
+    std::vector<TritonMeta> metas;
+    for (const std::string suffix : {"", ".div16"}) {
+      std::optional<TritonMeta> m = read_triton_meta(stem + suffix + ".json", suffix.empty());
+      if (!m) continue;
+      (void)read_cubin(stem + suffix + ext);
+      builds.push_back({{"cubin", stem + suffix + ext}, {"function", m->function}});
+      metas.push_back(*m);
+    }
+    kernels::KernelParams params;
+    th->cuda_params(fake, fake_out, params);
+    for (const TritonMeta& m : metas) {
+      if (params.size() != m.params)
+        fail("load", "the Triton kernel takes " + std::to_string(m.params) + " runtime parameters; kernel type '" +
+                         spec.name + "' passes " + std::to_string(params.size()) + " (see its triton signature)");
+      if (m.hidden != metas.front().hidden) fail("load", "the Triton builds differ in their hidden parameters");
+    }
+    for (size_t i = 0; i < metas.front().hidden; ++i) params.add_pointer(nullptr);
+    const kernels::LaunchGeometry g = spec.triton_grid(config, shape, dtype);
+    json launch = {{"grid", geometry_json(g.grid)},
+                   {"build", 0},
+                   {"block", json::array({metas[0].block, 1, 1})},
+                   {"shared_bytes", metas[0].shared_bytes},
+                   {"params", symbolic_params(params, like.size())}};
+    if (metas.size() > 1 && !metas[1].divisible.empty())
+      launch["aligned"] = {{"build", 1},
+                           {"block", json::array({metas[1].block, 1, 1})},
+                           {"shared_bytes", metas[1].shared_bytes},
+                           {"divisible", metas[1].divisible}};
+    launches.push_back(launch);
+  } else {
+    fail("load", "a " + backend + " kernel has no launch plan (cuda and triton only)");
+  }
+  plan["builds"] = builds;
+  plan["launches"] = launches;
+  return plan.dump();
 }
 
 }  // namespace ak::sandbox

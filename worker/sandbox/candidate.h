@@ -69,4 +69,21 @@ std::unique_ptr<Candidate> load_triton_candidate(const CudaDevice& dev, const st
                                                  const kernels::KernelSpec& spec,
                                                  const std::map<std::string, int64_t>& config, DType dtype);
 
+// The launches one call of a cuda or triton candidate makes for `shape`, as JSON text, so that a
+// launcher without the farm can run it (`autokernel export --hf`, models/export/README.md):
+//   {"inputs": [{"sizes": [...], "dtype": <c10::ScalarType value>, "dtype_name": "BFloat16"}, ...],
+//    "output": {...as an input}, "workspace_bytes": n,
+//    "builds": [{"cubin": path, "function": name}, ...],
+//    "launches": [{"grid": [x, y, z], "build": 0, "block": [x, y, z], "shared_bytes": n,
+//                  "params": [["input", k, offset] | ["output", 0, offset] | ["workspace", 0, offset]
+//                             | ["value", v, 0], ...],
+//                  "aligned": {"build": 1, "block": [...], "shared_bytes": n, "divisible": [param index, ...]}}]}
+// One launch per phase (kernels/registry.h, cuda_phases); "aligned" (triton only) is the build the
+// sandbox launches when every listed parameter's value is a multiple of 16. Needs no device: the
+// harness's parameters are taken from tensors at made-up addresses. Throws StageError at "load"
+// as the loaders do.
+std::string launch_plan(const std::string& backend, const std::string& artifact_path, const std::string& entry,
+                        const kernels::KernelSpec& spec, const std::map<std::string, int64_t>& config, DType dtype,
+                        const std::vector<int64_t>& shape);
+
 }  // namespace ak::sandbox

@@ -1,0 +1,300 @@
+// The torch extension of an `autokernel export --hf` package: one operator per kernel type, each
+// running the farm's tuned kernel when one was exported for its inputs' exact sizes and dtype on a
+// CUDA device, and PyTorch's own op (the farm's baseline for that type) otherwise.
+//
+//   torch.ops.<namespace>.softmax(x)                     x [rows, cols]: softmax over dim 1
+//   torch.ops.<namespace>.reduce(x), reduce_max(x)       x [rows, cols]: sum, max over dim 1 -> [rows]
+//   torch.ops.<namespace>.layernorm(x, weight, bias)     over dim 1, eps 1e-5
+//   torch.ops.<namespace>.rmsnorm(x, weight)             over dim 1, eps 1e-6
+//   torch.ops.<namespace>.cross_entropy(logits, target)  per row, no reduction -> [rows]
+//   torch.ops.<namespace>.matmul(a, b)                   [M, K] @ [K, N]
+//   torch.ops.<namespace>.flash_attention(q, k, v), flash_attention_causal(q, k, v)   [B, H, S, D]
+//   torch.ops.<namespace>.fused_mlp(x, w_gate, w_up, w_down)   (silu(x w_gate) * (x w_up)) w_down
+//   torch.ops.<namespace>.rotary_embedding(x, cos, sin)  x [tokens, heads, dim], tables [tokens, dim/2]
+//   torch.ops.<namespace>.tuned_calls() -> int[]         calls that ran each entry's kernel
+//   torch.ops.<namespace>.fallback_calls() -> int        calls that ran PyTorch's op
+//
+// Kernels are launched through the CUDA driver API (libcuda.so.1, opened at the first tuned call,
+// so the package imports on machines without a GPU) on PyTorch's current stream, so they order with
+// the model's other work and can be captured in a CUDA graph. A cubin that the device cannot run
+// (another architecture) falls back to PyTorch's op with a warning. Not thread-safe for the first
+// call of each kernel; later calls only read.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda.h>
+#include <dlfcn.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include <entries.h>       // csrc/
+#include <registration.h>  // torch-ext/
+
+namespace akx {
+namespace {
+
+struct Driver {
+  CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                           void**, void**) = nullptr;
+  CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
+  CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*CtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*DeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+
+  std::string error(CUresult r) const {
+    const char* s = nullptr;
+    if (GetErrorString) GetErrorString(r, &s);
+    return s ? std::string(s) : "CUDA error " + std::to_string(int(r));
+  }
+};
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver x;
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    TORCH_CHECK(h, "autokernel export: cannot open libcuda.so.1 (", dlerror(), ")");
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      TORCH_CHECK(fn, "autokernel export: libcuda.so.1 has no ", name);
+    };
+    sym(x.ModuleLoadData, "cuModuleLoadData");
+    sym(x.ModuleGetFunction, "cuModuleGetFunction");
+    sym(x.LaunchKernel, "cuLaunchKernel");
+    sym(x.FuncSetAttribute, "cuFuncSetAttribute");
+    sym(x.GetErrorString, "cuGetErrorString");
+    sym(x.CtxGetCurrent, "cuCtxGetCurrent");
+    sym(x.CtxSetCurrent, "cuCtxSetCurrent");
+    sym(x.DeviceGet, "cuDeviceGet");
+    sym(x.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    return x;
+  }();
+  return d;
+}
+
+// The primary context of `device` (PyTorch's) current on this thread.
+void make_current(const Driver& d, int device) {
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  TORCH_CHECK(d.DeviceGet(&dev, device) == CUDA_SUCCESS, "autokernel export: no CUDA device ", device);
+  TORCH_CHECK(d.DevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS, "autokernel export: no context on device ", device);
+  CUcontext cur = nullptr;
+  d.CtxGetCurrent(&cur);
+  if (cur != ctx) d.CtxSetCurrent(ctx);
+}
+
+std::atomic<int64_t> g_fallbacks{0};
+std::vector<std::atomic<int64_t>>& tuned_counts() {
+  static std::vector<std::atomic<int64_t>> c(static_cast<size_t>(kNumEntries));
+  return c;
+}
+
+// Loaded functions by (entry, build, device); a null function marks a cubin the device cannot run.
+std::mutex g_mu;
+std::map<std::tuple<int, int, int>, CUfunction> g_functions;
+
+bool matches(const TensorDesc& d, const at::Tensor& t) {
+  if (!t.defined() || t.dim() != d.ndim || int(t.scalar_type()) != d.dtype || !t.is_contiguous()) return false;
+  for (int i = 0; i < d.ndim; ++i)
+    if (t.size(i) != d.sizes[i]) return false;
+  return true;
+}
+
+// The entry for these inputs, or -1.
+int find(const char* kernel_type, const std::vector<at::Tensor>& inputs) {
+  if (inputs.empty() || !inputs[0].is_cuda()) return -1;
+  for (int e = 0; e < kNumEntries; ++e) {
+    const Entry& x = kEntries[e];
+    if (std::strcmp(x.kernel_type, kernel_type) != 0 || x.n_inputs != int(inputs.size())) continue;
+    bool ok = true;
+    for (int i = 0; ok && i < x.n_inputs; ++i)
+      ok = matches(x.inputs[i], inputs[i]) && inputs[i].device() == inputs[0].device();
+    if (ok) return e;
+  }
+  return -1;
+}
+
+// The function of `build` of entry e on `device`, loading its module at the first call; nullptr
+// when the device cannot run the cubin.
+CUfunction function(const Driver& d, int e, int build, int device) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto key = std::make_tuple(e, build, device);
+  auto it = g_functions.find(key);
+  if (it != g_functions.end()) return it->second;
+  const Build& b = kEntries[e].builds[build];
+  CUmodule mod = nullptr;
+  CUresult r = d.ModuleLoadData(&mod, b.image);
+  CUfunction fn = nullptr;
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+    TORCH_WARN("autokernel export: the tuned ", kEntries[e].kernel_type, " kernel was built for ", kArch,
+               " and this device cannot run it (", d.error(r), "); PyTorch's op runs instead");
+  } else {
+    TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: cannot load the ", kEntries[e].kernel_type,
+                " kernel: ", d.error(r));
+    r = d.ModuleGetFunction(&fn, mod, b.function);
+    TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: the cubin has no kernel ", b.function, ": ", d.error(r));
+  }
+  g_functions[key] = fn;
+  return fn;
+}
+
+// Runs entry e on the inputs; false (nothing launched) when its cubin cannot run on this device.
+bool run(int e, const std::vector<at::Tensor>& inputs, at::Tensor& out) {
+  const Entry& x = kEntries[e];
+  const Driver& d = driver();
+  const int device = inputs[0].device().index();
+  make_current(d, device);
+  std::vector<std::pair<CUfunction, const Variant*>> chosen;
+  // The parameters' values first: the aligned build is chosen by them.
+  std::vector<std::vector<uint64_t>> values(size_t(x.n_launches));
+  out = at::empty(at::IntArrayRef(x.output.sizes, size_t(x.output.ndim)),
+                  inputs[0].options().dtype(static_cast<at::ScalarType>(x.output.dtype)));
+  at::Tensor workspace;
+  if (x.workspace_bytes > 0) {
+    workspace = at::empty({x.workspace_bytes}, inputs[0].options().dtype(at::kByte));
+  }
+  for (int l = 0; l < x.n_launches; ++l) {
+    const Launch& launch = x.launches[l];
+    for (int p = 0; p < launch.n_params; ++p) {
+      const Param& prm = launch.params[p];
+      uint64_t v = 0;
+      switch (prm.kind) {
+        case ParamKind::kInput:
+          v = reinterpret_cast<uint64_t>(inputs[size_t(prm.index)].const_data_ptr()) + uint64_t(prm.offset);
+          break;
+        case ParamKind::kOutput:
+          v = reinterpret_cast<uint64_t>(out.data_ptr()) + uint64_t(prm.offset);
+          break;
+        case ParamKind::kWorkspace:
+          v = reinterpret_cast<uint64_t>(workspace.data_ptr()) + uint64_t(prm.offset);
+          break;
+        case ParamKind::kValue:
+          v = uint64_t(prm.index);
+          break;
+      }
+      values[size_t(l)].push_back(v);
+    }
+    const Variant* var = &launch.plain;
+    if (launch.aligned.build >= 0) {
+      bool ok = true;
+      for (int i = 0; i < launch.n_divisible; ++i) ok = ok && values[size_t(l)][size_t(launch.divisible[i])] % 16 == 0;
+      if (ok) var = &launch.aligned;
+    }
+    CUfunction fn = function(d, e, var->build, device);
+    if (!fn) return false;
+    chosen.emplace_back(fn, var);
+  }
+  const CUstream stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  for (int l = 0; l < x.n_launches; ++l) {
+    const Launch& launch = x.launches[l];
+    auto [fn, var] = chosen[size_t(l)];
+    if (var->shared_bytes > 48 * 1024) {
+      CUresult r = d.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(var->shared_bytes));
+      TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: cannot grant ", var->shared_bytes,
+                  " B of shared memory: ", d.error(r));
+    }
+    std::vector<void*> args;
+    for (uint64_t& v : values[size_t(l)]) args.push_back(&v);
+    CUresult r = d.LaunchKernel(fn, launch.grid[0], launch.grid[1], launch.grid[2], var->block[0], var->block[1],
+                                var->block[2], var->shared_bytes, stream, args.data(), nullptr);
+    TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: launching the ", x.kernel_type, " kernel failed: ", d.error(r));
+  }
+  return true;
+}
+
+// The tuned kernel for these inputs if there is one, else `fallback`.
+template <typename F>
+at::Tensor dispatch(const char* kernel_type, const std::vector<at::Tensor>& inputs, F fallback) {
+  const int e = find(kernel_type, inputs);
+  if (e >= 0) {
+    at::Tensor out;
+    if (run(e, inputs, out)) {
+      tuned_counts()[size_t(e)]++;
+      return out;
+    }
+  }
+  g_fallbacks++;
+  return fallback();
+}
+
+at::Tensor softmax(const at::Tensor& x) {
+  return dispatch("softmax", {x}, [&] { return at::softmax(x, 1); });
+}
+at::Tensor reduce(const at::Tensor& x) {
+  return dispatch("reduce", {x}, [&] { return at::sum(x, {1}); });
+}
+at::Tensor reduce_max(const at::Tensor& x) {
+  return dispatch("reduce_max", {x}, [&] { return at::amax(x, {1}); });
+}
+at::Tensor layernorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return dispatch("layernorm", {x, w, b}, [&] { return at::layer_norm(x, {x.size(1)}, w, b, 1e-5); });
+}
+at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w) {
+  return dispatch("rmsnorm", {x, w}, [&] { return at::rms_norm(x, {x.size(1)}, w, 1e-6); });
+}
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
+  return dispatch("cross_entropy", {logits, target},
+                  [&] { return at::cross_entropy_loss(logits, target, {}, at::Reduction::None); });
+}
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+  return dispatch("matmul", {a, b}, [&] { return at::mm(a, b); });
+}
+at::Tensor flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return dispatch("flash_attention", {q, k, v}, [&] { return at::scaled_dot_product_attention(q, k, v); });
+}
+at::Tensor flash_attention_causal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return dispatch("flash_attention_causal", {q, k, v},
+                  [&] { return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true); });
+}
+at::Tensor fused_mlp(const at::Tensor& x, const at::Tensor& w_gate, const at::Tensor& w_up, const at::Tensor& w_down) {
+  return dispatch("fused_mlp", {x, w_gate, w_up, w_down},
+                  [&] { return at::mm(at::silu(at::mm(x, w_gate)) * at::mm(x, w_up), w_down); });
+}
+at::Tensor rotary_embedding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return dispatch("rotary_embedding", {x, cos, sin}, [&] {
+    const int64_t h = x.size(2) / 2;
+    const at::Tensor c = at::cat({cos, cos}, 1).unsqueeze(1);
+    const at::Tensor s = at::cat({sin, sin}, 1).unsqueeze(1);
+    const at::Tensor rotated = at::cat({-x.narrow(2, h, h), x.narrow(2, 0, h)}, 2);
+    return x * c + rotated * s;
+  });
+}
+
+std::vector<int64_t> tuned_calls() {
+  std::vector<int64_t> out;
+  for (auto& c : tuned_counts()) out.push_back(c.load());
+  return out;
+}
+int64_t fallback_calls() { return g_fallbacks.load(); }
+
+}  // namespace
+}  // namespace akx
+
+// TORCH_LIBRARY pastes its namespace argument, so the package's namespace (registration.h) goes
+// through one more macro to be expanded first.
+#define AKX_TORCH_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
+AKX_TORCH_LIBRARY(AKX_NAMESPACE, m) {
+  m.def("softmax(Tensor x) -> Tensor", &akx::softmax);
+  m.def("reduce(Tensor x) -> Tensor", &akx::reduce);
+  m.def("reduce_max(Tensor x) -> Tensor", &akx::reduce_max);
+  m.def("layernorm(Tensor x, Tensor weight, Tensor bias) -> Tensor", &akx::layernorm);
+  m.def("rmsnorm(Tensor x, Tensor weight) -> Tensor", &akx::rmsnorm);
+  m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor", &akx::cross_entropy);
+  m.def("matmul(Tensor a, Tensor b) -> Tensor", &akx::matmul);
+  m.def("flash_attention(Tensor q, Tensor k, Tensor v) -> Tensor", &akx::flash_attention);
+  m.def("flash_attention_causal(Tensor q, Tensor k, Tensor v) -> Tensor", &akx::flash_attention_causal);
+  m.def("fused_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor", &akx::fused_mlp);
+  m.def("rotary_embedding(Tensor x, Tensor cos, Tensor sin) -> Tensor", &akx::rotary_embedding);
+  m.def("tuned_calls() -> int[]", &akx::tuned_calls);
+  m.def("fallback_calls() -> int", &akx::fallback_calls);
+}

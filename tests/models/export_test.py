@@ -1,0 +1,221 @@
+"""Tests of `autokernel export --hf` (cli/model_command.cc, models/export_hf.py, models/export/).
+
+  python3 tests/models/export_test.py --autokernel BIN [--gpu]
+      CPU (ctest: models_export): the package is written from starter kernels given as tuned
+      entries (compiled here for sm_90a: NVRTC and Triton need no GPU), built, imported; every
+      operator is registered with its schema and falls back to PyTorch's op off the GPU; bad input
+      ends with a clear error.
+      --gpu (ctest: models_export_gpu, label gpu; exit 77 without a device): the same package on the
+      device, where each exported kernel runs for its exact shape and matches an fp32 reference.
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+GPU = "--gpu" in sys.argv
+AUTOKERNEL = sys.argv[sys.argv.index("--autokernel") + 1] if "--autokernel" in sys.argv else "autokernel"
+ENV = dict(os.environ, AK_PYTHON=sys.executable)
+
+
+def starter(kernel_type, backend):
+    p = subprocess.run([AUTOKERNEL, "starter", kernel_type, "--backend", backend], capture_output=True, text=True,
+                       check=True)
+    return p.stdout
+
+
+def entry(kernel_type, backend, shape, dtype, config=None, speedup=1.5, gpu_model="NVIDIA H200", latency=10.0):
+    return {"kernel_type": kernel_type, "backend": backend, "gpu_model": gpu_model, "dtype": dtype, "shape": shape,
+            "config": config or {}, "latency_us": latency, "baseline_us": latency * speedup, "speedup": speedup,
+            "source": starter(kernel_type, backend), "provenance": {"job_id": f"{kernel_type}-{backend}", "arch": "sm_90a"}}
+
+
+def tuned_file(folder, entries):
+    path = os.path.join(folder, "tuned.json")
+    with open(path, "w") as f:
+        json.dump({"format": 1, "exported_wall_ms": 0, "entries": entries}, f)
+    return path
+
+
+def export(folder, tuned, *extra):
+    return subprocess.run([AUTOKERNEL, "export", "--hf", folder, "--tuned", tuned, *extra], capture_output=True,
+                          text=True, env=ENV, timeout=900)
+
+
+TRITON_SOFTMAX = {"BLOCK": 2048, "AK_NUM_WARPS": 8, "AK_NUM_STAGES": 1}
+
+
+class Package(unittest.TestCase):
+    """One package written and built for all the tests of this class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = os.path.join(cls.tmp.name, "pkg")
+        cls.entries = [
+            entry("softmax", "cuda", [64, 1024], "bf16"),
+            entry("softmax", "triton", [256, 4096], "bf16", TRITON_SOFTMAX),
+            entry("rmsnorm", "cuda", [128, 2048], "fp16"),
+            entry("matmul", "cuda", [256, 512, 128], "bf16"),
+            entry("layernorm", "cuda", [32, 768], "fp32"),
+            # Slower than PyTorch's op where tuned: left out.
+            entry("softmax", "cuda", [512, 512], "bf16", speedup=0.9),
+            # A CPU kernel: never in a package.
+            entry("softmax", "cpu", [64, 64], "fp32", gpu_model="cpu"),
+        ]
+        cls.result = export(cls.dir, tuned_file(cls.tmp.name, cls.entries), "--build")
+        variants = glob.glob(os.path.join(cls.dir, "build", "torch*"))
+        cls.variant = variants[0] if len(variants) == 1 else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def python(self, code):
+        """Runs code in a fresh Python with the built package importable as `k`; returns its last line as JSON."""
+        prelude = f"import sys, json, torch\nsys.path.insert(0, {self.variant!r})\nimport autokernel_tuned as k\n"
+        p = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    def test_the_export_says_what_it_left_out_and_builds(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
+        self.assertIn("no faster than PyTorch's op where it was tuned (0.900x", self.result.stderr)
+        self.assertIn("package autokernel_tuned (5 kernels, sm_90a)", self.result.stdout)
+        self.assertIsNotNone(self.variant)
+        self.assertRegex(os.path.basename(self.variant), r"^torch\d+-cxx11-cu\d+-x86_64-linux$")
+        for f in ("build.toml", "build.py", "README.md", "package.json", "csrc/entries.cc", "csrc/entries.h",
+                  "torch-ext/torch_binding.cpp", "torch-ext/registration.h", "torch-ext/autokernel_tuned/__init__.py"):
+            self.assertTrue(os.path.exists(os.path.join(self.dir, f)), f)
+        for f in ("__init__.py", "_ops.py", "_entries.py", "metadata.json", "autokernel_tuned/__init__.py"):
+            self.assertTrue(os.path.exists(os.path.join(self.variant, f)), f)
+        with open(os.path.join(self.dir, "build.toml")) as f:
+            toml = f.read()
+        self.assertIn('cuda-capabilities = ["9.0"]', toml)
+        with open(os.path.join(self.variant, "metadata.json")) as f:
+            self.assertEqual(json.load(f)["python-depends"], [])
+
+    def test_every_operator_has_its_schema_and_the_entries_are_listed(self):
+        got = self.python(
+            "ns = getattr(torch.ops, k.NAMESPACE)\n"
+            "names = ['softmax', 'reduce', 'reduce_max', 'layernorm', 'rmsnorm', 'cross_entropy', 'matmul',\n"
+            "         'flash_attention', 'flash_attention_causal', 'fused_mlp', 'rotary_embedding']\n"
+            "print(json.dumps({'schemas': [str(getattr(ns, n).default._schema) for n in names],\n"
+            "                  'entries': sorted((e['kernel_type'], e['backend'], e['dtype']) for e in k.ENTRIES),\n"
+            "                  'arch': k.ARCH, 'gpu': k.GPU_MODEL, 'calls': k.tuned_calls()}))\n")
+        ns = self.python("print(json.dumps(k.NAMESPACE))")
+        self.assertRegex(ns, r"^_autokernel_tuned_[0-9a-f]{7}$")
+        self.assertIn(f"{ns}::rmsnorm(Tensor x, Tensor weight) -> Tensor", got["schemas"])
+        self.assertIn(f"{ns}::fused_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor", got["schemas"])
+        self.assertEqual(len(got["schemas"]), 11)
+        self.assertEqual(got["entries"], sorted([["softmax", "cuda", "bf16"], ["softmax", "triton", "bf16"],
+                                                 ["rmsnorm", "cuda", "fp16"], ["matmul", "cuda", "bf16"],
+                                                 ["layernorm", "cuda", "fp32"]]))
+        self.assertEqual((got["arch"], got["gpu"]), ("sm_90a", "NVIDIA H200"))
+        self.assertEqual(sorted(got["calls"].values()), [0] * 5)
+
+    def test_off_the_gpu_every_function_is_pytorchs_op(self):
+        got = self.python(
+            "import torch.nn.functional as F\n"
+            "torch.manual_seed(0)\n"
+            "x = torch.randn(64, 1024, dtype=torch.bfloat16)\n"
+            "xs = torch.randn(2, 3, 2048, dtype=torch.float16); w = torch.randn(2048, dtype=torch.float16)\n"
+            "a = torch.randn(256, 128, dtype=torch.bfloat16); b = torch.randn(128, 512, dtype=torch.bfloat16)\n"
+            "q = torch.randn(1, 2, 16, 8)\n"
+            "ok = [torch.equal(k.softmax(x), torch.softmax(x, -1)),\n"
+            "      torch.equal(k.rms_norm(xs, w), F.rms_norm(xs, (2048,), w, 1e-6)),\n"
+            "      torch.equal(k.matmul(a, b), a @ b),\n"
+            "      torch.allclose(k.scaled_dot_product_attention(q, q, q, is_causal=True),\n"
+            "                     F.scaled_dot_product_attention(q, q, q, is_causal=True))]\n"
+            "print(json.dumps({'ok': ok, 'fallbacks': k.fallback_calls(), 'calls': sum(k.tuned_calls().values())}))\n")
+        self.assertEqual(got, {"ok": [True] * 4, "fallbacks": 4, "calls": 0})
+
+    @unittest.skipUnless(GPU, "needs a CUDA device (--gpu)")
+    def test_on_the_gpu_each_kernel_runs_for_its_shape_and_matches_the_reference(self):
+        got = self.python(
+            "import torch.nn.functional as F\n"
+            "torch.manual_seed(0)\n"
+            "dev = 'cuda'\n"
+            "def err(y, ref): return float((y.float() - ref).abs().max())\n"
+            "out = {}\n"
+            "x = torch.randn(64, 1024, device=dev, dtype=torch.bfloat16)\n"
+            "out['softmax_cuda'] = err(k.softmax(x), torch.softmax(x.float(), -1))\n"
+            "x = torch.randn(256, 4096, device=dev, dtype=torch.bfloat16)\n"
+            "out['softmax_triton'] = err(k.softmax(x), torch.softmax(x.float(), -1))\n"
+            "x = torch.randn(128, 2048, device=dev, dtype=torch.float16); w = torch.randn(2048, device=dev, dtype=torch.float16)\n"
+            "out['rmsnorm'] = err(k.rms_norm(x, w), F.rms_norm(x.float(), (2048,), w.float(), 1e-6))\n"
+            "a = torch.randn(256, 128, device=dev, dtype=torch.bfloat16); b = torch.randn(128, 512, device=dev, dtype=torch.bfloat16)\n"
+            "out['matmul'] = err(k.matmul(a, b), a.float() @ b.float())\n"
+            "x = torch.randn(32, 768, device=dev); w = torch.randn(768, device=dev); bb = torch.randn(768, device=dev)\n"
+            "out['layernorm'] = err(k.layer_norm(x, w, bb), F.layer_norm(x.double(), (768,), w.double(), bb.double(), 1e-5).float())\n"
+            "x = torch.randn(63, 1024, device=dev, dtype=torch.bfloat16)\n"
+            "out['fallback'] = err(k.softmax(x), torch.softmax(x.float(), -1))\n"
+            "torch.cuda.synchronize()\n"
+            "print(json.dumps({'err': out, 'calls': k.tuned_calls(), 'fallbacks': k.fallback_calls()}))\n")
+        print(json.dumps(got, indent=1))
+        self.assertEqual(sorted(got["calls"].values()), [1] * 5, got)
+        self.assertEqual(got["fallbacks"], 1)
+        limits = {"softmax_cuda": 1e-2, "softmax_triton": 1e-2, "rmsnorm": 2e-2, "matmul": 0.25, "layernorm": 1e-4,
+                  "fallback": 1e-2}
+        for name, limit in limits.items():
+            self.assertLessEqual(got["err"][name], limit, name)
+
+
+class BadInput(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def test_cpu_kernels_only(self):
+        p = export(os.path.join(self.tmp.name, "pkg"),
+                   tuned_file(self.tmp.name, [entry("softmax", "cpu", [64, 64], "fp32", gpu_model="cpu")]))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no cuda or triton kernel in", p.stderr)
+        self.assertIn("cpu entries cannot be exported", p.stderr)
+
+    def test_two_gpu_models_need_a_choice(self):
+        tuned = tuned_file(self.tmp.name, [entry("softmax", "cuda", [64, 1024], "bf16"),
+                                           entry("softmax", "cuda", [64, 1024], "bf16", gpu_model="NVIDIA A100")])
+        p = export(os.path.join(self.tmp.name, "pkg"), tuned)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn('kernels of 2 GPU models; name one with --gpu-model: "NVIDIA A100" "NVIDIA H200"', p.stderr)
+
+    def test_a_folder_it_did_not_write_is_left_alone(self):
+        folder = os.path.join(self.tmp.name, "mine")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "notes.txt"), "w") as f:
+            f.write("keep me")
+        p = export(folder, tuned_file(self.tmp.name, [entry("softmax", "cuda", [64, 1024], "bf16")]))
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("is not empty and is not a package this command wrote", p.stderr)
+        self.assertTrue(os.path.exists(os.path.join(folder, "notes.txt")))
+
+    def test_a_package_name_that_is_no_python_name(self):
+        p = export(os.path.join(self.tmp.name, "pkg"), tuned_file(self.tmp.name, [entry("softmax", "cuda", [64, 1024], "bf16")]),
+                   "--name", "My-Kernels")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--name 'My-Kernels': a Python package name", p.stderr)
+
+    def test_a_tuned_file_that_is_no_export(self):
+        path = os.path.join(self.tmp.name, "t.json")
+        with open(path, "w") as f:
+            f.write('{"entries": []}')
+        p = export(os.path.join(self.tmp.name, "pkg"), path)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn('expected an object with "format": 1', p.stderr)
+
+
+if __name__ == "__main__":
+    if GPU and not torch.cuda.is_available():
+        print("no CUDA device: skipped")
+        sys.exit(77)
+    argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a not in ("--gpu",)]
+    if "--autokernel" in argv:
+        i = argv.index("--autokernel")
+        del argv[i:i + 2]
+    unittest.main(argv=argv, verbosity=2)
