@@ -17,6 +17,7 @@
 #include "cli/extract.h"
 #include "cli/format.h"
 #include "cli/python_env.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/process.h"
 #include "common/stop_signal.h"
@@ -460,13 +461,18 @@ int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string&
   v.iters = a.verify_iters;
   v.min_speedup = a.min_speedup;
   json reports = json::array();
-  const int rc =
-      verify_with(client, v, tuning_export(best->entries, 0), prow.model->raw.value("targets", json::array()), reports);
+  // What verify plugs in is also written out (tuned.json), for `autokernel export --hf`.
+  const json tuned = tuning_export(best->entries, SystemClock().wall_ms());
+  if (Status s = write_file(out_dir + "/tuned.json", tuned.dump(1)); !s.ok())
+    std::cerr << "autokernel run: " << s.message() << "\n";
+  const int rc = verify_with(client, v, tuned, prow.model->raw.value("targets", json::array()), reports);
   (void)write_reports(out_dir + "/verify.json", reports);
   std::printf(
       "wall time: profile %.1f s, optimize %.1f s, verify %.1f s, total %.1f s; reports in %s "
-      "(profile.json, model-study.json, verify.json)\n",
+      "(profile.json, model-study.json, verify.json, tuned.json)\n",
       profile_s, optimize_s, seconds(t3), seconds(t0), out_dir.c_str());
+  if (backend != "cpu")
+    std::printf("ship the tuned kernels: autokernel export --hf DIR --tuned %s/tuned.json --build\n", out_dir.c_str());
   return rc;
 }
 

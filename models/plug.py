@@ -17,6 +17,22 @@ duration of a `with` block, the functions through which models reach the covered
                                                        -> rmsnorm [rows, cols]
   torch.nn.functional.scaled_dot_product_attention without a mask or dropout, default scale,
   q, k and v of one shape                             -> flash_attention(_causal) [B, H, S, D]
+  torch.sum, Tensor.sum, torch.amax, Tensor.amax over the last dimension alone, without a dtype
+                                                       -> reduce, reduce_max [rows, cols]
+  torch.nn.functional.cross_entropy over [N, C] logits and [N] targets, reduction "none", no
+  weight, no label smoothing, no target outside [0, C) (checked on the host)
+                                                       -> cross_entropy [N, C]
+  apply_rotary_pos_emb(q, k, cos, sin) of the model's own Python modules (Hugging Face's LLaMA
+  family, models/examples/llama.py): q or k [B, H, S, D] with cos and sin [S, D] or [B, S, D]
+  (unsqueeze_dim 1) holding the same half twice, as rotate-half models build them
+                                                       -> rotary_embedding [B * S, H, D]
+  the forward of an MLP module of three bias-free Linears, down(silu(gate(x)) * up(x)): named
+  gate/up/down, gate_proj/up_proj/down_proj or w1/w3/w2, with a SiLU act_fn or the class attribute
+  ak_fused_mlp = "swiglu"                             -> fused_mlp [M, H, F]
+
+The last two need the model (attach()); the rotary embedding's tables are taken as holding the same
+half twice without a check on the device (that would stop a CUDA graph's capture): a model that
+builds them otherwise gets wrong outputs, which the verify's output check reports.
 
 A call is replaced only when a tuned kernel exists for its exact shape and dtype and its
 arguments mean what the kernel computes (an eps the kernel does not use, a mask, grouped-query
@@ -30,6 +46,7 @@ import math
 from collections import Counter
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -58,6 +75,13 @@ class Plug:
         self.fallbacks = Counter()  # (function, reason) -> calls
         self._weights_t = {}        # id(weight) -> (weight, its version, weight.t().contiguous())
         self._saved = []
+        self._model = None
+        self._patched_modules = []  # modules whose forward is an instance attribute while installed
+
+    def attach(self, model):
+        """The model whose MLP modules and rotary functions are plugged too (see the module's doc)."""
+        self._model = model
+        return self
 
     # ---- lookup ----
 
@@ -192,6 +216,100 @@ class Plug:
                         scale=scale, enable_gqa=enable_gqa, **kwargs)
         return sdpa
 
+
+    def _reduce(self, name, kernel_type, orig):
+        def reduce(input, *args, **kwargs):
+            dim = args[0] if args else kwargs.get("dim")
+            keepdim = args[1] if len(args) > 1 else kwargs.get("keepdim", False)
+            dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+            if isinstance(input, torch.Tensor) and len(args) <= 2 and set(kwargs) <= {"dim", "keepdim"} \
+                    and len(dims) == 1 and isinstance(dims[0], int) and input.dim() >= 1 and input.numel() > 0 \
+                    and dims[0] in (-1, input.dim() - 1) and isinstance(keepdim, bool):
+                cols = input.shape[-1]
+                rows = input.numel() // cols
+                i = self._find(name, kernel_type, (rows, cols), input.dtype)
+                if i is not None:
+                    out = self._call(name, i, kernel_type, (rows, cols), input.dtype,
+                                     [input.reshape(rows, cols).contiguous()])
+                    return out.reshape(tuple(input.shape[:-1]) + ((1,) if keepdim else ()))
+            return orig(input, *args, **kwargs)
+        return reduce
+
+    def _cross_entropy(self, orig):
+        def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                          reduction="mean", label_smoothing=0.0):
+            if isinstance(input, torch.Tensor) and isinstance(target, torch.Tensor) and input.dim() == 2 \
+                    and target.dim() == 1 and target.dtype == torch.int64 and weight is None and size_average is None \
+                    and reduce is None and reduction == "none" and label_smoothing == 0.0 \
+                    and target.shape[0] == input.shape[0] and input.numel() > 0:
+                n, c = input.shape
+                i = self._find("F.cross_entropy", "cross_entropy", (n, c), input.dtype)
+                # The kernel takes every target as a class: an ignored or out-of-range one runs PyTorch's op.
+                if i is not None and bool(((target >= 0) & (target < c)).all()):
+                    return self._call("F.cross_entropy", i, "cross_entropy", (n, c), input.dtype,
+                                      [input.contiguous(), target.contiguous()])
+                if i is not None:
+                    self._fallback("F.cross_entropy", "a target outside [0, C) (ignore_index)")
+            elif isinstance(input, torch.Tensor):
+                self._fallback("F.cross_entropy", "not [N, C] logits with reduction 'none', no weight or smoothing")
+            return orig(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+        return cross_entropy
+
+    def _rope_one(self, x, cos, sin, unsqueeze_dim):
+        """x [B, H, S, D] through the tuned rotary_embedding kernel, or None."""
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] % 2 or x.dtype not in _DTYPES \
+                or cos.dtype != x.dtype or sin.dtype != x.dtype or cos.shape != sin.shape:
+            return None
+        b, h, s, d = x.shape
+        if cos.dim() == 2 and tuple(cos.shape) == (s, d):
+            c, sn = cos.unsqueeze(0).expand(b, s, d), sin.unsqueeze(0).expand(b, s, d)
+        elif cos.dim() == 3 and unsqueeze_dim == 1 and tuple(cos.shape[1:]) == (s, d) and cos.shape[0] in (1, b):
+            c, sn = cos.expand(b, s, d), sin.expand(b, s, d)
+        else:
+            self._fallback("apply_rotary_pos_emb", "tables that are not [S, D] or [B, S, D] with unsqueeze_dim 1")
+            return None
+        shape = (b * s, h, d)
+        i = self._find("apply_rotary_pos_emb", "rotary_embedding", shape, x.dtype)
+        if i is None:
+            return None
+        half = d // 2
+        xt = x.transpose(1, 2).reshape(b * s, h, d).contiguous()  # a view where x is [B, S, H, D] transposed
+        out = self._call("apply_rotary_pos_emb", i, "rotary_embedding", shape, x.dtype,
+                         [xt, c[..., :half].reshape(b * s, half).contiguous(),
+                          sn[..., :half].reshape(b * s, half).contiguous()])
+        return out.view(b, s, h, d).transpose(1, 2)
+
+    def _rotary(self, orig):
+        def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+            unsqueeze_dim = kwargs.get("unsqueeze_dim", args[1] if len(args) > 1 else 1)
+            position_ids = kwargs.get("position_ids", args[0] if args else None)
+            got = [None, None]
+            if position_ids is None and not torch.is_grad_enabled() and isinstance(cos, torch.Tensor):
+                got = [self._rope_one(t, cos, sin, unsqueeze_dim) for t in (q, k)]
+            if got[0] is not None and got[1] is not None:
+                return got[0], got[1]
+            oq, ok = orig(q, k, cos, sin, *args, **kwargs)
+            return (got[0] if got[0] is not None else oq), (got[1] if got[1] is not None else ok)
+        return apply_rotary_pos_emb
+
+    def _mlp_forward(self, module, parts, orig):
+        gate, up, down = parts
+
+        def forward(x, *args, **kwargs):
+            if not args and not kwargs and isinstance(x, torch.Tensor) and not torch.is_grad_enabled() \
+                    and x.dim() >= 1 and x.numel() > 0 and x.dtype in _DTYPES \
+                    and gate.weight.dtype == up.weight.dtype == down.weight.dtype == x.dtype:
+                hidden, inner = gate.in_features, gate.out_features
+                m = x.numel() // hidden
+                i = self._find("MLP.forward", "fused_mlp", (m, hidden, inner), x.dtype)
+                if i is not None:
+                    out = self._call("MLP.forward", i, "fused_mlp", (m, hidden, inner), x.dtype,
+                                     [x.reshape(m, hidden).contiguous(), self._weight_t(gate.weight),
+                                      self._weight_t(up.weight), self._weight_t(down.weight)])
+                    return out.reshape(x.shape)
+            return orig(x, *args, **kwargs)
+        return forward
+
     # ---- install / remove ----
 
     def _set(self, owner, name, make):
@@ -211,14 +329,61 @@ class Plug:
         self._set(F, "layer_norm", self._layer_norm)
         self._set(F, "rms_norm", self._rms_norm)
         self._set(F, "scaled_dot_product_attention", self._sdpa)
+        self._set(torch, "sum", lambda o: self._reduce("torch.sum", "reduce", o))
+        self._set(torch.Tensor, "sum", lambda o: self._reduce("Tensor.sum", "reduce", o))
+        self._set(torch, "amax", lambda o: self._reduce("torch.amax", "reduce_max", o))
+        self._set(torch.Tensor, "amax", lambda o: self._reduce("Tensor.amax", "reduce_max", o))
+        self._set(F, "cross_entropy", self._cross_entropy)
+        if self._model is not None:
+            for g in _model_globals(self._model):
+                orig = g.get("apply_rotary_pos_emb")
+                if callable(orig):
+                    self._saved.append((g, "apply_rotary_pos_emb", orig))
+                    g["apply_rotary_pos_emb"] = self._rotary(orig)
+            for m in self._model.modules():
+                parts = _swiglu_parts(m)
+                if parts is not None:
+                    m.forward = self._mlp_forward(m, parts, m.forward)
+                    self._patched_modules.append(m)
         return self
 
     def __exit__(self, *exc):
+        while self._patched_modules:
+            del self._patched_modules.pop().forward  # back to the class's forward
         while self._saved:
             owner, name, orig = self._saved.pop()
-            setattr(owner, name, orig)
+            if isinstance(owner, dict):  # a model module's globals
+                owner[name] = orig
+            else:
+                setattr(owner, name, orig)
         return False
 
     def reset_counts(self):
         self.replaced.clear()
         self.fallbacks.clear()
+
+
+def _model_globals(model):
+    """The global namespaces of the Python modules whose code the model's submodules run (where a
+    model's own functions, such as apply_rotary_pos_emb, live), each once; torch's own excluded."""
+    seen = {}
+    for m in model.modules():
+        fwd = getattr(type(m), "forward", None)
+        g = getattr(fwd, "__globals__", None)
+        if isinstance(g, dict) and not str(g.get("__name__", "")).startswith("torch."):
+            seen[id(g)] = g
+    return list(seen.values())
+
+
+def _swiglu_parts(m):
+    """(gate, up, down) of an MLP module computing down(silu(gate(x)) * up(x)), or None."""
+    for names in (("gate", "up", "down"), ("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2")):
+        parts = [getattr(m, n, None) for n in names]
+        if not all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
+            continue
+        act = getattr(m, "act_fn", None)
+        if getattr(type(m), "ak_fused_mlp", None) == "swiglu" or isinstance(act, nn.SiLU):
+            if parts[0].in_features == parts[1].in_features == parts[2].out_features \
+                    and parts[0].out_features == parts[1].out_features == parts[2].in_features:
+                return tuple(parts)
+    return None

@@ -203,7 +203,7 @@ def main(argv=None):
     except Exception as e:
         return model_loader.fail(a.out, report, 3, f"{a.model} cannot be built: " + model_loader.describe(e))
     try:
-        p = plug.Plug(a.manifest, a.ops_lib)
+        p = plug.Plug(a.manifest, a.ops_lib).attach(model)
     except Exception as e:  # the farm's own files: a bad manifest or library is a verify failure
         return model_loader.fail(a.out, report, 6, "cannot load the tuned kernels: " + model_loader.describe(e))
     report["kernels"] = [{k: e.get(k) for k in ("kernel_type", "shape", "dtype", "backend", "config", "speedup",

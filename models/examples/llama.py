@@ -4,7 +4,10 @@ parameters: 22 layers, hidden 2048, 32 heads, 4 KV heads, inner 5632, as TinyLla
 7B configuration with 4 of its 32 layers), "tiny" (for CPU tests).
 
 The rotary embedding and the MLP are marked with torch.profiler.record_function("ak::<type>"), so
-the farm's profile can name them rotary_embedding and fused_mlp (models/README.md, hints)."""
+the farm's profile can name them rotary_embedding and fused_mlp (models/README.md, hints); as in
+Hugging Face's LLaMA, the rotary embedding is the module's apply_rotary_pos_emb function and the MLP
+a module of three bias-free Linears (here marked ak_fused_mlp = "swiglu"), which is how the verify
+step plugs tuned kernels into them (models/plug.py)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -19,6 +22,11 @@ CONFIGS = {
 def rotate_half(x):
     h = x.shape[-1] // 2
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    """q [B, H, S, D], k [B, KV, S, D]; cos and sin [S, D], each the same half twice."""
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
 class Attention(nn.Module):
@@ -36,13 +44,14 @@ class Attention(nn.Module):
         k = self.wk(x).view(b, s, self.kv_heads, self.hd).transpose(1, 2)
         v = self.wv(x).view(b, s, self.kv_heads, self.hd).transpose(1, 2)
         with torch.profiler.record_function("ak::rotary_embedding"):
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads)
         return self.wo(a.transpose(1, 2).reshape(b, s, d))
 
 
 class MLP(nn.Module):
+    ak_fused_mlp = "swiglu"  # down(silu(gate(x)) * up(x)): models/plug.py may run the fused_mlp kernel
+
     def __init__(self, dim, inner):
         super().__init__()
         self.gate = nn.Linear(dim, inner, bias=False)

@@ -83,6 +83,8 @@ TEST(ModelFarmTest, ProfileThenExtractThenTheStudiesRunOnCpuWorkersAndBadModelsE
   std::set<std::string> replaced;
   for (const auto& x : v["replaced"]) replaced.insert(x["kernel_type"].get<std::string>());
   EXPECT_TRUE(replaced.count("matmul")) << v["replaced"].dump();
+  // The example's apply_rotary_pos_emb, as Hugging Face's LLaMA names it (models/plug.py).
+  EXPECT_TRUE(replaced.count("rotary_embedding")) << v["replaced"].dump();
   // The decoder's RMSNorm uses eps 1e-5, the rmsnorm kernel 1e-6: PyTorch's op runs, and the
   // report says why.
   EXPECT_FALSE(replaced.count("rmsnorm")) << v["replaced"].dump();
@@ -183,6 +185,10 @@ TEST(ModelFarmTest, RunModelDoesProfileExtractOptimizeAndVerifyUnattended) {
     }
     EXPECT_TRUE(fs::exists(dir / "out" / "profile.json"));
     EXPECT_TRUE(fs::exists(dir / "out" / "model-study.json"));
+    // What verify plugged in, as `autokernel best --export` writes it (for export --hf).
+    const json tuned = json::parse(read_text((dir / "out" / "tuned.json").string()));
+    EXPECT_EQ(tuned["format"], 1) << model;
+    EXPECT_FALSE(tuned["entries"].empty()) << model;
     EXPECT_TRUE(fs::exists(dir / "out" / "results.tsv"));
   }
   fs::remove_all(dir);

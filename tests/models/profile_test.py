@@ -19,6 +19,7 @@ PROFILE = os.path.join(ROOT, "models", "profile_model.py")
 sys.path.insert(0, os.path.join(ROOT, "models"))
 
 import classify  # noqa: E402
+import plug  # noqa: E402
 import profile_model  # noqa: E402
 
 GPU = "--gpu" in sys.argv
@@ -176,6 +177,37 @@ class HuggingFace(unittest.TestCase):
         p, report = run_profile("hf:no_such_architecture")
         self.assertEqual(p.returncode, 3)
         self.assertIn("is not a transformers architecture", report["error"])
+
+
+class PlugPatterns(unittest.TestCase):
+    """Which modules and functions of a model models/plug.py plugs tuned kernels into."""
+
+    def test_an_mlp_of_three_bias_free_linears_with_silu_is_a_fused_mlp(self):
+        import torch.nn as nn
+        sys.path.insert(0, os.path.join(ROOT, "models", "examples"))
+        import llama
+        model = llama.build_model("tiny")
+        mlps = [m for m in model.modules() if plug._swiglu_parts(m) is not None]
+        self.assertEqual(len(mlps), 2)  # one per block of the tiny configuration
+
+        class HfMlp(nn.Module):  # as transformers' LlamaMLP
+            def __init__(self, act):
+                super().__init__()
+                self.gate_proj, self.up_proj = nn.Linear(8, 16, bias=False), nn.Linear(8, 16, bias=False)
+                self.down_proj, self.act_fn = nn.Linear(16, 8, bias=False), act
+
+        self.assertIsNotNone(plug._swiglu_parts(HfMlp(nn.SiLU())))
+        self.assertIsNone(plug._swiglu_parts(HfMlp(nn.GELU())), "GELU is not SwiGLU")
+        biased = HfMlp(nn.SiLU())
+        biased.up_proj = nn.Linear(8, 16)
+        self.assertIsNone(plug._swiglu_parts(biased), "a bias the kernel does not add")
+
+    def test_the_models_own_apply_rotary_pos_emb_is_found(self):
+        sys.path.insert(0, os.path.join(ROOT, "models", "examples"))
+        import llama
+        found = [g for g in plug._model_globals(llama.build_model("tiny")) if "apply_rotary_pos_emb" in g]
+        self.assertEqual(len(found), 1)
+        self.assertIs(found[0]["apply_rotary_pos_emb"], llama.apply_rotary_pos_emb)
 
 
 class BadInput(unittest.TestCase):
