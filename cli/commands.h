@@ -175,6 +175,7 @@ struct ExportArgs {
   std::string python;       // --python; as the worker chooses it (cli/python_env.h)
   std::string python_env;   // AK_PYTHON
   std::string ops_library;  // empty: default_ops_library()
+  bool unconfined = false;  // compile the entries' sources without confinement (common/confine.h)
 };
 int export_hf(const ClientArgs& c, const ExportArgs& a);
 

@@ -213,6 +213,10 @@ int main(int argc, char** argv) {
                   "--hf: only kernels faster than PyTorch's op (where tuned) by more than this; 0: all")
       ->capture_default_str()
       ->needs(hf);
+  exp->add_flag("--unconfined", xa.unconfined,
+                "--hf: compile the tuned sources (candidates' code) without confinement, where the machine "
+                "lacks its layers (see `autokernel worker --confinement-report`)")
+      ->needs(hf);
   exp->add_flag("--build", xa.build, "--hf: build the package's torch extension too (python build.py)")->needs(hf);
   exp->add_option("--python", xa.python, "--hf: Python with torch; default: $AK_PYTHON, else the build's, else python3")
       ->needs(hf);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "cli/format.h"
 #include "cli/python_env.h"
 #include "common/clock.h"
+#include "common/confine.h"
 #include "common/file.h"
 #include "common/process.h"
 #include "common/stop_signal.h"
@@ -487,8 +489,13 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
   }
   {
     std::error_code ec;
+    if (fs::exists(a.hf_dir, ec) && !fs::is_directory(a.hf_dir, ec)) {
+      std::cerr << "autokernel export: " << a.hf_dir << " exists and is not a folder\n";
+      return 2;
+    }
+    // A package written before is replaced; nothing else is (export_hf.py checks the marker's contents).
     if (fs::is_directory(a.hf_dir, ec) && !fs::is_empty(a.hf_dir, ec) &&
-        !fs::exists(fs::path(a.hf_dir) / "package.json", ec)) {
+        !fs::exists(fs::path(a.hf_dir) / ".autokernel-export", ec)) {
       std::cerr << "autokernel export: " << a.hf_dir
                 << " exists, is not empty and is not a package this command wrote; name another folder\n";
       return 2;
@@ -538,27 +545,30 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
     }
     gpu_model = models.begin()->second;
   }
-  std::map<std::string, json> chosen;  // "type|dtype|shape" -> entry
-  std::string arch = a.arch;
+  // Every entry of that GPU model: the fastest of each (type, shape, dtype) that compiles is kept
+  // (after compiling, below).
+  json selected = json::array();
+  std::set<std::string> archs;
   for (const json& e : tuned) {
     if (e.value("backend", "cpu") == "cpu" || !same_gpu_model(e.value("gpu_model", ""), gpu_model)) continue;
-    if (arch.empty()) arch = e.value("provenance", json::object()).value("arch", "");
-    const std::string key =
-        e.value("kernel_type", "") + "|" + e.value("dtype", "") + "|" + e.value("shape", json()).dump();
-    auto it = chosen.find(key);
-    const auto latency = [](const json& x) { return x.value("latency_us", 0.0); };
-    if (it == chosen.end() || latency(e) < latency(it->second)) chosen[key] = e;
+    selected.push_back(e);
+    if (std::string x = e.value("provenance", json::object()).value("arch", ""); !x.empty()) archs.insert(x);
   }
-  if (chosen.empty()) {
+  if (selected.empty()) {
     std::cerr << "autokernel export: no cuda or triton kernel tuned on \"" << gpu_model << "\"\n";
     return 2;
   }
+  std::string arch = a.arch;
   if (arch.empty()) {
-    std::cerr << "autokernel export: the entries do not say which architecture they ran on; give --arch (sm_90a)\n";
-    return 2;
+    if (archs.size() != 1) {
+      std::cerr << "autokernel export: the entries of \"" << gpu_model << "\" ran on "
+                << (archs.empty() ? std::string("an architecture they do not name")
+                                  : std::to_string(archs.size()) + " architectures")
+                << "; give --arch (sm_90a)\n";
+      return 2;
+    }
+    arch = *archs.begin();
   }
-  json selected = json::array();
-  for (auto& [key, e] : chosen) selected.push_back(e);
 
   char tmpl[] = "/tmp/autokernel-export-XXXXXX";
   if (!mkdtemp(tmpl)) {
@@ -577,12 +587,26 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
   CompilerOptions co;
   co.cache_dir = (work / "cache").string();
   co.python = python.path;
+  // The entries' sources are candidates' code (a Triton source runs as Python when compiled): they
+  // compile confined as on a worker (common/confine.h), unless --unconfined.
+  {
+    std::error_code ec;
+    std::vector<std::string> hidden = {co.cache_dir};
+    if (fs::exists(a.hf_dir, ec)) hidden.push_back(fs::absolute(a.hf_dir, ec).lexically_normal().string());
+    auto policy = make_confinement_policy(a.unconfined, hidden, int64_t(4) << 30);
+    if (!policy.ok()) {
+      std::cerr << "autokernel export: " << policy.status().message() << "\n";
+      return 1;
+    }
+    co.confinement = *policy;
+  }
   std::unique_ptr<Compiler> compiler = make_compiler(co);
   Capabilities caps;
   caps.gpu_name = gpu_model;
   caps.arch = arch;
   caps.backends = {Backend::kCuda, Backend::kTriton};
-  std::fprintf(stderr, "compiling %zu tuned kernels for %s (%s)\n", selected.size(), gpu_model.c_str(), arch.c_str());
+  std::fprintf(stderr, "compiling %zu tuned kernels for %s (%s)%s\n", selected.size(), gpu_model.c_str(), arch.c_str(),
+               a.unconfined ? ", unconfined" : "");
   auto prepared =
       compile_tuned_kernels(*compiler, selected, Backend::kCuda, caps, a.min_speedup, (work / "kernels").string());
   if (!prepared.ok()) {
@@ -592,11 +616,19 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
   for (const json& s : prepared->skipped)
     std::cerr << "left out: " << s.value("kernel_type", "?") << " " << s.value("shape", json()).dump() << ": "
               << s.value("reason", "") << "\n";
-  if (prepared->entries.empty()) {
+  std::map<std::string, json> fastest;  // "type|dtype|shape" -> the compiled entry with the lowest latency
+  for (const json& e : prepared->entries) {
+    const std::string key = e.value("kernel_type", "") + "|" + e.value("dtype", "") + "|" + e["shape"].dump();
+    auto it = fastest.find(key);
+    if (it == fastest.end() || e.value("latency_us", 0.0) < it->second.value("latency_us", 0.0)) fastest[key] = e;
+  }
+  json kept = json::array();
+  for (auto& [key, e] : fastest) kept.push_back(e);
+  if (kept.empty()) {
     std::cerr << "autokernel export: no kernel left to export\n";
     return 2;
   }
-  const json manifest = {{"device", "cuda"}, {"arch", arch}, {"entries", prepared->entries}};
+  const json manifest = {{"device", "cuda"}, {"arch", arch}, {"entries", kept}};
   if (Status s = write_file((work / "plug.json").string(), manifest.dump(1)); !s.ok()) {
     std::cerr << "autokernel export: " << s.message() << "\n";
     return 1;

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -26,6 +27,7 @@ TEMPLATES = os.path.join(HERE, "export")
 # The operators of export/torch_binding.cpp; a kernel type outside it cannot be exported.
 KERNEL_TYPES = {"softmax", "reduce", "reduce_max", "layernorm", "rmsnorm", "cross_entropy", "matmul",
                 "flash_attention", "flash_attention_causal", "fused_mlp", "rotary_embedding"}
+MARKER = ".autokernel-export"  # what marks a folder as a package this script wrote (and may replace)
 PARAM_KINDS = {"input": "kInput", "output": "kOutput", "workspace": "kWorkspace", "value": "kValue"}
 
 
@@ -127,6 +129,41 @@ def add_op_namespace_prefix(op_name):
 '''
 
 
+def write_package(out, args, entries, arch, capability, namespace):
+    pkg = os.path.join(out, "torch-ext", args.name)
+    os.makedirs(pkg)
+    os.makedirs(os.path.join(out, "csrc"))
+    shutil.copyfile(os.path.join(TEMPLATES, "entries.h"), os.path.join(out, "csrc", "entries.h"))
+    with open(os.path.join(out, "csrc", "entries.cc"), "w") as f:
+        f.write(entries_cc(entries, arch))
+    shutil.copyfile(os.path.join(TEMPLATES, "torch_binding.cpp"), os.path.join(out, "torch-ext", "torch_binding.cpp"))
+    with open(os.path.join(out, "torch-ext", "registration.h"), "w") as f:
+        f.write(f"// Written by `autokernel export --hf`: the package's operator namespace.\n#pragma once\n"
+                f"#define AKX_NAMESPACE {namespace}\n")
+    shutil.copyfile(os.path.join(TEMPLATES, "package_init.py"), os.path.join(pkg, "__init__.py"))
+    with open(os.path.join(pkg, "_ops.py"), "w") as f:
+        f.write(OPS_PY.format(namespace=namespace, name=args.name))
+    listed = []
+    for e in entries:
+        listed.append({k: e.get(k) for k in ("kernel_type", "backend", "dtype", "shape", "config", "latency_us",
+                                              "baseline_us", "speedup", "job_id")}
+                      | {"inputs": [{"sizes": t["sizes"], "dtype": t["dtype_name"]} for t in e["plan"]["inputs"]]})
+    with open(os.path.join(pkg, "_entries.py"), "w") as f:
+        f.write("# Written by `autokernel export --hf`: the tuned kernels in this package, as the farm measured them.\n"
+                "import json\n\n")
+        f.write(f"ARCH = {arch!r}\nGPU_MODEL = {args.gpu_model!r}\nNAMESPACE = {namespace!r}\n")
+        f.write(f"ENTRIES = json.loads({json.dumps(listed, indent=1)!r})\n")
+    shutil.copyfile(os.path.join(TEMPLATES, "build.py"), os.path.join(out, "build.py"))
+    with open(os.path.join(out, "build.toml"), "w") as f:
+        f.write(BUILD_TOML.format(name=args.name, capability=capability))
+    with open(os.path.join(out, "package.json"), "w") as f:
+        json.dump({"name": args.name, "namespace": namespace, "arch": arch, "gpu_model": args.gpu_model,
+                   "entries": len(entries)}, f, indent=1)
+    with open(os.path.join(out, MARKER), "w") as f:
+        json.dump({"written_by": "autokernel export --hf", "name": args.name, "namespace": namespace}, f)
+    shutil.copyfile(os.path.join(TEMPLATES, "README.md"), os.path.join(out, "README.md"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--manifest", required=True)
@@ -166,41 +203,36 @@ def main():
             with open(b["cubin"], "rb") as f:
                 digest.update(f.read())
     namespace = f"_{args.name}_{digest.hexdigest()[:7]}"
-    out = os.path.abspath(args.out)
-    if os.path.exists(out) and os.listdir(out):
-        if not os.path.exists(os.path.join(out, "package.json")):
-            fail(f"{out} exists, is not empty and is not a package this command wrote; name another folder")
-        shutil.rmtree(out)
-    pkg = os.path.join(out, "torch-ext", args.name)
-    os.makedirs(pkg)
-    os.makedirs(os.path.join(out, "csrc"))
-    shutil.copyfile(os.path.join(TEMPLATES, "entries.h"), os.path.join(out, "csrc", "entries.h"))
-    with open(os.path.join(out, "csrc", "entries.cc"), "w") as f:
-        f.write(entries_cc(entries, arch))
-    shutil.copyfile(os.path.join(TEMPLATES, "torch_binding.cpp"), os.path.join(out, "torch-ext", "torch_binding.cpp"))
-    with open(os.path.join(out, "torch-ext", "registration.h"), "w") as f:
-        f.write(f"// Written by `autokernel export --hf`: the package's operator namespace.\n#pragma once\n"
-                f"#define AKX_NAMESPACE {namespace}\n")
-    shutil.copyfile(os.path.join(TEMPLATES, "package_init.py"), os.path.join(pkg, "__init__.py"))
-    with open(os.path.join(pkg, "_ops.py"), "w") as f:
-        f.write(OPS_PY.format(namespace=namespace, name=args.name))
-    listed = []
-    for e in entries:
-        listed.append({k: e.get(k) for k in ("kernel_type", "backend", "dtype", "shape", "config", "latency_us",
-                                              "baseline_us", "speedup", "job_id")}
-                      | {"inputs": [{"sizes": t["sizes"], "dtype": t["dtype_name"]} for t in e["plan"]["inputs"]]})
-    with open(os.path.join(pkg, "_entries.py"), "w") as f:
-        f.write("# Written by `autokernel export --hf`: the tuned kernels in this package, as the farm measured them.\n")
-        f.write(f"ARCH = {arch!r}\nGPU_MODEL = {args.gpu_model!r}\nNAMESPACE = {namespace!r}\n")
-        f.write(f"ENTRIES = {json.dumps(listed, indent=1)}\n".replace(": null", ": None").replace(": true", ": True")
-                .replace(": false", ": False"))
-    shutil.copyfile(os.path.join(TEMPLATES, "build.py"), os.path.join(out, "build.py"))
-    with open(os.path.join(out, "build.toml"), "w") as f:
-        f.write(BUILD_TOML.format(name=args.name, capability=capability))
-    with open(os.path.join(out, "package.json"), "w") as f:
-        json.dump({"name": args.name, "namespace": namespace, "arch": arch, "gpu_model": args.gpu_model,
-                   "entries": len(entries)}, f, indent=1)
-    shutil.copyfile(os.path.join(TEMPLATES, "README.md"), os.path.join(out, "README.md"))
+    final = os.path.abspath(args.out)
+    marker = os.path.join(final, MARKER)
+    if os.path.exists(final) and not os.path.isdir(final):
+        fail(f"{final} exists and is not a folder")
+    if os.path.isdir(final) and os.listdir(final):
+        try:
+            with open(marker) as f:
+                mine = json.load(f)
+            if not (isinstance(mine, dict) and re.fullmatch(r"_[a-z][a-z0-9_]*_[0-9a-f]{7}", str(mine.get("namespace")))):
+                raise ValueError("not ours")
+        except (OSError, ValueError):
+            fail(f"{final} exists, is not empty and is not a package this command wrote; name another folder")
+    # Written beside and swapped in, so an interrupted export leaves the old package whole.
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    out = tempfile.mkdtemp(prefix=os.path.basename(final) + ".tmp-", dir=os.path.dirname(final))
+    try:
+        write_package(out, args, entries, arch, capability, namespace)
+        if os.path.isdir(final):
+            old = tempfile.mkdtemp(prefix=os.path.basename(final) + ".old-", dir=os.path.dirname(final))
+            os.rename(final, os.path.join(old, "p"))
+            os.rename(out, final)
+            shutil.rmtree(old)
+        else:
+            if os.path.exists(final):
+                os.rmdir(final)
+            os.rename(out, final)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    out = final
     print(f"package {args.name} ({len(entries)} kernels, {arch}) written to {out}", flush=True)
     if args.build:
         r = subprocess.run([sys.executable, os.path.join(out, "build.py")], cwd=out)

@@ -15,11 +15,15 @@
 //   torch.ops.<namespace>.fallback_calls() -> int        calls that ran PyTorch's op
 //
 // Kernels are launched through the CUDA driver API (libcuda.so.1, opened at the first tuned call,
-// so the package imports on machines without a GPU) on PyTorch's current stream, so they order with
-// the model's other work and can be captured in a CUDA graph. A cubin that the device cannot run
-// (another architecture) falls back to PyTorch's op with a warning. Not thread-safe for the first
-// call of each kernel; later calls only read.
+// so the package imports on machines without a GPU) on PyTorch's current stream of the inputs'
+// device, so they order with the model's other work and can be captured in a CUDA graph. PyTorch's
+// op runs instead where the tuned kernel was not verified: other sizes or dtypes, inputs that are
+// not contiguous or not 16-byte aligned (a view at an offset), inputs that need gradients (the
+// operators have no backward formula), or a device that cannot run the cubin (another
+// architecture: a warning says so). cross_entropy's targets of -100 (ignore_index) give 0, as
+// PyTorch's op does, and other targets outside [0, classes) NaN. Thread-safe.
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -27,6 +31,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -51,6 +56,8 @@ struct Driver {
   CUresult (*CtxSetCurrent)(CUcontext) = nullptr;
   CUresult (*DeviceGet)(CUdevice*, int) = nullptr;
   CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*ModuleUnload)(CUmodule) = nullptr;
+  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
 
   std::string error(CUresult r) const {
     const char* s = nullptr;
@@ -77,20 +84,43 @@ const Driver& driver() {
     sym(x.CtxSetCurrent, "cuCtxSetCurrent");
     sym(x.DeviceGet, "cuDeviceGet");
     sym(x.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    sym(x.ModuleUnload, "cuModuleUnload");
+    sym(x.DeviceGetAttribute, "cuDeviceGetAttribute");
     return x;
   }();
   return d;
 }
 
-// The primary context of `device` (PyTorch's) current on this thread.
-void make_current(const Driver& d, int device) {
+// What is kept per device: its primary context (PyTorch's, retained once) and the most dynamic
+// shared memory a block may have there.
+struct DeviceState {
   CUcontext ctx = nullptr;
-  CUdevice dev = 0;
-  TORCH_CHECK(d.DeviceGet(&dev, device) == CUDA_SUCCESS, "autokernel export: no CUDA device ", device);
-  TORCH_CHECK(d.DevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS, "autokernel export: no context on device ", device);
+  int max_shared = 48 * 1024;
+};
+std::mutex g_mu;  // guards g_devices and g_functions
+std::map<int, DeviceState> g_devices;
+
+// The primary context of `device` current on this thread (the caller holds a CUDAGuard for it,
+// which restores PyTorch's current device afterwards); returns the device's state.
+DeviceState make_current(const Driver& d, int device) {
+  DeviceState st;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_devices.find(device);
+    if (it == g_devices.end()) {
+      CUdevice dev = 0;
+      TORCH_CHECK(d.DeviceGet(&dev, device) == CUDA_SUCCESS, "autokernel export: no CUDA device ", device);
+      TORCH_CHECK(d.DevicePrimaryCtxRetain(&st.ctx, dev) == CUDA_SUCCESS, "autokernel export: no context on device ",
+                  device);
+      d.DeviceGetAttribute(&st.max_shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+      it = g_devices.emplace(device, st).first;
+    }
+    st = it->second;
+  }
   CUcontext cur = nullptr;
   d.CtxGetCurrent(&cur);
-  if (cur != ctx) d.CtxSetCurrent(ctx);
+  if (cur != st.ctx) d.CtxSetCurrent(st.ctx);
+  return st;
 }
 
 std::atomic<int64_t> g_fallbacks{0};
@@ -99,12 +129,18 @@ std::vector<std::atomic<int64_t>>& tuned_counts() {
   return c;
 }
 
-// Loaded functions by (entry, build, device); a null function marks a cubin the device cannot run.
-std::mutex g_mu;
-std::map<std::tuple<int, int, int>, CUfunction> g_functions;
+// Loaded functions by (entry, build, device), with the dynamic shared memory granted so far; a null
+// function marks a cubin the device cannot run.
+struct Loaded {
+  CUfunction fn = nullptr;
+  unsigned granted_shared = 48 * 1024;
+};
+std::map<std::tuple<int, int, int>, Loaded> g_functions;
 
 bool matches(const TensorDesc& d, const at::Tensor& t) {
   if (!t.defined() || t.dim() != d.ndim || int(t.scalar_type()) != d.dtype || !t.is_contiguous()) return false;
+  if (t.requires_grad() && at::GradMode::is_enabled()) return false;
+  if (reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 != 0) return false;
   for (int i = 0; i < d.ndim; ++i)
     if (t.size(i) != d.sizes[i]) return false;
   return true;
@@ -124,28 +160,39 @@ int find(const char* kernel_type, const std::vector<at::Tensor>& inputs) {
   return -1;
 }
 
-// The function of `build` of entry e on `device`, loading its module at the first call; nullptr
-// when the device cannot run the cubin.
-CUfunction function(const Driver& d, int e, int build, int device) {
+// The function of `build` of entry e on `device`, loading its module at the first call, with
+// `shared_bytes` of dynamic shared memory granted; nullptr when the device cannot run the cubin.
+CUfunction function(const Driver& d, int e, int build, int device, const DeviceState& st, unsigned shared_bytes) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto key = std::make_tuple(e, build, device);
   auto it = g_functions.find(key);
-  if (it != g_functions.end()) return it->second;
-  const Build& b = kEntries[e].builds[build];
-  CUmodule mod = nullptr;
-  CUresult r = d.ModuleLoadData(&mod, b.image);
-  CUfunction fn = nullptr;
-  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
-    TORCH_WARN("autokernel export: the tuned ", kEntries[e].kernel_type, " kernel was built for ", kArch,
-               " and this device cannot run it (", d.error(r), "); PyTorch's op runs instead");
-  } else {
-    TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: cannot load the ", kEntries[e].kernel_type,
-                " kernel: ", d.error(r));
-    r = d.ModuleGetFunction(&fn, mod, b.function);
-    TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: the cubin has no kernel ", b.function, ": ", d.error(r));
+  if (it == g_functions.end()) {
+    const Build& b = kEntries[e].builds[build];
+    CUmodule mod = nullptr;
+    CUresult r = d.ModuleLoadData(&mod, b.image);
+    Loaded l;
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+      TORCH_WARN("autokernel export: the tuned ", kEntries[e].kernel_type, " kernel was built for ", kArch,
+                 " and this device cannot run it (", d.error(r), "); PyTorch's op runs instead");
+    } else {
+      TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: cannot load the ", kEntries[e].kernel_type,
+                  " kernel: ", d.error(r));
+      r = d.ModuleGetFunction(&l.fn, mod, b.function);
+      if (r != CUDA_SUCCESS) d.ModuleUnload(mod);
+      TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: the cubin has no kernel ", b.function, ": ", d.error(r));
+    }
+    it = g_functions.emplace(key, l).first;
   }
-  g_functions[key] = fn;
-  return fn;
+  Loaded& l = it->second;
+  if (l.fn && shared_bytes > l.granted_shared) {
+    TORCH_CHECK(int64_t(shared_bytes) <= st.max_shared, "autokernel export: the ", kEntries[e].kernel_type,
+                " kernel asks for ", shared_bytes, " B of shared memory; this device grants a block ", st.max_shared);
+    CUresult r = d.FuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes));
+    TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: cannot grant ", shared_bytes,
+                " B of shared memory: ", d.error(r));
+    l.granted_shared = shared_bytes;
+  }
+  return l.fn;
 }
 
 // Runs entry e on the inputs; false (nothing launched) when its cubin cannot run on this device.
@@ -153,7 +200,8 @@ bool run(int e, const std::vector<at::Tensor>& inputs, at::Tensor& out) {
   const Entry& x = kEntries[e];
   const Driver& d = driver();
   const int device = inputs[0].device().index();
-  make_current(d, device);
+  const c10::cuda::CUDAGuard guard(inputs[0].device());
+  const DeviceState st = make_current(d, device);
   std::vector<std::pair<CUfunction, const Variant*>> chosen;
   // The parameters' values first: the aligned build is chosen by them.
   std::vector<std::vector<uint64_t>> values(size_t(x.n_launches));
@@ -190,7 +238,7 @@ bool run(int e, const std::vector<at::Tensor>& inputs, at::Tensor& out) {
       for (int i = 0; i < launch.n_divisible; ++i) ok = ok && values[size_t(l)][size_t(launch.divisible[i])] % 16 == 0;
       if (ok) var = &launch.aligned;
     }
-    CUfunction fn = function(d, e, var->build, device);
+    CUfunction fn = function(d, e, var->build, device, st, var->shared_bytes);
     if (!fn) return false;
     chosen.emplace_back(fn, var);
   }
@@ -198,11 +246,6 @@ bool run(int e, const std::vector<at::Tensor>& inputs, at::Tensor& out) {
   for (int l = 0; l < x.n_launches; ++l) {
     const Launch& launch = x.launches[l];
     auto [fn, var] = chosen[size_t(l)];
-    if (var->shared_bytes > 48 * 1024) {
-      CUresult r = d.FuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(var->shared_bytes));
-      TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: cannot grant ", var->shared_bytes,
-                  " B of shared memory: ", d.error(r));
-    }
     std::vector<void*> args;
     for (uint64_t& v : values[size_t(l)]) args.push_back(&v);
     CUresult r = d.LaunchKernel(fn, launch.grid[0], launch.grid[1], launch.grid[2], var->block[0], var->block[1],
@@ -243,8 +286,15 @@ at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w) {
   return dispatch("rmsnorm", {x, w}, [&] { return at::rms_norm(x, {x.size(1)}, w, 1e-6); });
 }
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
-  return dispatch("cross_entropy", {logits, target},
-                  [&] { return at::cross_entropy_loss(logits, target, {}, at::Reduction::None); });
+  const auto fallback = [&] { return at::cross_entropy_loss(logits, target, {}, at::Reduction::None); };
+  if (find("cross_entropy", {logits, target}) < 0) return dispatch("cross_entropy", {logits, target}, fallback);
+  // The kernel reads the target's logit: every target is clamped into [0, classes) first (no host
+  // sync), and the rows whose target was not a class are set afterwards.
+  const at::Tensor safe = target.clamp(0, logits.size(1) - 1);
+  at::Tensor out = dispatch("cross_entropy", {logits, safe}, fallback);
+  out.masked_fill_(target == -100, 0);
+  out.masked_fill_((target != safe).logical_and(target != -100), std::numeric_limits<double>::quiet_NaN());
+  return out;
 }
 at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
   return dispatch("matmul", {a, b}, [&] { return at::mm(a, b); });

@@ -100,6 +100,15 @@ class Package(unittest.TestCase):
         with open(os.path.join(self.variant, "metadata.json")) as f:
             self.assertEqual(json.load(f)["python-depends"], [])
 
+    def test_a_second_export_replaces_the_package_and_leaves_nothing_beside_it(self):
+        folder = os.path.join(self.tmp.name, "again")
+        tuned = tuned_file(self.tmp.name, [entry("softmax", "cuda", [64, 1024], "bf16")])
+        for _ in range(2):
+            p = export(folder, tuned)
+            self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        self.assertTrue(os.path.exists(os.path.join(folder, ".autokernel-export")))
+        self.assertEqual(sorted(x for x in os.listdir(self.tmp.name) if x.startswith("again")), ["again"])
+
     def test_every_operator_has_its_schema_and_the_entries_are_listed(self):
         got = self.python(
             "ns = getattr(torch.ops, k.NAMESPACE)\n"
@@ -188,12 +197,21 @@ class BadInput(unittest.TestCase):
     def test_a_folder_it_did_not_write_is_left_alone(self):
         folder = os.path.join(self.tmp.name, "mine")
         os.makedirs(folder)
-        with open(os.path.join(folder, "notes.txt"), "w") as f:
-            f.write("keep me")
+        for name in ("notes.txt", "package.json"):  # a Node project's package.json is not this command's
+            with open(os.path.join(folder, name), "w") as f:
+                f.write("{}")
         p = export(folder, tuned_file(self.tmp.name, [entry("softmax", "cuda", [64, 1024], "bf16")]))
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("is not empty and is not a package this command wrote", p.stderr)
-        self.assertTrue(os.path.exists(os.path.join(folder, "notes.txt")))
+        self.assertEqual(sorted(os.listdir(folder)), ["notes.txt", "package.json"])
+
+    def test_a_file_where_the_folder_should_be(self):
+        path = os.path.join(self.tmp.name, "pkg")
+        with open(path, "w") as f:
+            f.write("x")
+        p = export(path, tuned_file(self.tmp.name, [entry("softmax", "cuda", [64, 1024], "bf16")]))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("exists and is not a folder", p.stderr)
 
     def test_a_package_name_that_is_no_python_name(self):
         p = export(os.path.join(self.tmp.name, "pkg"), tuned_file(self.tmp.name, [entry("softmax", "cuda", [64, 1024], "bf16")]),

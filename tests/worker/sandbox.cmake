@@ -17,6 +17,11 @@ if(AK_BUILD_SANDBOX)
   # The comparison rule on hand-made tensors (libtorch on the CPU, no sandbox process).
   ak_test(sandbox_tolerance_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_tolerance_test.cc LIBS ak_sandbox_tolerance)
   set_target_properties(sandbox_tolerance_test PROPERTIES BUILD_RPATH "${AK_TORCH_LIB_DIR}")
+  # launch_plan (what export --hf writes) against the candidates' own launches, through a
+  # recording driver on CPU tensors.
+  ak_test(launch_plan_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/launch_plan_test.cc
+          LIBS ak_kernels_torch ak_sandbox_tolerance)
+  set_target_properties(launch_plan_test PROPERTIES BUILD_RPATH "${AK_TORCH_LIB_DIR}")
   # One source, two executables: the gpu one (label `gpu`) is built with AK_SANDBOX_GPU_TESTS; it
   # skips where the machine has no GPU and fails where it has one that the sandbox cannot set up.
   foreach(kind IN ITEMS cpu gpu)
