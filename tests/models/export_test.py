@@ -144,6 +144,34 @@ class Package(unittest.TestCase):
             "print(json.dumps({'ok': ok, 'fallbacks': k.fallback_calls(), 'calls': sum(k.tuned_calls().values())}))\n")
         self.assertEqual(got, {"ok": [True] * 4, "fallbacks": 4, "calls": 0})
 
+    def test_every_operator_falls_back_to_the_farms_baseline_op(self):
+        """Each of the 11 operators on CPU tensors gives exactly PyTorch's op (kernels/<type>/reference.cc)."""
+        got = self.python(
+            "import torch.nn.functional as F\n"
+            "torch.manual_seed(0)\n"
+            "ns = getattr(torch.ops, k.NAMESPACE)\n"
+            "x = torch.randn(6, 40); w = torch.randn(40); b = torch.randn(40); t = torch.randint(0, 40, (6,))\n"
+            "a = torch.randn(6, 8); m = torch.randn(8, 5); q = torch.randn(1, 2, 7, 8)\n"
+            "wg, wu, wd = torch.randn(8, 12), torch.randn(8, 12), torch.randn(12, 8)\n"
+            "r = torch.randn(5, 3, 8); c, s = torch.randn(5, 4), torch.randn(5, 4)\n"
+            "rot = r * torch.cat((c, c), 1).unsqueeze(1) + torch.cat((-r[..., 4:], r[..., :4]), 2) * torch.cat((s, s), 1).unsqueeze(1)\n"
+            "cases = {\n"
+            " 'softmax': (ns.softmax(x), torch.softmax(x, 1)),\n"
+            " 'reduce': (ns.reduce(x), x.sum(1)),\n"
+            " 'reduce_max': (ns.reduce_max(x), x.amax(1)),\n"
+            " 'layernorm': (ns.layernorm(x, w, b), F.layer_norm(x, (40,), w, b, 1e-5)),\n"
+            " 'rmsnorm': (ns.rmsnorm(x, w), F.rms_norm(x, (40,), w, 1e-6)),\n"
+            " 'cross_entropy': (ns.cross_entropy(x, t), F.cross_entropy(x, t, reduction='none')),\n"
+            " 'matmul': (ns.matmul(a, m), a @ m),\n"
+            " 'flash_attention': (ns.flash_attention(q, q, q), F.scaled_dot_product_attention(q, q, q)),\n"
+            " 'flash_attention_causal': (ns.flash_attention_causal(q, q, q), F.scaled_dot_product_attention(q, q, q, is_causal=True)),\n"
+            " 'fused_mlp': (ns.fused_mlp(a, wg, wu, wd), (F.silu(a @ wg) * (a @ wu)) @ wd),\n"
+            " 'rotary_embedding': (ns.rotary_embedding(r, c, s), rot),\n"
+            "}\n"
+            "print(json.dumps({n: bool(torch.allclose(y, ref, atol=1e-5, rtol=1e-5)) for n, (y, ref) in cases.items()}))\n")
+        self.assertEqual(got, {n: True for n in got})
+        self.assertEqual(len(got), 11)
+
     @unittest.skipUnless(GPU, "needs a CUDA device (--gpu)")
     def test_on_the_gpu_each_kernel_runs_for_its_shape_and_matches_the_reference(self):
         got = self.python(
