@@ -192,13 +192,31 @@ class Package(unittest.TestCase):
             "out['layernorm'] = err(k.layer_norm(x, w, bb), F.layer_norm(x.double(), (768,), w.double(), bb.double(), 1e-5).float())\n"
             "x = torch.randn(63, 1024, device=dev, dtype=torch.bfloat16)\n"
             "out['fallback'] = err(k.softmax(x), torch.softmax(x.float(), -1))\n"
+            "# at an offset of one element (not 16-byte aligned): PyTorch's op\n"
+            "x = torch.randn(64 * 1024 + 1, device=dev, dtype=torch.bfloat16).narrow(0, 1, 64 * 1024).view(64, 1024)\n"
+            "out['offset'] = err(k.softmax(x), torch.softmax(x.float(), -1))\n"
+            "# inputs that need gradients: PyTorch's op, whose output has a backward\n"
+            "xg = torch.randn(64, 1024, device=dev, dtype=torch.bfloat16, requires_grad=True)\n"
+            "grad = k.softmax(xg).grad_fn is not None\n"
+            "# on another stream: the kernel orders with that stream's work\n"
+            "s = torch.cuda.Stream()\n"
+            "with torch.cuda.stream(s):\n"
+            "    x = torch.randn(64, 1024, device=dev, dtype=torch.bfloat16)\n"
+            "    y = k.softmax(x)\n"
+            "s.synchronize()\n"
+            "out['stream'] = err(y, torch.softmax(x.float(), -1))\n"
             "torch.cuda.synchronize()\n"
-            "print(json.dumps({'err': out, 'calls': k.tuned_calls(), 'fallbacks': k.fallback_calls()}))\n")
+            "print(json.dumps({'err': out, 'calls': k.tuned_calls(), 'fallbacks': k.fallback_calls(), 'grad': grad,\n"
+            "                  'device': torch.cuda.current_device()}))\n")
         print(json.dumps(got, indent=1))
-        self.assertEqual(sorted(got["calls"].values()), [1] * 5, got)
-        self.assertEqual(got["fallbacks"], 1)
+        calls = dict(got["calls"])
+        self.assertEqual(calls.pop("softmax 64x1024 bf16"), 2, got)  # its shape, and on the other stream
+        self.assertEqual(sorted(calls.values()), [1] * 4, got)
+        self.assertEqual(got["fallbacks"], 3, "another shape, an offset view, an input needing gradients")
+        self.assertTrue(got["grad"])
+        self.assertEqual(got["device"], 0)
         limits = {"softmax_cuda": 1e-2, "softmax_triton": 1e-2, "rmsnorm": 2e-2, "matmul": 0.25, "layernorm": 1e-4,
-                  "fallback": 1e-2}
+                  "fallback": 1e-2, "offset": 1e-2, "stream": 1e-2}
         for name, limit in limits.items():
             self.assertLessEqual(got["err"][name], limit, name)
 
