@@ -64,8 +64,7 @@ std::string sizes_text(c10::IntArrayRef s) {
 
 [[noreturn]] void refuse(const std::string& what) { TORCH_CHECK(false, "autokernel: ", what); }
 
-// Loads the manifest's entries after those loaded before; returns how many it loaded.
-int64_t load(std::string manifest_path) {
+nlohmann::json read_manifest(const std::string& manifest_path) {
   std::ifstream in(manifest_path);
   if (!in) refuse("cannot read manifest " + manifest_path);
   nlohmann::json doc;
@@ -74,6 +73,12 @@ int64_t load(std::string manifest_path) {
   } catch (const std::exception& e) {
     refuse("manifest " + manifest_path + " is not JSON: " + e.what());
   }
+  return doc;
+}
+
+// Loads the manifest's entries after those loaded before; returns how many it loaded.
+int64_t load(std::string manifest_path) {
+  const nlohmann::json doc = read_manifest(manifest_path);
   const std::string device_text = doc.value("device", "cpu");
   const c10::Device device(device_text);
   sandbox::CudaDevice cuda;
@@ -177,14 +182,7 @@ at::Tensor call(int64_t index, std::vector<at::Tensor> inputs) {
 // launch_plan) with the entry's own fields, as a JSON array: what `autokernel export --hf` writes
 // into a package that runs the kernels without the farm. Loads nothing and needs no device.
 std::string plan(std::string manifest_path) {
-  std::ifstream in(manifest_path);
-  if (!in) refuse("cannot read manifest " + manifest_path);
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    refuse("manifest " + manifest_path + " is not JSON: " + e.what());
-  }
+  const nlohmann::json doc = read_manifest(manifest_path);
   nlohmann::json out = nlohmann::json::array();
   try {
     for (const auto& e : doc.at("entries")) {
