@@ -481,10 +481,10 @@ int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string&
 int export_hf(const ClientArgs& c, const ExportArgs& a) {
   const char* verb = "export";
   // What export_hf.py checks too, before minutes of compiling.
-  if (a.name.empty() || a.name.size() > 63 || !std::islower(static_cast<unsigned char>(a.name[0])) ||
-      a.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+  if (a.name.size() < 2 || a.name.size() > 63 || !std::islower(static_cast<unsigned char>(a.name[0])) ||
+      a.name.back() == '_' || a.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
     std::cerr << "autokernel export: --name '" << a.name
-              << "': a Python package name in lower case ([a-z][a-z0-9_]*)\n";
+              << "': a Python package name in lower case ([a-z][a-z0-9_]*[a-z0-9])\n";
     return 2;
   }
   {

@@ -157,8 +157,8 @@ def write_package(out, args, entries, arch, capability, namespace):
     with open(os.path.join(out, "build.toml"), "w") as f:
         f.write(BUILD_TOML.format(name=args.name, capability=capability))
     with open(os.path.join(out, "package.json"), "w") as f:
-        json.dump({"name": args.name, "namespace": namespace, "arch": arch, "gpu_model": args.gpu_model,
-                   "entries": len(entries)}, f, indent=1)
+        json.dump({"name": args.name, "namespace": namespace, "arch": arch, "capability": capability,
+                   "gpu_model": args.gpu_model, "entries": len(entries), "license": args.license}, f, indent=1)
     with open(os.path.join(out, MARKER), "w") as f:
         json.dump({"written_by": "autokernel export --hf", "name": args.name, "namespace": namespace}, f)
     shutil.copyfile(os.path.join(TEMPLATES, "README.md"), os.path.join(out, "README.md"))
@@ -171,10 +171,11 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", default="autokernel_tuned")
     ap.add_argument("--gpu-model", default="")
+    ap.add_argument("--license", default="other", help="the license the package declares (metadata.json)")
     ap.add_argument("--build", action="store_true")
     args = ap.parse_args()
-    if not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", args.name):
-        fail(f"--name {args.name!r}: a Python package name in lower case ([a-z][a-z0-9_]*)")
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,61}[a-z0-9]", args.name):
+        fail(f"--name {args.name!r}: a Python package name in lower case ([a-z][a-z0-9_]*[a-z0-9])")
     torch.ops.load_library(args.ops_library)
     try:
         entries = json.loads(torch.ops.autokernel.plan(args.manifest))

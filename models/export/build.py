@@ -71,8 +71,10 @@ def main():
     for d in (out, compat):
         for f in ("__init__.py", "_ops.py", "_entries.py"):
             shutil.copyfile(os.path.join(HERE, "torch-ext", name, f), os.path.join(d, f))
+    # What `kernels` (0.19) reads before it imports a variant.
     with open(os.path.join(out, "metadata.json"), "w") as f:
-        json.dump({"version": 1, "python-depends": []}, f)
+        json.dump({"name": name.replace("_", "-"), "id": namespace, "version": 1, "license": package["license"],
+                   "python-depends": [], "backend": {"type": "cuda", "archs": [package["capability"]]}}, f)
     print(out)
 
 

@@ -97,8 +97,6 @@ class Package(unittest.TestCase):
         with open(os.path.join(self.dir, "build.toml")) as f:
             toml = f.read()
         self.assertIn('cuda-capabilities = ["9.0"]', toml)
-        with open(os.path.join(self.variant, "metadata.json")) as f:
-            self.assertEqual(json.load(f)["python-depends"], [])
 
     def test_a_second_export_replaces_the_package_and_leaves_nothing_beside_it(self):
         folder = os.path.join(self.tmp.name, "again")
@@ -108,6 +106,29 @@ class Package(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr[-2000:])
         self.assertTrue(os.path.exists(os.path.join(folder, ".autokernel-export")))
         self.assertEqual(sorted(x for x in os.listdir(self.tmp.name) if x.startswith("again")), ["again"])
+
+    def test_hugging_faces_kernels_loader_loads_it(self):
+        """kernels.get_local_kernel (kernels 0.19, which scripts/setup.sh installs into
+        $VENV/kernels-lib) reads the variant's metadata.json and imports the package."""
+        lib = os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "kernels-lib")
+        if GPU and not os.path.isdir(os.path.join(lib, "kernels")):
+            self.skipTest(f"no kernels in {lib} (the GPU machine's Python; the CPU test runs it)")
+        self.assertTrue(os.path.isdir(os.path.join(lib, "kernels")), f"no kernels in {lib}: run scripts/setup.sh")
+        code = ("import json, pathlib, torch\n"
+                "from kernels import get_local_kernel\n"
+                f"k = get_local_kernel(pathlib.Path({self.dir!r}))\n"
+                "x = torch.randn(4, 8)\n"
+                "print(json.dumps({'module': k.__name__, 'namespace': k.NAMESPACE, 'entries': len(k.ENTRIES),\n"
+                "                  'same': torch.equal(k.softmax(x), torch.softmax(x, -1))}))\n")
+        env = dict(os.environ, PYTHONPATH=lib + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(got["module"], got["namespace"])
+        self.assertEqual((got["entries"], got["same"]), (5, True))
+        with open(os.path.join(self.variant, "metadata.json")) as f:
+            meta = json.load(f)
+        self.assertEqual((meta["name"], meta["backend"]), ("autokernel-tuned", {"type": "cuda", "archs": ["9.0"]}))
 
     def test_every_operator_has_its_schema_and_the_entries_are_listed(self):
         got = self.python(
