@@ -14,6 +14,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -40,8 +41,9 @@ def main():
         package = json.load(f)
     name, namespace = package["name"], package["namespace"]
     out = os.path.join(HERE, "build", variant())
-    objs = os.path.join(HERE, "build", "obj")
-    os.makedirs(objs, exist_ok=True)
+    # Objects outside build/, where `kernels` looks for variants only.
+    tmp = tempfile.TemporaryDirectory(prefix="autokernel-build-")
+    objs = tmp.name
     includes = [f"-I{os.path.join(HERE, d)}" for d in ("csrc", "torch-ext")]
     includes += [f"-I{d}" for d in cpp_extension.include_paths("cuda")]
     flags = ["-O2", "-std=c++17", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]

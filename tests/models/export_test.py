@@ -89,6 +89,8 @@ class Package(unittest.TestCase):
         self.assertIn("package autokernel_tuned (5 kernels, sm_90a)", self.result.stdout)
         self.assertIsNotNone(self.variant)
         self.assertRegex(os.path.basename(self.variant), r"^torch\d+-cxx11-cu\d+-x86_64-linux$")
+        self.assertEqual(os.listdir(os.path.join(self.dir, "build")), [os.path.basename(self.variant)],
+                         "build/ holds the variant only")
         for f in ("build.toml", "build.py", "README.md", "package.json", "csrc/entries.cc", "csrc/entries.h",
                   "torch-ext/torch_binding.cpp", "torch-ext/registration.h", "torch-ext/autokernel_tuned/__init__.py"):
             self.assertTrue(os.path.exists(os.path.join(self.dir, f)), f)
