@@ -219,13 +219,12 @@ int run(const RunArgs& a) {
 
   // 6. Follow the leftovers, then submit and follow this run's campaigns, until done or stopped.
   int rc = 0;
-  auto follow = [&](const std::string& cid) {
-    // While it waits, a watcher ends the wait on a stop signal or when every worker has exited
-    // (one that cannot start its sandbox, say): the campaign would wait for them forever.
-    std::atomic<bool> end_wait{false}, gone{false}, waited{false};
-    std::thread watcher([&] {
+  // While run waits, a watcher sets `end` on a stop signal or when every worker has exited (one
+  // that cannot start its sandbox or confine a child, say): the wait would otherwise go on forever.
+  auto watch = [&](std::atomic<bool>& end, std::atomic<bool>& gone, std::atomic<bool>& waited) {
+    return std::thread([&] {
       while (!waited.load() && !workers.empty()) {
-        if (stop_flag().load()) end_wait.store(true);
+        if (stop_flag().load()) end.store(true);
         ChildProcess* alive = nullptr;
         for (auto& w : workers)
           if (!w.wait_for(std::chrono::milliseconds(0))) {
@@ -234,21 +233,26 @@ int run(const RunArgs& a) {
           }
         if (alive == nullptr) {
           gone.store(true);
-          end_wait.store(true);
+          end.store(true);
           return;
         }
         alive->wait_for(std::chrono::milliseconds(200));  // paces the loop: returns early if it exits
       }
     });
+  };
+  auto say_workers_gone = [&] {
+    std::cerr << "autokernel run: every worker has exited (";
+    for (size_t i = 0; i < workers.size(); ++i)
+      std::cerr << (i ? ", " : "") << "worker " << i << ": exit code " << workers[i].wait();
+    std::cerr << "); their log lines above say why\n";
+  };
+  auto follow = [&](const std::string& cid) {
+    std::atomic<bool> end_wait{false}, gone{false}, waited{false};
+    std::thread watcher = watch(end_wait, gone, waited);
     const bool complete = wait_for_campaign(client, cid, workers.empty() ? stop_flag() : end_wait);
     waited.store(true);
     watcher.join();
-    if (gone.load() && !complete) {
-      std::cerr << "autokernel run: every worker has exited (";
-      for (size_t i = 0; i < workers.size(); ++i)
-        std::cerr << (i ? ", " : "") << "worker " << i << ": exit code " << workers[i].wait();
-      std::cerr << "); their log lines above say why\n";
-    }
+    if (gone.load() && !complete) say_workers_gone();
     if (!complete) return false;
     // A study campaign's final table (per study: trials, best, speedup over PyTorch, why it
     // stopped; the end-to-end estimate), printed and kept as studies-<campaign>.json.
@@ -272,7 +276,16 @@ int run(const RunArgs& a) {
     std::set<std::string> earlier;
     if (auto st = client.status(); st.ok())
       for (const auto& cs : st->campaigns) earlier.insert(cs.campaign_id);
+    // The pipeline's waits end on the stop flag: the watcher sets it when every worker is gone.
+    std::atomic<bool> gone{false}, waited{false};
+    std::thread watcher = watch(stop_flag(), gone, waited);
     rc = run_model_pipeline(c, m, backend_name(backend));
+    waited.store(true);
+    watcher.join();
+    if (gone.load()) {
+      say_workers_gone();
+      rc = 1;
+    }
     if (auto st = client.status(); st.ok())
       for (const auto& cs : st->campaigns)
         if (!earlier.count(cs.campaign_id)) mine.push_back(cs.campaign_id);
@@ -294,13 +307,16 @@ int run(const RunArgs& a) {
   // 7. Stopped by a signal: the workers first, with a short grace (no new job starts; a job that
   // finishes meanwhile is reported), so that every row stored from here on is final. Requests
   // from here wait for nobody long.
+  // Stopping: by a signal, or because every worker exited during the model pipeline (no signal).
   const int stop_sig = stop_flag().load() ? std::max(stop_signal_number(), 1) : 0;
+  const bool by_signal = stop_signal_number() != 0;
+  const std::string stop_cause = by_signal ? signal_name(stop_sig) : std::string("no worker left");
   CoordinatorClient quick(clients_ep, kStopRequestTimeout);
   CoordinatorClient& farm = stop_sig ? quick : client;
   const auto stop_deadline = std::chrono::steady_clock::now() + kStopBudget;
   if (stop_sig) {
     std::cout << "\n"
-              << signal_name(stop_sig) << ": stopping (a second one stops at once, killing the farm)\n"
+              << stop_cause << ": stopping (a second stop signal ends it at once, killing the farm)\n"
               << std::flush;
     const size_t clean = stop_workers(workers, std::chrono::steady_clock::now() + kWorkerGrace);
     // A worker's last results travel before its DISCONNECT on the same connection: once the
@@ -352,7 +368,7 @@ int run(const RunArgs& a) {
       const auto left_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(stop_deadline - std::chrono::steady_clock::now());
       CoordinatorClient canceller(clients_ep, std::max(kStopRequestTimeout, left_ms));
-      auto r = canceller.cancel(c.campaign_id, std::string("autokernel run stopped by ") + signal_name(stop_sig));
+      auto r = canceller.cancel(c.campaign_id, std::string("autokernel run stopped: ") + stop_cause);
       if (r.ok())
         std::cout << "cancelled (--keep-queue would keep it for the next run)\n";
       else
@@ -383,7 +399,7 @@ int run(const RunArgs& a) {
   std::cout << std::flush;
   if (!stop_sig) stop_workers(workers, std::chrono::steady_clock::now() + kWorkerGraceAtEnd);
   coord->stop(stop_sig ? kCoordinatorGrace : kCoordinatorGraceAtEnd);
-  return stop_sig ? 128 + stop_sig : rc;
+  return stop_sig && by_signal ? 128 + stop_sig : stop_sig ? std::max(rc, 1) : rc;
 }
 
 }  // namespace ak::cli

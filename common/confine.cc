@@ -557,6 +557,20 @@ Confinement ConfinementPolicy::for_child(const ChildView& view) const {
       kept.insert(kept.end(), closed.begin(), closed.end());
       c.hidden = std::move(kept);
     }
+    // A hidden path at or below another (a worker's state folder under the hidden /root) is hidden
+    // with it, and no longer exists in the child once the other's tmpfs is mounted: only the
+    // outermost of each nest is kept.
+    {
+      const std::vector<std::string> canon = canonical_all(c.hidden);
+      std::vector<std::string> outer;
+      for (size_t i = 0; i < canon.size(); ++i) {
+        bool covered = false;
+        for (size_t j = 0; j < canon.size() && !covered; ++j)
+          covered = j != i && at_or_below(canon[i], canon[j]) && (canon[i] != canon[j] || j < i);
+        if (!covered) outer.push_back(c.hidden[i]);
+      }
+      c.hidden = std::move(outer);
+    }
     // What the child needs below a hidden path (an interpreter under /root) comes back read-only.
     const std::vector<std::string> hidden_canon = canonical_all(c.hidden);
     for (const std::string& canon : canonical_all(view.needed))

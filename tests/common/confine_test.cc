@@ -353,6 +353,31 @@ TEST(ConfinePolicy, ABindBelowAFolderTheChildsUserMayNotEnterIsReachedAndTheFold
   fs::remove_all(closed);
 }
 
+TEST(ConfinePolicy, AHiddenFolderInsideAnotherIsHiddenWithItAndTheChildStillStarts) {
+  // A worker's state and cache folders under /root (a data dir there, as on a machine whose work
+  // folder is /root/out), which the policy hides as well as /root itself: the inner ones do not
+  // exist once /root's tmpfs is mounted, and mounting over them failed every child ("make a
+  // hidden directory read-only ... No such file or directory").
+  const fs::path state = fs::path("/root") / ("ak-nested-" + std::to_string(getpid())) / "state";
+  std::error_code ec;
+  fs::create_directories(state, ec);
+  if (ec) GTEST_SKIP() << "cannot create " << state << ": " << ec.message();
+  std::ofstream(state / "instance") << "secret";
+  if (!support().sufficient() || !support().has(ConfinementLayer::kMountNamespace))
+    GTEST_SKIP() << "needs a mount namespace:\n" << support().table();
+  // make_confinement_policy spawns a child with every layer: it refused before.
+  auto policy = make_confinement_policy(false, {state.string(), state.parent_path().string()});
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  const Confinement c = policy->for_child();
+  for (const std::string& h : c.hidden)
+    EXPECT_FALSE(h != "/root" && h.rfind("/root/", 0) == 0) << h << " is inside the hidden /root";
+  const Outcome id = run_child({"id"}, c);
+  ASSERT_TRUE(id.spawned.ok()) << id.spawned.message();
+  EXPECT_TRUE(starts_with(id.line, "ok uid")) << id.line;
+  EXPECT_TRUE(starts_with(run_child({"exists", (state / "instance").string()}, c).line, "denied"));
+  fs::remove_all(state.parent_path());
+}
+
 TEST(ConfinePolicy, EveryAvailableLayerTogetherStillRunsAProgram) {
   auto policy = make_confinement_policy(false, {});
   if (!support().sufficient()) {
