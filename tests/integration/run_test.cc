@@ -348,5 +348,31 @@ TEST_F(RunCommandTest, ASecondSignalStopsAtOnce) {
   EXPECT_EQ(tsv_rows(dir_ / "out" / "results.tsv", &headers).size(), 24u) << next.printed();
 }
 
+// A model run whose only worker cannot start (here: an autokernel copied away from its sandbox)
+// ends, saying why, instead of waiting for the profile job forever (found on the GPU machine,
+// where a worker that could not confine a child left `run --model` waiting 300 s).
+TEST_F(RunCommandTest, AModelRunEndsWhenEveryWorkerHasExited) {
+  const fs::path lone = dir_ / "lone";
+  fs::create_directories(lone);
+  fs::copy_file(bin("autokernel"), lone / "autokernel");
+  ChildProcess::Options o;
+  o.output_path = (dir_ / "lone.out").string();
+  o.new_process_group = true;
+  auto run = ChildProcess::spawn(
+      {(lone / "autokernel").string(), "--log-level", "warn", "run", "--model",
+       std::string(AK_SOURCE_DIR) + "/tests/models/models/small_cnn.py", "--backend", "cpu", "--data-dir",
+       (dir_ / "ak").string(), "--out", (dir_ / "out").string(), "--metrics", "127.0.0.1:0"},
+      o);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  const auto rc = run->wait_for(std::chrono::seconds(120));
+  const std::string printed = read_text(o.output_path);
+  ASSERT_TRUE(rc.has_value()) << "still waiting 120 s later:\n" << printed;
+  EXPECT_EQ(*rc, 1) << printed;
+  EXPECT_NE(printed.find("cannot start sandbox"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("autokernel run: every worker has exited (worker 0: exit code 1)"), std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("no worker left: stopping"), std::string::npos) << printed;
+}
+
 }  // namespace
 }  // namespace ak::testing
