@@ -26,9 +26,14 @@ std::string unsupported(const protocol::ModelTargetRow& t, const ExtractOptions&
       return "grouped-query attention (" + t.layout["kv_heads"].dump() + " KV heads) is not a kernel type yet";
     if (t.layout.contains("kv_seq")) return "attention with a key length of its own is not a kernel type yet";
     if (t.layout.contains("mask")) return "masked attention is not a kernel type yet";
-    if (t.layout.contains("eps"))
-      return "eps " + t.layout["eps"].dump() + " is not what the " + t.kernel_type +
-             " kernel type computes with (kernels/" + t.kernel_type + "/spec.cc); another eps is not a kernel type yet";
+    if (t.layout.contains("eps")) {
+      std::string family;  // the types of this norm, one per eps: "rmsnorm, rmsnorm_e5"
+      for (const kernels::KernelSpec* k : kernels::all())
+        if (k->name == t.kernel_type || k->name.rfind(t.kernel_type + "_e", 0) == 0)
+          family += (family.empty() ? "" : ", ") + k->name;
+      return "eps " + t.layout["eps"].dump() + ": no " + t.kernel_type + " kernel type computes with it (" + family +
+             ": kernels/" + t.kernel_type + "/spec.cc); another eps is not a kernel type yet";
+    }
     for (const char* arg : {"weight", "bias"})
       if (t.layout.contains(arg)) return "a " + t.kernel_type + " without a " + arg + " is not a kernel type yet";
     if (!t.layout.empty()) return "layout " + t.layout.dump() + " is not a kernel type's";

@@ -1,6 +1,7 @@
 #include "kernels/registry.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace ak::kernels {
 
@@ -10,8 +11,15 @@ namespace reduce {
 KernelSpec make_sum_spec();
 KernelSpec make_max_spec();
 }  // namespace reduce
-namespace rmsnorm { KernelSpec make_spec(); }
-namespace layernorm { KernelSpec make_spec(); }
+namespace rmsnorm {
+KernelSpec make_spec();
+KernelSpec make_e5_spec();
+}  // namespace rmsnorm
+namespace layernorm {
+KernelSpec make_spec();
+KernelSpec make_e12_spec();
+KernelSpec make_e6_spec();
+}  // namespace layernorm
 namespace cross_entropy { KernelSpec make_spec(); }
 namespace rotary_embedding { KernelSpec make_spec(); }
 namespace matmul { KernelSpec make_spec(); }
@@ -29,7 +37,10 @@ const std::vector<KernelSpec>& table() {
       reduce::make_sum_spec(),
       reduce::make_max_spec(),
       rmsnorm::make_spec(),
+      rmsnorm::make_e5_spec(),
       layernorm::make_spec(),
+      layernorm::make_e12_spec(),
+      layernorm::make_e6_spec(),
       cross_entropy::make_spec(),
       rotary_embedding::make_spec(),
       matmul::make_spec(),
@@ -58,6 +69,18 @@ std::string type_names() {
   std::string out;
   for (const KernelSpec* k : all()) out += (out.empty() ? "" : ", ") + k->name;
   return out;
+}
+
+KernelSpec with_eps(KernelSpec base, std::string name, std::string_view from, std::string_view to) {
+  for (auto& [backend, src] : base.backends) {
+    std::string& s = src.source;
+    size_t at = s.find(from);
+    if (at == std::string::npos)
+      throw std::logic_error(name + ": the " + base.name + " source has no eps literal " + std::string(from));
+    for (; at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  }
+  base.name = std::move(name);
+  return base;
 }
 
 std::vector<std::map<std::string, int64_t>> enumerate_space(const std::vector<Tunable>& space) {

@@ -150,6 +150,13 @@ std::vector<Tunable> row_cpu_space();
 std::vector<Tunable> row_triton_space(std::vector<int64_t> blocks, int64_t block_default, int64_t warps_default);
 std::vector<std::vector<int64_t>> row_edge_shapes();
 
+// The same kernel type at another eps (norms): `base` renamed `name`, with every occurrence of
+// the eps literal `from` ("1e-6") in each backend's source, comments included, replaced by `to`
+// ("1e-5"). A model's norm runs at the eps it was trained with, and an eps is a constant of a
+// starter, so each eps in use is its own kernel type (rmsnorm_e5) with its own studies and tuning
+// entries. Throws std::logic_error when a backend's source does not contain `from`.
+KernelSpec with_eps(KernelSpec base, std::string name, std::string_view from, std::string_view to);
+
 // Triton grid of the row-wise sources: one program per row, grid = (rows, 1, 1) (at most 2^31 - 1).
 LaunchGeometry one_program_per_row(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
                                    DType dtype);

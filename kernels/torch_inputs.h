@@ -38,6 +38,11 @@ std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, D
 std::vector<HostileCase> bounded_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                              uint64_t seed, double max_magnitude);
 
+// A norm's row scales [rows, 1] with every eighth row (r % 8 == 3) set to sqrt(eps): a row of
+// unit spread times that scale has a mean square near eps, where the eps decides the output
+// (rmsnorm, layernorm), so a kernel computing with another eps fails verification.
+at::Tensor eps_row_scales(const at::Tensor& scales, double eps);
+
 // Appends `params` (weights, biases, tables: the inputs after the first) to every case.
 std::vector<HostileCase> with_params(std::vector<HostileCase> cases, const std::vector<at::Tensor>& params);
 

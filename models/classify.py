@@ -4,8 +4,10 @@ classify(name, shapes, concrete) -> (kernel_type, shape, layout) or None, where 
 shape (kernels/README.md: softmax/reduce/rmsnorm/layernorm/cross_entropy [rows, cols], matmul
 [M, N, K], flash_attention [B, H, S, D], rotary_embedding [tokens, heads, dim], fused_mlp
 [M, H, F]) and layout holds what the shape does not say (batch of a bmm, KV heads, the key length,
-an attention mask, a norm's eps other than its type's or a missing weight or bias). An op whose arguments do not fit its type's shape (a softmax over a middle
-dimension, a reduction over several) is None: its time is "other", never a wrong target.
+an attention mask, a norm's eps that no type of its family computes with, a missing weight or
+bias). A norm's type follows its eps (NORM_TYPES: BERT's eps 1e-12 is layernorm_e12). An op whose
+arguments do not fit its type's shape (a softmax over a middle dimension, a reduction over
+several) is None: its time is "other", never a wrong target.
 
 Regions marked torch.profiler.record_function("ak::<type>") in a model are hints (HINTS) for the
 types no single ATen op implements (rotary_embedding, fused_mlp); their shape is read from the
@@ -85,27 +87,45 @@ _ATTN_MASK = {"aten::scaled_dot_product_attention": 3, "aten::_scaled_dot_produc
               "aten::_scaled_dot_product_cudnn_attention": 3, "aten::_scaled_dot_product_attention_math": 3}
 
 
-# The eps each norm type computes with (kernels/<type>/spec.cc), and the arguments its kernels take.
-NORM_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6}
+# The norm kernel types by the eps they compute with (kernels/<type>/spec.cc; an eps is a constant
+# of a starter, so each eps in use is a type of its own), and the arguments their kernels take.
+NORM_TYPES = {
+    "layernorm": {1e-5: "layernorm", 1e-12: "layernorm_e12", 1e-6: "layernorm_e6"},
+    "rmsnorm": {1e-6: "rmsnorm", 1e-5: "rmsnorm_e5"},
+}
+NORM_EPS = {t: eps for types in NORM_TYPES.values() for eps, t in types.items()}
+NORM_FAMILY = {t: family for family, types in NORM_TYPES.items() for t in types.values()}
 _NORM_AFFINE = {"layernorm": ("weight", "bias"), "rmsnorm": ("weight",)}
 
 
-def _norm_layout(kernel_type, s, concrete, eps_index):
-    """What a norm call differs in from its kernel type: another eps ("default" for rms_norm's
-    eps=None, which is the dtype's machine epsilon), or a missing weight or bias. Empty when the
-    kernel type computes exactly this call; the eps is checked only where the profiler recorded
-    the arguments."""
-    layout = {}
+def norm_type(family, eps):
+    """The kernel type of a `family` norm ("layernorm", "rmsnorm") computing with eps, or None."""
+    if eps is None or isinstance(eps, bool):
+        return None
+    for want, t in NORM_TYPES[family].items():
+        if abs(float(eps) - want) <= 1e-3 * want:
+            return t
+    return None
+
+
+def _norm(family, s, concrete, eps_index):
+    """The kernel type of a norm call (by its eps) and what the call differs in from every type of
+    its family: an eps no type computes with ("default" for rms_norm's eps=None, which is the
+    dtype's machine epsilon), or a missing weight or bias. The layout is empty when the type
+    computes exactly this call; the eps is read only where the profiler recorded the arguments
+    (else the family's first type)."""
+    kernel_type, layout = family, {}
     if concrete is not None:
         eps = _arg(concrete, eps_index)
+        kernel_type = norm_type(family, eps) or family
         if eps is None or isinstance(eps, bool):
             layout["eps"] = "default"
-        elif abs(float(eps) - NORM_EPS[kernel_type]) > 1e-12:
+        elif norm_type(family, eps) is None:
             layout["eps"] = float(eps)
-    for i, arg in enumerate(_NORM_AFFINE[kernel_type]):
+    for i, arg in enumerate(_NORM_AFFINE[family]):
         if not (len(s) > 2 + i and s[2 + i]):
             layout[arg] = False
-    return layout
+    return kernel_type, layout
 
 
 def classify(name, shapes, concrete):
@@ -133,11 +153,13 @@ def classify(name, shapes, concrete):
     if name in ("aten::layer_norm", "aten::native_layer_norm") and x:
         cols = s[2][0] if len(s) > 2 and len(s[2]) == 1 else x[-1]
         if cols == x[-1]:
-            return "layernorm", _rows_cols(x), _norm_layout("layernorm", s, concrete, 4)
+            kernel_type, layout = _norm("layernorm", s, concrete, 4)
+            return kernel_type, _rows_cols(x), layout
     if name in ("aten::rms_norm", "aten::_fused_rms_norm") and x:
         cols = s[2][0] if len(s) > 2 and len(s[2]) == 1 else x[-1]
         if cols == x[-1]:
-            return "rmsnorm", _rows_cols(x), _norm_layout("rmsnorm", s, concrete, 3)
+            kernel_type, layout = _norm("rmsnorm", s, concrete, 3)
+            return kernel_type, _rows_cols(x), layout
     if name in ("aten::sum", "aten::amax", "aten::max") and len(x) >= 1 and concrete is not None:
         dims = concrete[1] if len(concrete) > 1 else None
         if isinstance(dims, (list, tuple)) and len(dims) == 1:
@@ -164,6 +186,7 @@ def flops_bytes(kernel_type, shape, dtype):
     e = DTYPE_BYTES.get(dtype)
     if e is None or not shape:
         return None
+    kernel_type = NORM_FAMILY.get(kernel_type, kernel_type)
     if kernel_type in ("softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy"):
         r, c = shape
         return {

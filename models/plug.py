@@ -12,9 +12,10 @@ duration of a `with` block, the functions through which models reach the covered
   torch.nn.functional.softmax, torch.softmax, Tensor.softmax over the last dimension
                                                        -> softmax [rows, cols]
   torch.nn.functional.layer_norm (nn.LayerNorm) over the last dimension with weight, bias and
-  eps 1e-5                                             -> layernorm [rows, cols]
+  eps 1e-5, 1e-12 or 1e-6                              -> layernorm, layernorm_e12, layernorm_e6
+                                                          [rows, cols]
   torch.nn.functional.rms_norm (nn.RMSNorm) over the last dimension with a weight and eps 1e-6
-                                                       -> rmsnorm [rows, cols]
+  or 1e-5                                              -> rmsnorm, rmsnorm_e5 [rows, cols]
   torch.nn.functional.scaled_dot_product_attention without a mask or dropout, default scale,
   q, k and v of one shape                             -> flash_attention(_causal) [B, H, S, D]
   torch.sum, Tensor.sum, torch.amax, Tensor.amax over the last dimension alone, without a dtype
@@ -49,13 +50,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from classify import NORM_TYPES, norm_type  # the norm kernel types by the eps they compute with
+
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-LAYERNORM_EPS = 1e-5  # kernels/layernorm/spec.cc
-RMSNORM_EPS = 1e-6    # kernels/rmsnorm/spec.cc
 
 
-def _eps_is(eps, want):
-    return eps is not None and abs(float(eps) - want) <= 1e-12
+def _eps_list(family):
+    """The eps values the kernel types of a norm family compute with: "1e-06 or 1e-05"."""
+    return " or ".join(f"{eps:g}" for eps in NORM_TYPES[family])
 
 
 class Plug:
@@ -163,36 +165,39 @@ class Plug:
     def _layer_norm(self, orig):
         def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
             shape = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
-            if len(shape) == 1 and weight is not None and bias is not None and _eps_is(eps, LAYERNORM_EPS) \
+            kernel_type = norm_type("layernorm", eps)
+            if len(shape) == 1 and weight is not None and bias is not None and kernel_type \
                     and input.shape[-1:] == shape and weight.dtype == input.dtype and bias.dtype == input.dtype:
                 cols = shape[0]
                 rows = input.numel() // cols
-                i = self._find("F.layer_norm", "layernorm", (rows, cols), input.dtype)
+                i = self._find("F.layer_norm", kernel_type, (rows, cols), input.dtype)
                 if i is not None:
                     x = input.reshape(rows, cols).contiguous()
-                    out = self._call("F.layer_norm", i, "layernorm", (rows, cols), input.dtype,
+                    out = self._call("F.layer_norm", i, kernel_type, (rows, cols), input.dtype,
                                      [x, weight.contiguous(), bias.contiguous()])
                     return out.reshape(input.shape)
             else:
-                self._fallback("F.layer_norm", f"not a last-dimension norm with weight, bias and eps {LAYERNORM_EPS}")
+                self._fallback("F.layer_norm", "not a last-dimension norm with weight, bias and an eps of "
+                                               f"{_eps_list('layernorm')} (eps {eps})")
             return orig(input, normalized_shape, weight, bias, eps)
         return layer_norm
 
     def _rms_norm(self, orig):
         def rms_norm(input, normalized_shape, weight=None, eps=None):
             shape = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
-            if len(shape) == 1 and weight is not None and _eps_is(eps, RMSNORM_EPS) and input.shape[-1:] == shape \
+            kernel_type = norm_type("rmsnorm", eps)
+            if len(shape) == 1 and weight is not None and kernel_type and input.shape[-1:] == shape \
                     and weight.dtype == input.dtype:
                 cols = shape[0]
                 rows = input.numel() // cols
-                i = self._find("F.rms_norm", "rmsnorm", (rows, cols), input.dtype)
+                i = self._find("F.rms_norm", kernel_type, (rows, cols), input.dtype)
                 if i is not None:
                     x = input.reshape(rows, cols).contiguous()
-                    out = self._call("F.rms_norm", i, "rmsnorm", (rows, cols), input.dtype, [x, weight.contiguous()])
+                    out = self._call("F.rms_norm", i, kernel_type, (rows, cols), input.dtype, [x, weight.contiguous()])
                     return out.reshape(input.shape)
             else:
-                self._fallback("F.rms_norm", f"not a last-dimension norm with a weight and eps {RMSNORM_EPS} "
-                                             f"(eps {eps})")
+                self._fallback("F.rms_norm", "not a last-dimension norm with a weight and an eps of "
+                                             f"{_eps_list('rmsnorm')} (eps {eps})")
             return orig(input, normalized_shape, weight, eps)
         return rms_norm
 

@@ -1,6 +1,7 @@
 // libtorch side of layernorm: inputs (x, a non-trivial weight and bias), the fp64 reference
 // (at::layer_norm), the baseline in the job's dtype and the calling conventions of
-// kernels/layernorm/spec.cc.
+// kernels/layernorm/spec.cc, for each eps the type is built with (layernorm 1e-5, layernorm_e12
+// 1e-12, layernorm_e6 1e-6).
 #include <ATen/ATen.h>
 
 #include "kernels/reference.h"
@@ -8,8 +9,6 @@
 
 namespace ak::kernels::layernorm {
 namespace {
-
-constexpr double kEps = 1e-5;
 
 // Weight around 1 and bias around 0, the same for every input set of a seed.
 std::vector<at::Tensor> params(int64_t cols, DType dtype, c10::Device device, uint64_t seed) {
@@ -21,13 +20,17 @@ std::vector<at::Tensor> params(int64_t cols, DType dtype, c10::Device device, ui
   return {w, b};
 }
 
-std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
-                                    uint64_t seed) {
+template <double Eps>
+std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device, uint64_t seed) {
   at::manual_seed(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
-  // Rows with their own offset (mean up to ~2) and scale (0.25 to 4).
-  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) * at::exp2(at::rand({shape.at(0), 1}, opts) * 4.0 - 2.0) +
-                 at::randn({shape.at(0), 1}, opts);
+  // Rows with their own offset (mean up to ~2) and scale (0.25 to 4), and every eighth row with
+  // mean 0 and its variance near eps, where a kernel of another eps is off by a factor of 1.3 or
+  // more (an offset there would leave deviations below the dtype's resolution of the mean).
+  const at::Tensor scale = at::exp2(at::rand({shape.at(0), 1}, opts) * 4.0 - 2.0);
+  const at::Tensor eps_scale = eps_row_scales(scale, Eps);
+  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) * eps_scale +
+                 at::randn({shape.at(0), 1}, opts) * (eps_scale == scale);
   std::vector<at::Tensor> in = {x.to(torch_dtype(dtype)).contiguous()};
   for (at::Tensor& p : params(shape.at(1), dtype, device, seed)) in.push_back(p);
   return in;
@@ -36,10 +39,10 @@ std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dty
 at::Tensor make_output(const std::vector<at::Tensor>& inputs) { return at::empty_like(inputs.at(0)); }
 
 // fp64, rounded to the job's dtype, returned as fp32.
+template <double Eps>
 at::Tensor reference(const std::vector<at::Tensor>& inputs) {
   const at::Tensor& x = inputs.at(0);
-  return at::layer_norm(x.to(at::kDouble), {x.size(1)}, inputs.at(1).to(at::kDouble), inputs.at(2).to(at::kDouble),
-                        kEps)
+  return at::layer_norm(x.to(at::kDouble), {x.size(1)}, inputs.at(1).to(at::kDouble), inputs.at(2).to(at::kDouble), Eps)
       .to(x.scalar_type())
       .to(at::kFloat);
 }
@@ -47,9 +50,10 @@ at::Tensor reference(const std::vector<at::Tensor>& inputs) {
 // at::layer_norm has no out= kernel (native_layer_norm.out computes, then copies), so the
 // baseline allocates its result as eager code does (from the caching allocator) and `out` is
 // left alone.
+template <double Eps>
 void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
   const at::Tensor& x = inputs.at(0);
-  (void)at::layer_norm(x, {x.size(1)}, inputs.at(1), inputs.at(2), kEps);
+  (void)at::layer_norm(x, {x.size(1)}, inputs.at(1), inputs.at(2), Eps);
 }
 
 std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
@@ -57,9 +61,18 @@ std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType
   return with_params(bounded_hostile_inputs(shape, dtype, device, seed, 1e15), params(shape.at(1), dtype, device, seed));
 }
 
+template <double Eps>
+constexpr TorchHarness harness() {
+  return {make_inputs<Eps>,         make_output,
+          reference<Eps>,           baseline<Eps>,
+          call_cpu_inputs_out_dims, cuda_params_inputs_out_dims,
+          hostile_inputs,           nullptr};
+}
+
 }  // namespace
 
-extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
-                                      call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, hostile_inputs, nullptr};
+extern const TorchHarness kHarness = harness<1e-5>();
+extern const TorchHarness kE12Harness = harness<1e-12>();
+extern const TorchHarness kE6Harness = harness<1e-6>();
 
 }  // namespace ak::kernels::layernorm

@@ -1,5 +1,7 @@
 // The layernorm kernel type: y = (x - mean) * rsqrt(var + 1e-5) * w + b over the last dim of x
 // [rows, cols] (biased variance), weight w and bias b [cols], one dtype for all four.
+// layernorm_e12 and layernorm_e6 are the same with eps 1e-12 and 1e-6 (with_eps in
+// kernels/registry.h).
 //
 // cpu entry:  extern "C" int ak_layernorm_cpu(const void* x, const void* w, const void* b, void* y,
 //                                             int64_t rows, int64_t cols, int dtype)   // 0 = success
@@ -76,5 +78,10 @@ KernelSpec make_spec() {
   k.edge_shapes = row_edge_shapes();
   return k;
 }
+
+// eps 1e-12: BERT and the Hugging Face ViT (layer_norm_eps).
+KernelSpec make_e12_spec() { return with_eps(make_spec(), "layernorm_e12", "1e-5", "1e-12"); }
+// eps 1e-6: timm's vision transformers, T5-era encoders.
+KernelSpec make_e6_spec() { return with_eps(make_spec(), "layernorm_e6", "1e-5", "1e-6"); }
 
 }  // namespace ak::kernels::layernorm

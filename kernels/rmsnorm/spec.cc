@@ -1,5 +1,6 @@
 // The rmsnorm kernel type: y = x * rsqrt(mean(x^2, last dim) + 1e-6) * w for x [rows, cols] and
-// a weight w [cols], one dtype for all three (as in LLaMA-style models).
+// a weight w [cols], one dtype for all three (as in LLaMA-style models). rmsnorm_e5 is the same
+// with eps 1e-5 (with_eps in kernels/registry.h).
 //
 // cpu entry:  extern "C" int ak_rmsnorm_cpu(const void* x, const void* w, void* y, int64_t rows,
 //                                           int64_t cols, int dtype)   // 0 = success
@@ -76,5 +77,8 @@ KernelSpec make_spec() {
   k.edge_shapes = row_edge_shapes();
   return k;
 }
+
+// eps 1e-5: LLaMA 2 and 3, Mistral (their configurations' rms_norm_eps).
+KernelSpec make_e5_spec() { return with_eps(make_spec(), "rmsnorm_e5", "1e-6", "1e-5"); }
 
 }  // namespace ak::kernels::rmsnorm

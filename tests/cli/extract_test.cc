@@ -93,7 +93,7 @@ TEST(Extract, KeepsTheTargetsAKernelTypeTakesWithTheirSharesAndSaysWhyOthersAreL
 
 TEST(Extract, ANormWithAnotherEpsOrWithoutItsWeightIsLeftOutNamingIt) {
   protocol::ModelProfile p = profile();
-  p.targets[3].layout = {{"eps", 1e-5}};  // the rmsnorm target: a LLaMA-style decoder's eps
+  p.targets[3].layout = {{"eps", 1e-7}};  // the rmsnorm target, at an eps no rmsnorm type computes with
   protocol::ModelTargetRow ln = p.targets[3];
   ln.kernel_type = "layernorm";
   ln.layout = {{"weight", false}, {"bias", false}};
@@ -101,8 +101,8 @@ TEST(Extract, ANormWithAnotherEpsOrWithoutItsWeightIsLeftOutNamingIt) {
   std::map<std::string, std::string> why;
   for (const auto& t : extract(p, ExtractOptions{}).targets) why[t.target.kernel_type] = t.why;
   EXPECT_EQ(why["rmsnorm"],
-            "eps 1e-05 is not what the rmsnorm kernel type computes with (kernels/rmsnorm/spec.cc); another eps is "
-            "not a kernel type yet");
+            "eps 1e-07: no rmsnorm kernel type computes with it (rmsnorm, rmsnorm_e5: kernels/rmsnorm/spec.cc); "
+            "another eps is not a kernel type yet");
   EXPECT_EQ(why["layernorm"], "a layernorm without a weight is not a kernel type yet");
 }
 

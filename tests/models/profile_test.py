@@ -72,22 +72,34 @@ class Classification(unittest.TestCase):
                          ("cross_entropy", [512, 50257], {}))
         self.assertIsNone(classify.classify("aten::gelu", [[4, 8]], None))
 
-    def test_a_norm_says_what_it_differs_in_from_its_kernel_type(self):
+    def test_a_norm_is_the_type_of_its_eps_and_says_what_else_it_differs_in(self):
         ln = [[2, 3, 768], [], [768], [768], [], []]
         self.assertEqual(classify.classify("aten::layer_norm", ln, [None, [768], None, None, 1e-5, True]),
                          ("layernorm", [6, 768], {}))
+        # BERT's eps, and the same read back as an fp32 value by the profiler
         self.assertEqual(classify.classify("aten::layer_norm", ln, [None, [768], None, None, 1e-12, True]),
-                         ("layernorm", [6, 768], {"eps": 1e-12}))
+                         ("layernorm_e12", [6, 768], {}))
+        self.assertEqual(classify.classify("aten::layer_norm", ln, [None, [768], None, None, 9.9999999600e-13, True]),
+                         ("layernorm_e12", [6, 768], {}))
+        self.assertEqual(classify.classify("aten::layer_norm", ln, [None, [768], None, None, "1e-06", True]),
+                         ("layernorm_e6", [6, 768], {}))
+        self.assertEqual(classify.classify("aten::layer_norm", ln, [None, [768], None, None, 1e-7, True]),
+                         ("layernorm", [6, 768], {"eps": 1e-7}))
         self.assertEqual(classify.classify("aten::layer_norm", [[4, 64], [], [], [], [], []],
                                            [None, [64], None, None, 1e-5, True]),
                          ("layernorm", [4, 64], {"weight": False, "bias": False}))
         rms = [[4, 64], [], [64], []]
         self.assertEqual(classify.classify("aten::rms_norm", rms, [None, [64], None, 1e-6]), ("rmsnorm", [4, 64], {}))
         self.assertEqual(classify.classify("aten::rms_norm", rms, [None, [64], None, 1e-5]),
-                         ("rmsnorm", [4, 64], {"eps": 1e-5}))
-        # eps=None is the dtype's machine epsilon, not the kernel type's 1e-6.
+                         ("rmsnorm_e5", [4, 64], {}))
+        self.assertEqual(classify.classify("aten::rms_norm", rms, [None, [64], None, 1e-8]),
+                         ("rmsnorm", [4, 64], {"eps": 1e-8}))
+        # eps=None is the dtype's machine epsilon, which no rmsnorm type computes with.
         self.assertEqual(classify.classify("aten::rms_norm", rms, [None, [64], None, None]),
                          ("rmsnorm", [4, 64], {"eps": "default"}))
+        # the roofline of a type of another eps is its family's
+        self.assertEqual(classify.flops_bytes("layernorm_e12", [6, 768], "bf16"),
+                         classify.flops_bytes("layernorm", [6, 768], "bf16"))
 
     def test_roofline_intensity_follows_the_kernel_specs(self):
         flops, nbytes = classify.flops_bytes("matmul", [4096, 4096, 4096], "bf16")
@@ -123,17 +135,24 @@ class Profile(unittest.TestCase):
                                     if o["kernel_type"] != "other"))
                 self.assertIn("%", p.stdout)
 
+    def test_berts_layer_norm_is_the_type_of_its_eps(self):
+        p, report = run_profile("examples/bert:tiny")
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        norms = [t for t in report["targets"] if t["kernel_type"].startswith("layernorm")]
+        self.assertTrue(norms, [t["kernel_type"] for t in report["targets"]])
+        self.assertEqual({(t["kernel_type"], json.dumps(t["layout"])) for t in norms}, {("layernorm_e12", "{}")})
+
     def test_the_llama_profile_names_every_type_it_uses(self):
         p, report = run_profile("examples/llama:tiny")
         self.assertEqual(p.returncode, 0, p.stderr[-2000:])
         by_type = {t["kernel_type"]: t for t in report["targets"]}
-        for t in ("matmul", "rmsnorm", "rotary_embedding", "fused_mlp", "flash_attention_causal"):
+        for t in ("matmul", "rmsnorm_e5", "rotary_embedding", "fused_mlp", "flash_attention_causal"):
             self.assertIn(t, by_type)
         self.assertEqual(by_type["fused_mlp"]["shape"], [64, 64, 172])
         self.assertEqual(by_type["rotary_embedding"]["shape"], [64, 4, 16])
         self.assertEqual(by_type["flash_attention_causal"]["layout"], {"kv_heads": 2})
         self.assertEqual(by_type["flash_attention_causal"]["shape"], [2, 4, 32, 16])
-        self.assertEqual(by_type["rmsnorm"]["layout"], {"eps": 1e-5})  # the decoder's eps; the type's is 1e-6
+        self.assertEqual(by_type["rmsnorm_e5"]["layout"], {})  # the decoder's eps 1e-5 is a type of its own
         # Targets are deduplicated: one per (type, shape, dtype, layout), their shares summed.
         keys = [(t["kernel_type"], tuple(t["shape"]), t["dtype"], json.dumps(t["layout"])) for t in report["targets"]]
         self.assertEqual(len(keys), len(set(keys)))

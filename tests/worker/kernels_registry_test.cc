@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <stdexcept>
 
 #include "kernels/registry.h"
 
@@ -8,12 +9,14 @@ namespace ak::kernels {
 namespace {
 
 TEST(KernelsRegistry, FindsEveryKernelTypeAndNothingUnknown) {
-  for (const char* name : {"softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy", "rotary_embedding", "matmul", "flash_attention", "flash_attention_causal", "fused_mlp"}) {
+  for (const char* name :
+       {"softmax", "reduce", "reduce_max", "rmsnorm", "rmsnorm_e5", "layernorm", "layernorm_e12", "layernorm_e6",
+        "cross_entropy", "rotary_embedding", "matmul", "flash_attention", "flash_attention_causal", "fused_mlp"}) {
     ASSERT_NE(find(name), nullptr) << name;
     EXPECT_EQ(find(name)->name, name);
   }
   EXPECT_EQ(find("no-such-kernel"), nullptr);
-  ASSERT_EQ(all().size(), 11u);
+  ASSERT_EQ(all().size(), 14u);
   EXPECT_EQ(all()[0], find("softmax"));
 }
 
@@ -27,6 +30,36 @@ TEST(KernelsRegistry, ReduceMaxIsTheReduceSourceWithItsOpDefined) {
   }
   EXPECT_EQ(max->tolerance.at(DType::kF16).atol, 0);
   EXPECT_GT(sum->tolerance.at(DType::kF32).atol, 0);
+}
+
+// A norm at another eps is its type's sources with the eps literal replaced, and nothing else.
+TEST(KernelsRegistry, ANormOfAnotherEpsIsItsTypesSourceWithTheEpsReplaced) {
+  struct Case {
+    const char *base, *name, *from, *to;
+  };
+  for (const Case& c :
+       {Case{"rmsnorm", "rmsnorm_e5", "1e-6", "1e-5"}, Case{"layernorm", "layernorm_e12", "1e-5", "1e-12"},
+        Case{"layernorm", "layernorm_e6", "1e-5", "1e-6"}}) {
+    SCOPED_TRACE(c.name);
+    const KernelSpec* base = find(c.base);
+    const KernelSpec* k = find(c.name);
+    ASSERT_NE(k, nullptr);
+    ASSERT_EQ(k->backends.size(), 3u) << "cpu, cuda and triton, as its base type";
+    for (const auto& [backend, src] : k->backends) {
+      std::string expect = base->backends.at(backend).source;
+      for (size_t at = expect.find(c.from); at != std::string::npos; at = expect.find(c.from, at + 1))
+        expect.replace(at, std::string(c.from).size(), c.to);
+      EXPECT_EQ(src.source, expect);
+      EXPECT_EQ(src.source.find(c.from), std::string::npos) << "the base eps is gone, comments included";
+      EXPECT_NE(src.source, base->backends.at(backend).source);
+      EXPECT_EQ(src.entry, base->backends.at(backend).entry);
+      EXPECT_EQ(src.default_shapes, base->backends.at(backend).default_shapes);
+    }
+    EXPECT_EQ(k->tolerance.at(DType::kBF16).rtol, base->tolerance.at(DType::kBF16).rtol);
+    EXPECT_EQ(k->flops({4, 8}), base->flops({4, 8}));
+  }
+  KernelSpec softmax = *find("softmax");
+  EXPECT_THROW(with_eps(softmax, "softmax_e5", "1e-6", "1e-5"), std::logic_error) << "no eps literal to replace";
 }
 
 TEST(KernelsRegistry, EnumerateSpaceIsTheCartesianProductInStableOrder) {

@@ -294,6 +294,33 @@ TEST_F(SandboxFixture, EveryKernelTypesCpuStarterWithOneSlipFailsVerification) {
   }
 }
 
+// A norm kernel computing with another eps fails as the type of this eps, at the first stage: the
+// inputs hold rows whose mean square is near the type's eps (eps_row_scales in
+// kernels/torch_inputs.h). Without them, fp16 and bf16 would pass until the hostile near-zero set.
+TEST_F(SandboxFixture, ANormStarterOfAnotherEpsFailsVerificationInEveryDtype) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready) << hello.error;
+  const std::pair<const char*, const char*> swaps[] = {
+      {"rmsnorm", "rmsnorm_e5"},      {"rmsnorm_e5", "rmsnorm"},         {"layernorm", "layernorm_e12"},
+      {"layernorm_e12", "layernorm"}, {"layernorm_e6", "layernorm_e12"}, {"layernorm", "layernorm_e6"},
+  };
+  for (const auto& [source_type, job_type] : swaps) {
+    const kernels::KernelSpec* k = kernels::find(job_type);
+    ASSERT_NE(k, nullptr) << job_type;
+    const kernels::BackendSource& src = k->backends.at(Backend::kCpu);
+    for (DType d : k->dtypes) {
+      JobSpec j = job(Backend::kCpu, d, src.default_shapes.at(0), kernels::default_config(src.space),
+                      kernels::find(source_type)->backends.at(Backend::kCpu).source);
+      j.kernel_type = job_type;
+      SandboxReply r = run(*p, j, cpu_caps());
+      EXPECT_EQ(r.status, ResultStatus::kFail)
+          << source_type << "'s starter as " << job_type << " " << dtype_name(d) << ": " << r.stage << " " << r.reason;
+      EXPECT_EQ(r.stage, "verify.smoke") << source_type << " as " << job_type << ": " << r.reason;
+    }
+  }
+}
+
 TEST_F(SandboxFixture, CpuDefaultShapesPassWithTheStarterConfig) {
   SandboxHello hello;
   auto p = start("cpu", &hello);
