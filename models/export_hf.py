@@ -25,8 +25,9 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATES = os.path.join(HERE, "export")
 # The operators of export/torch_binding.cpp; a kernel type outside it cannot be exported.
-KERNEL_TYPES = {"softmax", "reduce", "reduce_max", "layernorm", "rmsnorm", "cross_entropy", "matmul",
-                "flash_attention", "flash_attention_causal", "fused_mlp", "rotary_embedding"}
+KERNEL_TYPES = {"softmax", "reduce", "reduce_max", "layernorm", "layernorm_e12", "layernorm_e6", "rmsnorm",
+                "rmsnorm_e5", "cross_entropy", "matmul", "flash_attention", "flash_attention_causal", "fused_mlp",
+                "rotary_embedding"}
 MARKER = ".autokernel-export"  # what marks a folder as a package this script wrote (and may replace)
 PARAM_KINDS = {"input": "kInput", "output": "kOutput", "workspace": "kWorkspace", "value": "kValue"}
 

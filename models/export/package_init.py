@@ -5,8 +5,8 @@ shape and dtype (ENTRIES lists them) when its inputs have that shape and dtype o
 PyTorch's own op otherwise. Inputs of any leading shape are flattened to the rows the kernels take.
 
     softmax(x)                         over the last dimension
-    layer_norm(x, weight, bias)        over the last dimension, eps 1e-5
-    rms_norm(x, weight)                over the last dimension, eps 1e-6
+    layer_norm(x, weight, bias, eps=1e-5)   over the last dimension (tuned: eps 1e-5, 1e-12, 1e-6)
+    rms_norm(x, weight, eps=1e-6)      over the last dimension (tuned: eps 1e-6, 1e-5)
     matmul(a, b)                       a [..., K] @ b [K, N]
     scaled_dot_product_attention(q, k, v, is_causal=False)   [B, H, S, D], no mask, default scale
     cross_entropy(logits, target)      per row, no reduction
@@ -15,8 +15,12 @@ PyTorch's own op otherwise. Inputs of any leading shape are flattened to the row
     rotary_embedding(x, cos, sin)      x [tokens, heads, dim], tables [tokens, dim / 2]
 
 tuned_calls() counts the calls each entry's kernel ran, fallback_calls() those PyTorch's op ran.
-The operators themselves are torch.ops.<NAMESPACE>.<kernel type> (see torch_binding.cpp).
+The operators themselves are torch.ops.<NAMESPACE>.<kernel type> (see torch_binding.cpp). Each has a
+fake implementation (its output's shape and dtype), so torch.compile traces a model that calls
+them with the operators kept whole in its graph, and the tuned kernels run in the compiled model.
 """
+import torch
+
 from ._entries import ARCH, ENTRIES, GPU_MODEL, NAMESPACE
 from ._ops import add_op_namespace_prefix, ops
 
@@ -33,12 +37,12 @@ def softmax(x):
     return ops.softmax(_rows(x)).reshape(x.shape)
 
 
-def layer_norm(x, weight, bias):
-    return ops.layernorm(_rows(x), weight.contiguous(), bias.contiguous()).reshape(x.shape)
+def layer_norm(x, weight, bias, eps=1e-5):
+    return ops.layernorm(_rows(x), weight.contiguous(), bias.contiguous(), eps).reshape(x.shape)
 
 
-def rms_norm(x, weight):
-    return ops.rmsnorm(_rows(x), weight.contiguous()).reshape(x.shape)
+def rms_norm(x, weight, eps=1e-6):
+    return ops.rmsnorm(_rows(x), weight.contiguous(), eps).reshape(x.shape)
 
 
 def matmul(a, b):
@@ -80,3 +84,31 @@ def tuned_calls():
 
 def fallback_calls():
     return int(ops.fallback_calls())
+
+
+def _register_fakes():
+    """The output of each operator from its inputs' shapes alone (torch.library.register_fake), for
+    torch.compile and the meta device. Once per process: a second import of the package (under
+    another module name) finds them registered."""
+    def like_first(x, *rest, **kw):
+        return torch.empty_like(x)
+
+    def per_row(x, *rest):
+        return x.new_empty(x.shape[:1])
+
+    fakes = {
+        "softmax": like_first, "layernorm": like_first, "rmsnorm": like_first, "rotary_embedding": like_first,
+        "flash_attention": like_first, "flash_attention_causal": like_first,
+        "reduce": per_row, "reduce_max": per_row, "cross_entropy": per_row,
+        "matmul": lambda a, b: a.new_empty((a.shape[0], b.shape[1])),
+        "fused_mlp": lambda x, w_gate, w_up, w_down: x.new_empty((x.shape[0], w_down.shape[1])),
+    }
+    for name, fake in fakes.items():
+        try:
+            torch.library.register_fake(f"{NAMESPACE}::{name}")(fake)
+        except RuntimeError as e:
+            if "already" not in str(e):
+                raise
+
+
+_register_fakes()

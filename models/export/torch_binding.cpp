@@ -4,8 +4,9 @@
 //
 //   torch.ops.<namespace>.softmax(x)                     x [rows, cols]: softmax over dim 1
 //   torch.ops.<namespace>.reduce(x), reduce_max(x)       x [rows, cols]: sum, max over dim 1 -> [rows]
-//   torch.ops.<namespace>.layernorm(x, weight, bias)     over dim 1, eps 1e-5
-//   torch.ops.<namespace>.rmsnorm(x, weight)             over dim 1, eps 1e-6
+//   torch.ops.<namespace>.layernorm(x, weight, bias, eps=1e-5)   over dim 1; the kernel of the eps:
+//                                                        layernorm (1e-5), layernorm_e12, layernorm_e6
+//   torch.ops.<namespace>.rmsnorm(x, weight, eps=1e-6)   over dim 1: rmsnorm (1e-6), rmsnorm_e5
 //   torch.ops.<namespace>.cross_entropy(logits, target)  per row, no reduction -> [rows]
 //   torch.ops.<namespace>.matmul(a, b)                   [M, K] @ [K, N]
 //   torch.ops.<namespace>.flash_attention(q, k, v), flash_attention_causal(q, k, v)   [B, H, S, D]
@@ -30,6 +31,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -279,11 +281,34 @@ at::Tensor reduce(const at::Tensor& x) {
 at::Tensor reduce_max(const at::Tensor& x) {
   return dispatch("reduce_max", {x}, [&] { return at::amax(x, {1}); });
 }
-at::Tensor layernorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return dispatch("layernorm", {x, w, b}, [&] { return at::layer_norm(x, {x.size(1)}, w, b, 1e-5); });
+// The norm kernel type computing with eps (kernels/<type>/spec.cc: each eps in use is a type of its
+// own), or nullptr.
+struct NormType {
+  double eps;
+  const char* kernel_type;
+};
+constexpr NormType kLayerNorms[] = {{1e-5, "layernorm"}, {1e-12, "layernorm_e12"}, {1e-6, "layernorm_e6"}};
+constexpr NormType kRmsNorms[] = {{1e-6, "rmsnorm"}, {1e-5, "rmsnorm_e5"}};
+template <size_t N>
+const char* norm_type(const NormType (&types)[N], double eps) {
+  for (const NormType& t : types)
+    if (std::abs(eps - t.eps) <= 1e-3 * t.eps) return t.kernel_type;
+  return nullptr;
 }
-at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w) {
-  return dispatch("rmsnorm", {x, w}, [&] { return at::rms_norm(x, {x.size(1)}, w, 1e-6); });
+
+template <typename F>
+at::Tensor dispatch_norm(const char* kernel_type, const std::vector<at::Tensor>& inputs, F fallback) {
+  if (kernel_type) return dispatch(kernel_type, inputs, fallback);
+  g_fallbacks++;
+  return fallback();
+}
+
+at::Tensor layernorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) {
+  return dispatch_norm(norm_type(kLayerNorms, eps), {x, w, b},
+                       [&] { return at::layer_norm(x, {x.size(1)}, w, b, eps); });
+}
+at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return dispatch_norm(norm_type(kRmsNorms, eps), {x, w}, [&] { return at::rms_norm(x, {x.size(1)}, w, eps); });
 }
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
   const auto fallback = [&] { return at::cross_entropy_loss(logits, target, {}, at::Reduction::None); };
@@ -327,24 +352,70 @@ std::vector<int64_t> tuned_calls() {
 }
 int64_t fallback_calls() { return g_fallbacks.load(); }
 
+// The operators' Autograd kernel. With an input that needs gradients, the operator's own function,
+// which then runs PyTorch's op (the tuned kernels have no backward formula), so autograd records
+// that op. Otherwise the operator is called again below autograd: the CPU or CUDA kernel runs, or,
+// while torch.compile traces, the fake implementation of the package's __init__.py, so the traced
+// graph holds the operator itself and the tuned kernel runs in the compiled model.
+bool needs_grad(const at::Tensor& t) { return t.requires_grad(); }
+bool needs_grad(double) { return false; }
+
+#define AKX_STR2(x) #x
+#define AKX_STR(x) AKX_STR2(x)
+
+template <auto Fn, const char* Name>
+struct Autograd;
+template <typename... A, at::Tensor (*Fn)(A...), const char* Name>
+struct Autograd<Fn, Name> {
+  static at::Tensor kernel(A... a) {
+    if (at::GradMode::is_enabled() && (needs_grad(a) || ...)) return Fn(a...);
+    static const std::string qualified = AKX_STR(AKX_NAMESPACE) "::" + std::string(Name);
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(qualified.c_str(), "").template typed<at::Tensor(A...)>();
+    at::AutoDispatchBelowADInplaceOrView below;
+    return op.call(a...);
+  }
+};
+
+// Every tensor operator, as X(name): its function is akx::name, its name string akx::k_name.
+// clang-format off
+#define AKX_EACH_OPERATOR(X) \
+  X(softmax) X(reduce) X(reduce_max) X(layernorm) X(rmsnorm) X(cross_entropy) X(matmul) \
+  X(flash_attention) X(flash_attention_causal) X(fused_mlp) X(rotary_embedding)
+// clang-format on
+#define AKX_NAME(op) constexpr char k_##op[] = #op;
+AKX_EACH_OPERATOR(AKX_NAME)
+#undef AKX_NAME
+
 }  // namespace
 }  // namespace akx
 
 // TORCH_LIBRARY pastes its namespace argument, so the package's namespace (registration.h) goes
 // through one more macro to be expanded first.
 #define AKX_TORCH_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
+#define AKX_TORCH_LIBRARY_IMPL(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
 AKX_TORCH_LIBRARY(AKX_NAMESPACE, m) {
-  m.def("softmax(Tensor x) -> Tensor", &akx::softmax);
-  m.def("reduce(Tensor x) -> Tensor", &akx::reduce);
-  m.def("reduce_max(Tensor x) -> Tensor", &akx::reduce_max);
-  m.def("layernorm(Tensor x, Tensor weight, Tensor bias) -> Tensor", &akx::layernorm);
-  m.def("rmsnorm(Tensor x, Tensor weight) -> Tensor", &akx::rmsnorm);
-  m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor", &akx::cross_entropy);
-  m.def("matmul(Tensor a, Tensor b) -> Tensor", &akx::matmul);
-  m.def("flash_attention(Tensor q, Tensor k, Tensor v) -> Tensor", &akx::flash_attention);
-  m.def("flash_attention_causal(Tensor q, Tensor k, Tensor v) -> Tensor", &akx::flash_attention_causal);
-  m.def("fused_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor", &akx::fused_mlp);
-  m.def("rotary_embedding(Tensor x, Tensor cos, Tensor sin) -> Tensor", &akx::rotary_embedding);
+  m.def("softmax(Tensor x) -> Tensor");
+  m.def("reduce(Tensor x) -> Tensor");
+  m.def("reduce_max(Tensor x) -> Tensor");
+  m.def("layernorm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> Tensor");
+  m.def("rmsnorm(Tensor x, Tensor weight, float eps=1e-06) -> Tensor");
+  m.def("cross_entropy(Tensor logits, Tensor target) -> Tensor");
+  m.def("matmul(Tensor a, Tensor b) -> Tensor");
+  m.def("flash_attention(Tensor q, Tensor k, Tensor v) -> Tensor");
+  m.def("flash_attention_causal(Tensor q, Tensor k, Tensor v) -> Tensor");
+  m.def("fused_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor");
+  m.def("rotary_embedding(Tensor x, Tensor cos, Tensor sin) -> Tensor");
   m.def("tuned_calls() -> int[]", &akx::tuned_calls);
   m.def("fallback_calls() -> int", &akx::fallback_calls);
 }
+// CPU tensors: PyTorch's op (find() takes CUDA inputs only).
+// clang-format off
+#define AKX_IMPL(op) m.impl(#op, &akx::op);
+AKX_TORCH_LIBRARY_IMPL(AKX_NAMESPACE, CPU, m) { AKX_EACH_OPERATOR(AKX_IMPL) }
+AKX_TORCH_LIBRARY_IMPL(AKX_NAMESPACE, CUDA, m) { AKX_EACH_OPERATOR(AKX_IMPL) }
+#undef AKX_IMPL
+#define AKX_IMPL_AUTOGRAD(op) m.impl(#op, &akx::Autograd<&akx::op, akx::k_##op>::kernel);
+AKX_TORCH_LIBRARY_IMPL(AKX_NAMESPACE, Autograd, m) { AKX_EACH_OPERATOR(AKX_IMPL_AUTOGRAD) }
+#undef AKX_IMPL_AUTOGRAD
+// clang-format on

@@ -63,6 +63,8 @@ class Package(unittest.TestCase):
             entry("rmsnorm", "cuda", [128, 2048], "fp16"),
             entry("matmul", "cuda", [256, 512, 128], "bf16"),
             entry("layernorm", "cuda", [32, 768], "fp32"),
+            # The same norm at BERT's eps: a type of its own, chosen by the operator's eps.
+            entry("layernorm_e12", "cuda", [32, 768], "fp32"),
             # Slower than PyTorch's op where tuned: left out.
             entry("softmax", "cuda", [512, 512], "bf16", speedup=0.9),
             # A CPU kernel: never in a package.
@@ -86,7 +88,7 @@ class Package(unittest.TestCase):
     def test_the_export_says_what_it_left_out_and_builds(self):
         self.assertEqual(self.result.returncode, 0, self.result.stderr[-3000:])
         self.assertIn("no faster than PyTorch's op where it was tuned (0.900x", self.result.stderr)
-        self.assertIn("package autokernel_tuned (5 kernels, sm_90a)", self.result.stdout)
+        self.assertIn("package autokernel_tuned (6 kernels, sm_90a)", self.result.stdout)
         self.assertIsNotNone(self.variant)
         self.assertRegex(os.path.basename(self.variant), r"^torch\d+-cxx11-cu\d+-x86_64-linux$")
         self.assertEqual(os.listdir(os.path.join(self.dir, "build")), [os.path.basename(self.variant)],
@@ -127,7 +129,7 @@ class Package(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         got = json.loads(p.stdout.strip().splitlines()[-1])
         self.assertEqual(got["module"], got["namespace"])
-        self.assertEqual((got["entries"], got["same"]), (5, True))
+        self.assertEqual((got["entries"], got["same"]), (6, True))
         with open(os.path.join(self.variant, "metadata.json")) as f:
             meta = json.load(f)
         self.assertEqual((meta["name"], meta["backend"]), ("autokernel-tuned", {"type": "cuda", "archs": ["9.0"]}))
@@ -138,18 +140,22 @@ class Package(unittest.TestCase):
             "names = ['softmax', 'reduce', 'reduce_max', 'layernorm', 'rmsnorm', 'cross_entropy', 'matmul',\n"
             "         'flash_attention', 'flash_attention_causal', 'fused_mlp', 'rotary_embedding']\n"
             "print(json.dumps({'schemas': [str(getattr(ns, n).default._schema) for n in names],\n"
+            "                  'eps': [getattr(ns, n).default._schema.arguments[-1].default_value for n in ('layernorm', 'rmsnorm')],\n"
             "                  'entries': sorted((e['kernel_type'], e['backend'], e['dtype']) for e in k.ENTRIES),\n"
             "                  'arch': k.ARCH, 'gpu': k.GPU_MODEL, 'calls': k.tuned_calls()}))\n")
         ns = self.python("print(json.dumps(k.NAMESPACE))")
         self.assertRegex(ns, r"^_autokernel_tuned_[0-9a-f]{7}$")
-        self.assertIn(f"{ns}::rmsnorm(Tensor x, Tensor weight) -> Tensor", got["schemas"])
+        schemas = [x.split("eps=")[0] for x in got["schemas"]]
+        self.assertIn(f"{ns}::rmsnorm(Tensor x, Tensor weight, float ", schemas)
+        self.assertIn(f"{ns}::layernorm(Tensor x, Tensor weight, Tensor bias, float ", schemas)
+        self.assertEqual(got["eps"], [1e-5, 1e-6])
         self.assertIn(f"{ns}::fused_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor", got["schemas"])
         self.assertEqual(len(got["schemas"]), 11)
         self.assertEqual(got["entries"], sorted([["softmax", "cuda", "bf16"], ["softmax", "triton", "bf16"],
                                                  ["rmsnorm", "cuda", "fp16"], ["matmul", "cuda", "bf16"],
-                                                 ["layernorm", "cuda", "fp32"]]))
+                                                 ["layernorm", "cuda", "fp32"], ["layernorm_e12", "cuda", "fp32"]]))
         self.assertEqual((got["arch"], got["gpu"]), ("sm_90a", "NVIDIA H200"))
-        self.assertEqual(sorted(got["calls"].values()), [0] * 5)
+        self.assertEqual(sorted(got["calls"].values()), [0] * 6)
 
     def test_off_the_gpu_every_function_is_pytorchs_op(self):
         got = self.python(
@@ -168,7 +174,8 @@ class Package(unittest.TestCase):
         self.assertEqual(got, {"ok": [True] * 4, "fallbacks": 4, "calls": 0})
 
     def test_every_operator_falls_back_to_the_farms_baseline_op(self):
-        """Each of the 11 operators on CPU tensors gives exactly PyTorch's op (kernels/<type>/reference.cc)."""
+        """Each of the 11 operators on CPU tensors gives exactly PyTorch's op (kernels/<type>/reference.cc),
+        the norms at each eps (the tuned ones' and another) too."""
         got = self.python(
             "import torch.nn.functional as F\n"
             "torch.manual_seed(0)\n"
@@ -183,7 +190,10 @@ class Package(unittest.TestCase):
             " 'reduce': (ns.reduce(x), x.sum(1)),\n"
             " 'reduce_max': (ns.reduce_max(x), x.amax(1)),\n"
             " 'layernorm': (ns.layernorm(x, w, b), F.layer_norm(x, (40,), w, b, 1e-5)),\n"
+            " 'layernorm_e12': (ns.layernorm(x * 1e-6, w, b, 1e-12), F.layer_norm(x * 1e-6, (40,), w, b, 1e-12)),\n"
+            " 'layernorm_e7': (ns.layernorm(x * 1e-3, w, b, 1e-7), F.layer_norm(x * 1e-3, (40,), w, b, 1e-7)),\n"
             " 'rmsnorm': (ns.rmsnorm(x, w), F.rms_norm(x, (40,), w, 1e-6)),\n"
+            " 'rmsnorm_e5': (ns.rmsnorm(x * 1e-3, w, 1e-5), F.rms_norm(x * 1e-3, (40,), w, 1e-5)),\n"
             " 'cross_entropy': (ns.cross_entropy(x, t), F.cross_entropy(x, t, reduction='none')),\n"
             " 'matmul': (ns.matmul(a, m), a @ m),\n"
             " 'flash_attention': (ns.flash_attention(q, q, q), F.scaled_dot_product_attention(q, q, q)),\n"
@@ -193,7 +203,41 @@ class Package(unittest.TestCase):
             "}\n"
             "print(json.dumps({n: bool(torch.allclose(y, ref, atol=1e-5, rtol=1e-5)) for n, (y, ref) in cases.items()}))\n")
         self.assertEqual(got, {n: True for n in got})
-        self.assertEqual(len(got), 11)
+        self.assertEqual(len(got), 14)
+
+    def test_torch_compile_keeps_the_operators_whole_and_autograd_runs_pytorchs_op(self):
+        """Each operator has a fake implementation: torch.compile(fullgraph=True) traces through the
+        package's functions with the operators as nodes of its graph (where a compiled model runs
+        the tuned kernels), gives PyTorch's results, and an input that needs gradients gets them
+        through PyTorch's op."""
+        got = self.python(
+            "import torch.nn.functional as F\n"
+            "torch.manual_seed(0)\n"
+            "ns = getattr(torch.ops, k.NAMESPACE)\n"
+            "seen = []\n"
+            "def record(gm, example_inputs):\n"
+            "    seen.extend(str(n.target) for n in gm.graph.nodes if n.op == 'call_function')\n"
+            "    return gm.forward\n"
+            "def model(x, w, b, a, m):\n"
+            "    h = k.layer_norm(k.softmax(x), w, b, eps=1e-12)\n"
+            "    return k.matmul(k.rms_norm(h, w), m[:40]) + k.reduce_sum(h).unsqueeze(-1), k.cross_entropy(a, a.argmax(1))\n"
+            "x = torch.randn(2, 3, 40); w = torch.randn(40); b = torch.randn(40); a = torch.randn(6, 8); m = torch.randn(48, 5)\n"
+            "ref = model(x, w, b, a, m)\n"
+            "got = torch.compile(model, backend=record, fullgraph=True)(x, w, b, a, m)\n"
+            "aot = torch.compile(model, backend='aot_eager', fullgraph=True)(x, w, b, a, m)\n"
+            "meta = ns.fused_mlp(*(torch.empty(s, device='meta') for s in ((7, 8), (8, 12), (8, 12), (12, 9))))\n"
+            "xg = torch.randn(6, 40, requires_grad=True)\n"
+            "ns.softmax(xg)[:, 0].sum().backward()\n"
+            "xr = xg.detach().clone().requires_grad_(True)\n"
+            "torch.softmax(xr, 1)[:, 0].sum().backward()\n"
+            "ops = sorted({t.split('.')[1] for t in seen if t.startswith(k.NAMESPACE + '.')})\n"
+            "print(json.dumps({'ops': ops, 'same': all(torch.allclose(p, q) for p, q in zip(got, ref)),\n"
+            "                  'aot': all(torch.allclose(p, q) for p, q in zip(aot, ref)),\n"
+            "                  'meta': [list(meta.shape), str(meta.device)], 'grad': bool(torch.allclose(xg.grad, xr.grad))}))\n")
+        self.assertEqual(got["ops"], ["cross_entropy", "layernorm", "matmul", "reduce", "rmsnorm", "softmax"], got)
+        self.assertTrue(got["same"] and got["aot"], got)
+        self.assertEqual(got["meta"], [[7, 9], "meta"])
+        self.assertTrue(got["grad"], got)
 
     @unittest.skipUnless(GPU, "needs a CUDA device (--gpu)")
     def test_on_the_gpu_each_kernel_runs_for_its_shape_and_matches_the_reference(self):
@@ -213,6 +257,10 @@ class Package(unittest.TestCase):
             "out['matmul'] = err(k.matmul(a, b), a.float() @ b.float())\n"
             "x = torch.randn(32, 768, device=dev); w = torch.randn(768, device=dev); bb = torch.randn(768, device=dev)\n"
             "out['layernorm'] = err(k.layer_norm(x, w, bb), F.layer_norm(x.double(), (768,), w.double(), bb.double(), 1e-5).float())\n"
+            "# rows of variance 1e-12: BERT's eps decides the output, so only the e12 kernel matches\n"
+            "x = torch.randn(32, 768, device=dev) * 1e-6\n"
+            "out['layernorm_e12'] = err(k.layer_norm(x, w, bb, eps=1e-12),\n"
+            "                           F.layer_norm(x.double(), (768,), w.double(), bb.double(), 1e-12).float())\n"
             "x = torch.randn(63, 1024, device=dev, dtype=torch.bfloat16)\n"
             "out['fallback'] = err(k.softmax(x), torch.softmax(x.float(), -1))\n"
             "# at an offset of one element (not 16-byte aligned): PyTorch's op\n"
@@ -234,11 +282,12 @@ class Package(unittest.TestCase):
         print(json.dumps(got, indent=1))
         calls = dict(got["calls"])
         self.assertEqual(calls.pop("softmax 64x1024 bf16"), 2, got)  # its shape, and on the other stream
-        self.assertEqual(sorted(calls.values()), [1] * 4, got)
+        self.assertEqual(sorted(calls.values()), [1] * 5, got)
         self.assertEqual(got["fallbacks"], 3, "another shape, an offset view, an input needing gradients")
         self.assertTrue(got["grad"])
         self.assertEqual(got["device"], 0)
         limits = {"softmax_cuda": 1e-2, "softmax_triton": 1e-2, "rmsnorm": 2e-2, "matmul": 0.25, "layernorm": 1e-4,
+                  "layernorm_e12": 1e-3,
                   "fallback": 1e-2, "offset": 1e-2, "stream": 1e-2}
         for name, limit in limits.items():
             self.assertLessEqual(got["err"][name], limit, name)
