@@ -533,6 +533,8 @@ Confinement ConfinementPolicy::for_child(const ChildView& view) const {
       b.source = absolute_path(b.source);
       b.target = absolute_path(b.target);
     }
+    // Each hidden path with its canonical form, computed once per child.
+    std::vector<std::string> hidden_canon = canonical_all(c.hidden);
     // A root parent's child runs as another uid: a bind or a needed path below a folder that uid
     // may not enter (root's mktemp -d folder, a 0700 home) would be out of its reach, and a compile
     // there fails with nothing but "compilation terminated". Such a folder is hidden too; the binds
@@ -541,38 +543,45 @@ Confinement ConfinementPolicy::for_child(const ChildView& view) const {
       std::vector<std::string> reached;
       for (const Confinement::Bind& b : c.binds) reached.push_back(b.target);
       for (const std::string& n : view.needed) reached.push_back(absolute_path(n));
-      std::vector<std::string> hidden_canon = canonical_all(c.hidden);  // closed folders join it
-      const size_t policy_hidden = hidden_canon.size();
+      const size_t policy_hidden = hidden_canon.size();  // closed folders (canonical) join the list
       for (const std::string& path : reached) {
         if (std::string d = closed_ancestor(path, hidden_canon, unprivileged_uid, unprivileged_gid); !d.empty())
           hidden_canon.push_back(std::move(d));
       }
       const std::vector<std::string> closed(hidden_canon.begin() + policy_hidden, hidden_canon.end());
       // A hidden path below a closed folder is gone with it (its tmpfs is not remounted there).
-      std::vector<std::string> kept;
+      std::vector<std::string> kept, kept_canon;
       for (size_t i = 0; i < policy_hidden; ++i)
-        if (std::none_of(closed.begin(), closed.end(),
-                         [&](const std::string& d) { return hidden_canon[i] != d && at_or_below(hidden_canon[i], d); }))
+        if (std::none_of(closed.begin(), closed.end(), [&](const std::string& d) {
+              return hidden_canon[i] != d && at_or_below(hidden_canon[i], d);
+            })) {
           kept.push_back(c.hidden[i]);
+          kept_canon.push_back(hidden_canon[i]);
+        }
       kept.insert(kept.end(), closed.begin(), closed.end());
+      kept_canon.insert(kept_canon.end(), closed.begin(), closed.end());
       c.hidden = std::move(kept);
+      hidden_canon = std::move(kept_canon);
     }
     // A hidden path at or below another (a worker's state folder under the hidden /root) is hidden
     // with it, and no longer exists in the child once the other's tmpfs is mounted: only the
     // outermost of each nest is kept.
     {
-      const std::vector<std::string> canon = canonical_all(c.hidden);
-      std::vector<std::string> outer;
-      for (size_t i = 0; i < canon.size(); ++i) {
+      std::vector<std::string> outer, outer_canon;
+      for (size_t i = 0; i < hidden_canon.size(); ++i) {
         bool covered = false;
-        for (size_t j = 0; j < canon.size() && !covered; ++j)
-          covered = j != i && at_or_below(canon[i], canon[j]) && (canon[i] != canon[j] || j < i);
-        if (!covered) outer.push_back(c.hidden[i]);
+        for (size_t j = 0; j < hidden_canon.size() && !covered; ++j)
+          covered =
+              j != i && at_or_below(hidden_canon[i], hidden_canon[j]) && (hidden_canon[i] != hidden_canon[j] || j < i);
+        if (!covered) {
+          outer.push_back(c.hidden[i]);
+          outer_canon.push_back(hidden_canon[i]);
+        }
       }
       c.hidden = std::move(outer);
+      hidden_canon = std::move(outer_canon);
     }
     // What the child needs below a hidden path (an interpreter under /root) comes back read-only.
-    const std::vector<std::string> hidden_canon = canonical_all(c.hidden);
     for (const std::string& canon : canonical_all(view.needed))
       if (std::any_of(hidden_canon.begin(), hidden_canon.end(),
                       [&](const std::string& h) { return at_or_below(canon, h); }))
