@@ -521,13 +521,12 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
     tuned = tuning_export(best->entries, 0)["entries"];
   }
   // One GPU model's cuda and triton kernels; of two for one (type, shape, dtype), the faster.
-  std::map<std::string, std::string> models;  // lower case -> as written
+  std::vector<std::string> models;  // each GPU model once (same_gpu_model), as first written
   for (const json& e : tuned)
     if (e.value("backend", "cpu") != "cpu") {
-      std::string m = e.value("gpu_model", "");
-      std::string low = m;
-      std::transform(low.begin(), low.end(), low.begin(), [](unsigned char ch) { return std::tolower(ch); });
-      models.emplace(low, m);
+      const std::string m = e.value("gpu_model", "");
+      if (std::none_of(models.begin(), models.end(), [&](const std::string& x) { return same_gpu_model(x, m); }))
+        models.push_back(m);
     }
   std::string gpu_model = a.gpu_model;
   if (gpu_model.empty()) {
@@ -538,12 +537,13 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
       return 2;
     }
     if (models.size() > 1) {
+      std::sort(models.begin(), models.end());
       std::cerr << "autokernel export: kernels of " << models.size() << " GPU models; name one with --gpu-model:";
-      for (const auto& [low, m] : models) std::cerr << " \"" << m << "\"";
+      for (const std::string& m : models) std::cerr << " \"" << m << "\"";
       std::cerr << "\n";
       return 2;
     }
-    gpu_model = models.begin()->second;
+    gpu_model = models.front();
   }
   // Every entry of that GPU model: the fastest of each (type, shape, dtype) that compiles is kept
   // (after compiling, below).
