@@ -258,9 +258,9 @@ bool run(int e, const std::vector<at::Tensor>& inputs, at::Tensor& out) {
 }
 
 // The tuned kernel for these inputs if there is one, else `fallback`.
+// Entry e's kernel on these inputs (e from find(), -1 for none) if it can run, else `fallback`.
 template <typename F>
-at::Tensor dispatch(const char* kernel_type, const std::vector<at::Tensor>& inputs, F fallback) {
-  const int e = find(kernel_type, inputs);
+at::Tensor dispatch_entry(int e, const std::vector<at::Tensor>& inputs, F fallback) {
   if (e >= 0) {
     at::Tensor out;
     if (run(e, inputs, out)) {
@@ -270,6 +270,12 @@ at::Tensor dispatch(const char* kernel_type, const std::vector<at::Tensor>& inpu
   }
   g_fallbacks++;
   return fallback();
+}
+
+// The tuned kernel of `kernel_type` (nullptr: none) for these inputs if there is one, else `fallback`.
+template <typename F>
+at::Tensor dispatch(const char* kernel_type, const std::vector<at::Tensor>& inputs, F fallback) {
+  return dispatch_entry(kernel_type ? find(kernel_type, inputs) : -1, inputs, fallback);
 }
 
 at::Tensor softmax(const at::Tensor& x) {
@@ -296,27 +302,21 @@ const char* norm_type(const NormType (&types)[N], double eps) {
   return nullptr;
 }
 
-template <typename F>
-at::Tensor dispatch_norm(const char* kernel_type, const std::vector<at::Tensor>& inputs, F fallback) {
-  if (kernel_type) return dispatch(kernel_type, inputs, fallback);
-  g_fallbacks++;
-  return fallback();
-}
-
 at::Tensor layernorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) {
-  return dispatch_norm(norm_type(kLayerNorms, eps), {x, w, b},
-                       [&] { return at::layer_norm(x, {x.size(1)}, w, b, eps); });
+  return dispatch(norm_type(kLayerNorms, eps), {x, w, b}, [&] { return at::layer_norm(x, {x.size(1)}, w, b, eps); });
 }
 at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return dispatch_norm(norm_type(kRmsNorms, eps), {x, w}, [&] { return at::rms_norm(x, {x.size(1)}, w, eps); });
+  return dispatch(norm_type(kRmsNorms, eps), {x, w}, [&] { return at::rms_norm(x, {x.size(1)}, w, eps); });
 }
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
   const auto fallback = [&] { return at::cross_entropy_loss(logits, target, {}, at::Reduction::None); };
-  if (find("cross_entropy", {logits, target}) < 0) return dispatch("cross_entropy", {logits, target}, fallback);
+  const int e = find("cross_entropy", {logits, target});
+  if (e < 0) return dispatch_entry(-1, {logits, target}, fallback);
   // The kernel reads the target's logit: every target is clamped into [0, classes) first (no host
-  // sync), and the rows whose target was not a class are set afterwards.
+  // sync; the clamped copy has the target's size, dtype and device, so entry e takes it too), and
+  // the rows whose target was not a class are set afterwards.
   const at::Tensor safe = target.clamp(0, logits.size(1) - 1);
-  at::Tensor out = dispatch("cross_entropy", {logits, safe}, fallback);
+  at::Tensor out = dispatch_entry(e, {logits, safe}, fallback);
   out.masked_fill_(target == -100, 0);
   out.masked_fill_((target != safe).logical_and(target != -100), std::numeric_limits<double>::quiet_NaN());
   return out;
