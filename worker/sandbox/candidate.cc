@@ -53,6 +53,22 @@ void grant_dynamic_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, 
   granted = bytes;
 }
 
+// The geometry and parameters of phase `phase` of a cuda call (kernels/registry.h, cuda_phases):
+// the harness's parameters, then the workspace (when the type has one) and the phase (when it has
+// several). One definition for the sandbox's launches and for launch_plan's.
+kernels::LaunchGeometry cuda_phase_geometry(const kernels::KernelSpec& spec,
+                                            const std::map<std::string, int64_t>& config,
+                                            const std::vector<int64_t>& shape, DType dtype, int phases, int phase) {
+  return phases > 1 ? spec.cuda_phase_geometry(config, shape, dtype, phase) : spec.cuda_geometry(config, shape, dtype);
+}
+void cuda_phase_params(const kernels::KernelSpec& spec, const kernels::TorchHarness& th,
+                       const std::vector<at::Tensor>& inputs, at::Tensor& out, const void* workspace, int phases,
+                       int phase, kernels::KernelParams& params) {
+  th.cuda_params(inputs, out, params);
+  if (spec.workspace_bytes) params.add_pointer(workspace);
+  if (phases > 1) params.add_i64(phase);
+}
+
 class CudaCandidate final : public Candidate {
  public:
   CudaCandidate(const CudaDriver& drv, CUmodule mod, CUfunction fn, const kernels::KernelSpec& spec,
@@ -92,8 +108,7 @@ class CudaCandidate final : public Candidate {
  private:
   void launch_phase(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape,
                     const void* workspace, int phases, int phase) {
-    const kernels::LaunchGeometry g = phases > 1 ? spec_.cuda_phase_geometry(config_, shape, dtype_, phase)
-                                                 : spec_.cuda_geometry(config_, shape, dtype_);
+    const kernels::LaunchGeometry g = cuda_phase_geometry(spec_, config_, shape, dtype_, phases, phase);
     const int64_t threads = int64_t(g.block[0]) * g.block[1] * g.block[2];
     const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
                              std::to_string(g.grid[2]) + ", block " + std::to_string(g.block[0]) + "x" +
@@ -104,9 +119,7 @@ class CudaCandidate final : public Candidate {
                    " threads per block (registers); the launch asks for " + what);
     grant_dynamic_shared(drv_, fn_, g.shared_bytes, max_shared_, granted_shared_, what);
     kernels::KernelParams params;
-    th_->cuda_params(inputs, out, params);
-    if (spec_.workspace_bytes) params.add_pointer(workspace);
-    if (phases > 1) params.add_i64(phase);
+    cuda_phase_params(spec_, *th_, inputs, out, workspace, phases, phase, params);
     CUresult r = drv_.cuLaunchKernel(fn_, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
                                      g.shared_bytes, stream_, params.args(), nullptr);
     if (r != CUDA_SUCCESS)
@@ -434,12 +447,9 @@ std::string launch_plan(const std::string& backend, const std::string& artifact_
     builds.push_back({{"cubin", artifact_path}, {"function", entry}});
     const int phases = std::max(1, spec.cuda_phases);
     for (int phase = 0; phase < phases; ++phase) {
-      const kernels::LaunchGeometry g =
-          phases > 1 ? spec.cuda_phase_geometry(config, shape, dtype, phase) : spec.cuda_geometry(config, shape, dtype);
+      const kernels::LaunchGeometry g = cuda_phase_geometry(spec, config, shape, dtype, phases, phase);
       kernels::KernelParams params;
-      th->cuda_params(fake, fake_out, params);
-      if (spec.workspace_bytes) params.add_pointer(fake_address(like.size() + 1));
-      if (phases > 1) params.add_i64(phase);
+      cuda_phase_params(spec, *th, fake, fake_out, fake_address(like.size() + 1), phases, phase, params);
       launches.push_back({{"grid", geometry_json(g.grid)},
                           {"build", 0},
                           {"block", geometry_json(g.block)},
