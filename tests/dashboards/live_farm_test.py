@@ -17,6 +17,7 @@ Usage: live_farm_test.py <autokernel executable> <source root>
 import ctypes
 import json
 import os
+import queue
 import re
 import select
 import shutil
@@ -25,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -41,7 +43,9 @@ def free_port():
 
 
 def wait_for(what, check, deadline):
-    """Polls check() until it returns something truthy; fails with `what` at the deadline."""
+    """Polls check() until it returns something truthy; fails with `what` at the deadline. For
+    what has no event to wait on: `autokernel status` output and Prometheus's query API, which
+    gain data only as Prometheus scrapes (every second)."""
     while time.monotonic() < deadline:
         v = check()
         if v:
@@ -50,12 +54,34 @@ def wait_for(what, check, deadline):
     raise SystemExit(f"live_farm_test: timed out waiting for {what}")
 
 
-def log_match(path, pattern):
+def tee_until(pipe, log_path, pattern, deadline, what):
+    """Copies a child's output pipe into its log file, on a thread for the child's whole life (a
+    full pipe would block it), and returns the match of `pattern` in the first line that has it:
+    the child's own line is the event waited for, no polling."""
+    found = queue.Queue()
+
+    def copy():
+        matched = False
+        with open(log_path, "wb") as log:
+            for line in iter(pipe.readline, b""):
+                log.write(line)
+                log.flush()
+                if not matched:
+                    m = re.search(pattern, line.decode(errors="replace"))
+                    if m:
+                        matched = True
+                        found.put(m)
+        if not matched:
+            found.put(None)  # the child closed its output (it exited) without the line
+
+    threading.Thread(target=copy, daemon=True).start()
     try:
-        with open(path, errors="replace") as f:
-            return re.search(pattern, f.read())
-    except FileNotFoundError:
-        return None
+        m = found.get(timeout=max(0.0, deadline - time.monotonic()))
+    except queue.Empty:
+        m = None
+    if m is None:
+        raise SystemExit(f"live_farm_test: timed out waiting for {what}")
+    return m
 
 
 def http_json(url):
@@ -148,10 +174,12 @@ def main():
             workers.append(["--backend", "cuda", "--gpus", "0", "--id", "live-gpu0"])
         for i, extra in enumerate(workers):
             log = f"worker{i}.log"
-            spawn([ak, "worker", "--coordinator", ready["workers"], "--cache-dir", f"{work}/cache", "--state-dir",
-                   f"{work}/worker{i}", "--metrics", "127.0.0.1:0", *extra], log)
-            m = wait_for(f"worker {i}'s /metrics port (see {work}/{log})",
-                         lambda: log_match(os.path.join(work, log), r"worker /metrics on port (\d+)"), deadline)
+            w = subprocess.Popen([ak, "worker", "--coordinator", ready["workers"], "--cache-dir", f"{work}/cache",
+                                  "--state-dir", f"{work}/worker{i}", "--metrics", "127.0.0.1:0", *extra],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            procs.append(w)
+            m = tee_until(w.stdout, os.path.join(work, log), r"worker /metrics on port (\d+)", deadline,
+                          f"worker {i}'s /metrics port (see {work}/{log})")
             targets["autokernel-worker"].append(f"127.0.0.1:{m.group(1)}")
 
         # A small campaign (one configuration six times: compile cache hits after the first) and one
