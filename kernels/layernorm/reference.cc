@@ -61,18 +61,13 @@ std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType
   return with_params(bounded_hostile_inputs(shape, dtype, device, seed, 1e15), params(shape.at(1), dtype, device, seed));
 }
 
-template <double Eps>
-constexpr TorchHarness harness() {
-  return {make_inputs<Eps>,         make_output,
-          reference<Eps>,           baseline<Eps>,
-          call_cpu_inputs_out_dims, cuda_params_inputs_out_dims,
-          hostile_inputs,           nullptr};
-}
-
 }  // namespace
 
-extern const TorchHarness kHarness = harness<1e-5>();
-extern const TorchHarness kE12Harness = harness<1e-12>();
-extern const TorchHarness kE6Harness = harness<1e-6>();
+extern const TorchHarness kHarness =
+    inputs_out_dims_harness(make_inputs<1e-5>, make_output, reference<1e-5>, baseline<1e-5>, hostile_inputs);
+extern const TorchHarness kE12Harness =
+    inputs_out_dims_harness(make_inputs<1e-12>, make_output, reference<1e-12>, baseline<1e-12>, hostile_inputs);
+extern const TorchHarness kE6Harness =
+    inputs_out_dims_harness(make_inputs<1e-6>, make_output, reference<1e-6>, baseline<1e-6>, hostile_inputs);
 
 }  // namespace ak::kernels::layernorm
