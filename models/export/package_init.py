@@ -87,25 +87,34 @@ def fallback_calls():
 
 
 def _register_fakes():
-    """The output of each operator from its inputs' shapes alone (torch.library.register_fake), for
-    torch.compile and the meta device. Once per process: a second import of the package (under
-    another module name) finds them registered."""
-    def like_first(x, *rest, **kw):
-        return torch.empty_like(x)
+    """Each operator's output from its inputs' metadata alone (torch.library.register_fake), for
+    torch.compile and the meta device: PyTorch's op that the operator falls back to, run on the fake
+    inputs, made contiguous as the operator's output always is (torch_binding.cpp). Once per
+    process: a second import of the package (under another module name) finds them registered."""
+    import torch.nn.functional as F
 
-    def per_row(x, *rest):
-        return x.new_empty(x.shape[:1])
+    def rotary(x, cos, sin):
+        h = x.shape[2] // 2
+        rotated = torch.cat((-x[..., h:], x[..., :h]), 2)
+        return x * torch.cat((cos, cos), 1).unsqueeze(1) + rotated * torch.cat((sin, sin), 1).unsqueeze(1)
 
     fakes = {
-        "softmax": like_first, "layernorm": like_first, "rmsnorm": like_first, "rotary_embedding": like_first,
-        "flash_attention": like_first, "flash_attention_causal": like_first,
-        "reduce": per_row, "reduce_max": per_row, "cross_entropy": per_row,
-        "matmul": lambda a, b: a.new_empty((a.shape[0], b.shape[1])),
-        "fused_mlp": lambda x, w_gate, w_up, w_down: x.new_empty((x.shape[0], w_down.shape[1])),
+        "softmax": lambda x: torch.softmax(x, 1),
+        "reduce": lambda x: x.sum(1),
+        "reduce_max": lambda x: x.amax(1),
+        "layernorm": lambda x, w, b, eps=1e-5: F.layer_norm(x, (x.shape[1],), w, b, eps),
+        "rmsnorm": lambda x, w, eps=1e-6: F.rms_norm(x, (x.shape[1],), w, eps),
+        "cross_entropy": lambda logits, target: F.cross_entropy(logits, target, reduction="none"),
+        "matmul": torch.mm,
+        "flash_attention": F.scaled_dot_product_attention,
+        "flash_attention_causal": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "fused_mlp": lambda x, w_gate, w_up, w_down: torch.mm(F.silu(x @ w_gate) * (x @ w_up), w_down),
+        "rotary_embedding": rotary,
     }
-    for name, fake in fakes.items():
+    for name, op in fakes.items():
         try:
-            torch.library.register_fake(f"{NAMESPACE}::{name}")(fake)
+            torch.library.register_fake(f"{NAMESPACE}::{name}")(
+                lambda *args, _op=op, **kwargs: _op(*args, **kwargs).contiguous())
         except RuntimeError as e:
             if "already" not in str(e):
                 raise

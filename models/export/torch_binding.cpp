@@ -1,6 +1,7 @@
-// The torch extension of an `autokernel export --hf` package: one operator per kernel type, each
-// running the farm's tuned kernel when one was exported for its inputs' exact sizes and dtype on a
-// CUDA device, and PyTorch's own op (the farm's baseline for that type) otherwise.
+// The torch extension of an `autokernel export --hf` package: one operator per kernel type (per
+// family for the norms, whose eps picks the type), each running the farm's tuned kernel when one
+// was exported for its inputs' exact sizes and dtype on a CUDA device, and PyTorch's own op (the
+// farm's baseline for that type) otherwise.
 //
 //   torch.ops.<namespace>.softmax(x)                     x [rows, cols]: softmax over dim 1
 //   torch.ops.<namespace>.reduce(x), reduce_max(x)       x [rows, cols]: sum, max over dim 1 -> [rows]
@@ -257,7 +258,6 @@ bool run(int e, const std::vector<at::Tensor>& inputs, at::Tensor& out) {
   return true;
 }
 
-// The tuned kernel for these inputs if there is one, else `fallback`.
 // Entry e's kernel on these inputs (e from find(), -1 for none) if it can run, else `fallback`.
 template <typename F>
 at::Tensor dispatch_entry(int e, const std::vector<at::Tensor>& inputs, F fallback) {
@@ -269,7 +269,9 @@ at::Tensor dispatch_entry(int e, const std::vector<at::Tensor>& inputs, F fallba
     }
   }
   g_fallbacks++;
-  return fallback();
+  // Contiguous, as a tuned kernel's output is and as the fake implementations say (some of
+  // PyTorch's ops return other strides: the memory-efficient attention a transposed tensor).
+  return fallback().contiguous();
 }
 
 // The tuned kernel of `kernel_type` (nullptr: none) for these inputs if there is one, else `fallback`.
@@ -352,11 +354,13 @@ std::vector<int64_t> tuned_calls() {
 }
 int64_t fallback_calls() { return g_fallbacks.load(); }
 
-// The operators' Autograd kernel. With an input that needs gradients, the operator's own function,
-// which then runs PyTorch's op (the tuned kernels have no backward formula), so autograd records
-// that op. Otherwise the operator is called again below autograd: the CPU or CUDA kernel runs, or,
-// while torch.compile traces, the fake implementation of the package's __init__.py, so the traced
-// graph holds the operator itself and the tuned kernel runs in the compiled model.
+// The operators' Autograd kernel. With an input that needs gradients (while grad mode is on), the
+// operator's own function, which then runs PyTorch's op (the tuned kernels have no backward
+// formula), so autograd records that op; torch.compile then traces PyTorch's ops too (and counts
+// a fallback per trace). Otherwise, as in inference (no_grad, inference_mode, weights without
+// gradients), the operator is called again below autograd: its kernel runs, or, while
+// torch.compile traces, the fake implementation of the package's __init__.py, so the traced graph
+// holds the operator itself and the tuned kernel runs in the compiled model.
 bool needs_grad(const at::Tensor& t) { return t.requires_grad(); }
 bool needs_grad(double) { return false; }
 
@@ -409,11 +413,11 @@ AKX_TORCH_LIBRARY(AKX_NAMESPACE, m) {
   m.def("tuned_calls() -> int[]", &akx::tuned_calls);
   m.def("fallback_calls() -> int", &akx::fallback_calls);
 }
-// CPU tensors: PyTorch's op (find() takes CUDA inputs only).
+// Every device (find() takes CUDA inputs only; elsewhere PyTorch's op runs). The fake
+// implementations registered by the package's __init__.py take the meta device.
 // clang-format off
 #define AKX_IMPL(op) m.impl(#op, &akx::op);
-AKX_TORCH_LIBRARY_IMPL(AKX_NAMESPACE, CPU, m) { AKX_EACH_OPERATOR(AKX_IMPL) }
-AKX_TORCH_LIBRARY_IMPL(AKX_NAMESPACE, CUDA, m) { AKX_EACH_OPERATOR(AKX_IMPL) }
+AKX_TORCH_LIBRARY_IMPL(AKX_NAMESPACE, CompositeExplicitAutograd, m) { AKX_EACH_OPERATOR(AKX_IMPL) }
 #undef AKX_IMPL
 #define AKX_IMPL_AUTOGRAD(op) m.impl(#op, &akx::Autograd<&akx::op, akx::k_##op>::kernel);
 AKX_TORCH_LIBRARY_IMPL(AKX_NAMESPACE, Autograd, m) { AKX_EACH_OPERATOR(AKX_IMPL_AUTOGRAD) }

@@ -225,6 +225,10 @@ class Package(unittest.TestCase):
             "ref = model(x, w, b, a, m)\n"
             "got = torch.compile(model, backend=record, fullgraph=True)(x, w, b, a, m)\n"
             "aot = torch.compile(model, backend='aot_eager', fullgraph=True)(x, w, b, a, m)\n"
+            "# inductor checks each output's strides against the fake's: a transposed input\n"
+            "xt = torch.randn(40, 6).t()\n"
+            "ind = torch.compile(lambda x: ns.softmax(x) + 1, backend='inductor', fullgraph=True)(xt)\n"
+            "ind_same = bool(torch.allclose(ind, torch.softmax(xt, 1) + 1))\n"
             "meta = ns.fused_mlp(*(torch.empty(s, device='meta') for s in ((7, 8), (8, 12), (8, 12), (12, 9))))\n"
             "xg = torch.randn(6, 40, requires_grad=True)\n"
             "ns.softmax(xg)[:, 0].sum().backward()\n"
@@ -232,10 +236,10 @@ class Package(unittest.TestCase):
             "torch.softmax(xr, 1)[:, 0].sum().backward()\n"
             "ops = sorted({t.split('.')[1] for t in seen if t.startswith(k.NAMESPACE + '.')})\n"
             "print(json.dumps({'ops': ops, 'same': all(torch.allclose(p, q) for p, q in zip(got, ref)),\n"
-            "                  'aot': all(torch.allclose(p, q) for p, q in zip(aot, ref)),\n"
+            "                  'aot': all(torch.allclose(p, q) for p, q in zip(aot, ref)), 'inductor': ind_same,\n"
             "                  'meta': [list(meta.shape), str(meta.device)], 'grad': bool(torch.allclose(xg.grad, xr.grad))}))\n")
         self.assertEqual(got["ops"], ["cross_entropy", "layernorm", "matmul", "reduce", "rmsnorm", "softmax"], got)
-        self.assertTrue(got["same"] and got["aot"], got)
+        self.assertTrue(got["same"] and got["aot"] and got["inductor"], got)
         self.assertEqual(got["meta"], [[7, 9], "meta"])
         self.assertTrue(got["grad"], got)
 
