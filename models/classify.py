@@ -93,7 +93,6 @@ NORM_TYPES = {
     "layernorm": {1e-5: "layernorm", 1e-12: "layernorm_e12", 1e-6: "layernorm_e6"},
     "rmsnorm": {1e-6: "rmsnorm", 1e-5: "rmsnorm_e5"},
 }
-NORM_EPS = {t: eps for types in NORM_TYPES.values() for eps, t in types.items()}
 NORM_FAMILY = {t: family for family, types in NORM_TYPES.items() for t in types.values()}
 _NORM_AFFINE = {"layernorm": ("weight", "bias"), "rmsnorm": ("weight",)}
 

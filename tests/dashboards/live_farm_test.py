@@ -54,6 +54,13 @@ def wait_for(what, check, deadline):
     raise SystemExit(f"live_farm_test: timed out waiting for {what}")
 
 
+def drain(pipe, log_path):
+    """Copies what is left in a child's output pipe into a file until the child closes it."""
+    with open(log_path, "wb") as log:
+        for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
+            log.write(chunk)
+
+
 def tee_until(pipe, log_path, pattern, deadline, what):
     """Copies a child's output pipe into its log file, on a thread for the child's whole life (a
     full pipe would block it), and returns the match of `pattern` in the first line that has it:
@@ -78,9 +85,9 @@ def tee_until(pipe, log_path, pattern, deadline, what):
     try:
         m = found.get(timeout=max(0.0, deadline - time.monotonic()))
     except queue.Empty:
-        m = None
-    if m is None:
         raise SystemExit(f"live_farm_test: timed out waiting for {what}")
+    if m is None:
+        raise SystemExit(f"live_farm_test: the process exited before printing {what}")
     return m
 
 
@@ -165,6 +172,9 @@ def main():
                         ready = json.loads(line[len("READY "):])
         if ready is None:
             raise SystemExit(f"live_farm_test: the coordinator sent no READY line; see {work}/coordinator.log")
+        # The rest of its stdout is drained for its whole life (a full pipe would block it).
+        threading.Thread(target=drain, args=(coord.stdout, os.path.join(work, "coordinator.stdout.log")),
+                         daemon=True).start()
         clients = ready["clients"]
         targets = {"autokernel-coordinator": [f"127.0.0.1:{ready['metrics_port']}"], "autokernel-worker": []}
 
