@@ -192,7 +192,7 @@ class HuggingFace(unittest.TestCase):
         self.assertGreater(report["parameters"], 100_000_000)  # BERT-base's default configuration
         Profile.check_counted_once(self, report)
         types = {t["kernel_type"] for t in report["targets"]}
-        self.assertTrue({"matmul", "layernorm"} <= types, types)
+        self.assertTrue({"matmul", "layernorm_e12"} <= types, types)  # BERT's LayerNorm, eps 1e-12
         p, report = run_profile("hf:no_such_architecture")
         self.assertEqual(p.returncode, 3)
         self.assertIn("is not a transformers architecture", report["error"])
