@@ -28,7 +28,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -56,13 +55,16 @@ std::vector<Entry>& entries() {
   return e;
 }
 
+// Without iostreams: in the model's Python process on the GPU host (g++ 13, torch 2.11.0+cu130),
+// the first std::ostringstream insertion from this library crashed with SIGSEGV (2026-12-06).
 std::string sizes_text(c10::IntArrayRef s) {
-  std::ostringstream o;
-  o << s;
-  return o.str();
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
 }
 
-[[noreturn]] void refuse(const std::string& what) { TORCH_CHECK(false, "autokernel: ", what); }
+// One string, so c10::str passes it through without a stream (see sizes_text).
+[[noreturn]] void refuse(const std::string& what) { TORCH_CHECK(false, std::string("autokernel: ") + what); }
 
 nlohmann::json read_manifest(const std::string& manifest_path) {
   std::ifstream in(manifest_path);
@@ -152,19 +154,20 @@ at::Tensor call(int64_t index, std::vector<at::Tensor> inputs) {
   if (index < 0 || index >= int64_t(entries().size()))
     refuse("no loaded kernel " + std::to_string(index) + " (" + std::to_string(entries().size()) + " loaded)");
   Entry& e = entries()[size_t(index)];
-  const std::string what = e.kernel_type + " " + sizes_text(e.shape) + " " + dtype_name(e.dtype);
+  // Built only for a refusal: call() runs once per replaced op per forward.
+  const auto what = [&] { return e.kernel_type + " " + sizes_text(e.shape) + " " + dtype_name(e.dtype); };
   if (inputs.size() != e.input_sizes.size())
-    refuse(what + " takes " + std::to_string(e.input_sizes.size()) + " inputs, got " + std::to_string(inputs.size()));
+    refuse(what() + " takes " + std::to_string(e.input_sizes.size()) + " inputs, got " + std::to_string(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& t = inputs[i];
-    if (!t.defined()) refuse(what + ": input " + std::to_string(i) + " is undefined");
-    if (t.sizes().vec() != e.input_sizes[i] || t.scalar_type() != e.input_dtypes[i])
-      refuse(what + ": input " + std::to_string(i) + " is " + sizes_text(t.sizes()) + " " +
+    if (!t.defined()) refuse(what() + ": input " + std::to_string(i) + " is undefined");
+    if (!t.sizes().equals(e.input_sizes[i]) || t.scalar_type() != e.input_dtypes[i])
+      refuse(what() + ": input " + std::to_string(i) + " is " + sizes_text(t.sizes()) + " " +
              std::string(c10::toString(t.scalar_type())) + ", the kernel takes " + sizes_text(e.input_sizes[i]) + " " +
              c10::toString(e.input_dtypes[i]));
-    if (!t.is_contiguous()) refuse(what + ": input " + std::to_string(i) + " is not contiguous");
+    if (!t.is_contiguous()) refuse(what() + ": input " + std::to_string(i) + " is not contiguous");
     if (t.device().type() != e.device.type() || (e.device.has_index() && t.device() != e.device))
-      refuse(what + ": input " + std::to_string(i) + " is on " + t.device().str() + ", the kernel on " +
+      refuse(what() + ": input " + std::to_string(i) + " is on " + t.device().str() + ", the kernel on " +
              e.device.str());
   }
   at::Tensor out = e.harness->make_output(inputs);
@@ -173,7 +176,7 @@ at::Tensor call(int64_t index, std::vector<at::Tensor> inputs) {
   try {
     e.candidate->launch(inputs, out, e.shape);
   } catch (const sandbox::StageError& err) {
-    refuse(what + ": " + err.reason);
+    refuse(what() + ": " + err.reason);
   }
   return out;
 }
