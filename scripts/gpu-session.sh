@@ -71,7 +71,9 @@ for step in $STEPS; do
         rc=$?; echo "run --model $m rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
         grep -v "^\s*$" "$d/run.log" | grep -v "\r" | grep -v "^PASS\|^FAIL" | tail -40
         rm -rf "$d/.ak"
-      done ;;
+      done
+      # one file for the reports: a device call brings back at most 8 files from $OUT
+      tar czf "$OUT/pipeline.tgz" -C "$OUT" pipeline && rm -rf "$OUT/pipeline" ;;
     confine)
       # What a worker started here would get, then what one started by an ordinary user would.
       { "$B/bin/autokernel" worker --confinement-report
