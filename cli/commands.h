@@ -44,7 +44,8 @@ struct WorkerArgs {
   std::string backend = "auto";  // auto: cuda on every GPU if any, else cpu
   std::string gpus = "all";      // "all" or a comma list of CUDA ordinals
   std::string id;                // empty: make_worker_agent claims <hostname>-<backend><device>[-N]
-  int slots = 2;
+  int slots = 0;                 // 0: automatic (worker/agent.h, agent_parallelism)
+  int compile_threads = 0;       // 0: automatic
   std::string cache_dir = ".ak/cache";
   // The Python of triton compiles, KernelBench and model jobs, whose torch the sandbox loads
   // (cli/python_env.h): --python, else python_env (AK_PYTHON), else the build's default, else PATH.

@@ -117,7 +117,15 @@ int main(int argc, char** argv) {
                    "worker id, unique in the farm (default: <host>-<backend><device>, e.g. gpu01-cuda0; a second live "
                    "worker on this host takes gpu01-cuda0-2, a restarted one its predecessor's id and unacknowledged "
                    "results); one live process per id and --state-dir");
-  work->add_option("--slots", wo.slots, "jobs held at once (one measuring, the rest compiling ahead)")->capture_default_str()->check(CLI::Range(1, 64));
+  work->add_option("--slots", wo.slots,
+                   "jobs held at once (one measuring, the rest compiling ahead); 0: one more than the compile threads")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  work->add_option("--compile-threads", wo.compile_threads,
+                   "threads compiling held jobs ahead; 0: cuda, half of the host's hardware threads shared between "
+                   "its GPUs (at most 8 each); cpu, 1 (compiling disturbs cpu timings)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   work->add_option("--cache-dir", wo.cache_dir, "compiled artefact cache")->capture_default_str();
   work->add_option("--python", wo.python,
                    "Python with torch (and triton 3.6 for triton jobs); default: $AK_PYTHON, else the build's "

@@ -125,7 +125,10 @@ int worker(const WorkerArgs& a) {
     o.curve_secret_key = mine.secret_z85;
     o.backend = backend;
     o.device_index = d < 0 ? 0 : d;
-    o.slots = a.slots;
+    const AgentParallelism par =
+        agent_parallelism(backend, std::thread::hardware_concurrency(), devices.size(), a.slots, a.compile_threads);
+    o.slots = par.slots;
+    o.compile_threads = par.compile_threads;
     o.sandbox_path = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
     o.cache_dir = cache_dir;
     o.python = python.path;

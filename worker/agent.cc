@@ -386,8 +386,9 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return Status::internal("eventfd failed");
 
-  spdlog::info("worker {}: {} ({}), {} slot(s), coordinator {}", options_.worker_id, caps_.gpu_name,
-               backend_name(options_.backend), options_.slots, options_.coordinator_endpoint);
+  spdlog::info("worker {}: {} ({}), {} slot(s), {} compile thread(s), coordinator {}", options_.worker_id,
+               caps_.gpu_name, backend_name(options_.backend), options_.slots, options_.compile_threads,
+               options_.coordinator_endpoint);
   send_ready(s);
   s.next_heartbeat_ms = clock_.now_ms() + options_.heartbeat_ms;
 
@@ -507,6 +508,22 @@ void WorkerAgent::read_link_events(Session& s) {
         break;
     }
   }
+}
+
+AgentParallelism agent_parallelism(Backend backend, unsigned hardware_threads, size_t agents_on_host, int slots,
+                                   int compile_threads) {
+  AgentParallelism p;
+  if (compile_threads > 0) {
+    p.compile_threads = compile_threads;
+  } else if (backend == Backend::kCpu) {
+    p.compile_threads = 1;
+  } else {
+    const unsigned share = hardware_threads / 2 / static_cast<unsigned>(std::max<size_t>(1, agents_on_host));
+    p.compile_threads = static_cast<int>(std::clamp(share, 1u, 8u));
+    if (slots > 0) p.compile_threads = std::clamp(slots - 1, 1, p.compile_threads);
+  }
+  p.slots = slots > 0 ? slots : p.compile_threads + 1;
+  return p;
 }
 
 std::string default_worker_id(const Capabilities& caps, Backend backend, int device_index) {

@@ -207,4 +207,18 @@ Result<std::unique_ptr<WorkerAgent>> make_worker_agent(WorkerOptions options, Cl
 // "<hostname>-cuda0", "<hostname>-cpu0".
 std::string default_worker_id(const Capabilities& caps, Backend backend, int device_index);
 
+// How many jobs an agent holds (slots) and on how many threads it compiles them ahead, where the
+// worker's flags leave either at 0 (automatic). A cuda agent compiles on half of the host's hardware
+// threads shared between the host's agents, at most 8 each: a study's candidates take seconds each
+// to compile and a fraction of that to measure, so one compile thread leaves the GPU idle. A cpu
+// agent compiles on one thread, so that compiling disturbs the timings on its cores as little as it
+// can. Automatic slots are one more than the compile threads (one job measured while the others
+// compile); given slots bound the automatic compile threads to one fewer.
+struct AgentParallelism {
+  int slots = 2;
+  int compile_threads = 1;
+};
+AgentParallelism agent_parallelism(Backend backend, unsigned hardware_threads, size_t agents_on_host, int slots,
+                                   int compile_threads);
+
 }  // namespace ak

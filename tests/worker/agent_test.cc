@@ -656,5 +656,39 @@ TEST(MakeWorkerAgent, BrokenSandboxIsReportedBeforeTheWorkerRegisters) {
       << agent.status().message();
 }
 
+TEST(AgentParallelism, ACudaAgentCompilesOnHalfItsShareOfTheHostAtMostEightAndHoldsOneJobMore) {
+  auto p = agent_parallelism(Backend::kCuda, 16, 1, 0, 0);
+  EXPECT_EQ(p.compile_threads, 8);
+  EXPECT_EQ(p.slots, 9);
+  p = agent_parallelism(Backend::kCuda, 16, 2, 0, 0);  // two GPUs' agents share the host
+  EXPECT_EQ(p.compile_threads, 4);
+  EXPECT_EQ(p.slots, 5);
+  p = agent_parallelism(Backend::kCuda, 256, 1, 0, 0);
+  EXPECT_EQ(p.compile_threads, 8);
+  p = agent_parallelism(Backend::kCuda, 2, 1, 0, 0);
+  EXPECT_EQ(p.compile_threads, 1);
+  EXPECT_EQ(p.slots, 2);
+  p = agent_parallelism(Backend::kCuda, 16, 8, 0, 0);
+  EXPECT_EQ(p.compile_threads, 1);
+}
+
+TEST(AgentParallelism, ACpuAgentCompilesOnOneThreadAndGivenValuesWin) {
+  auto p = agent_parallelism(Backend::kCpu, 64, 1, 0, 0);
+  EXPECT_EQ(p.compile_threads, 1);
+  EXPECT_EQ(p.slots, 2);
+  p = agent_parallelism(Backend::kCuda, 16, 1, 3, 0);  // given slots bound the automatic threads
+  EXPECT_EQ(p.compile_threads, 2);
+  EXPECT_EQ(p.slots, 3);
+  p = agent_parallelism(Backend::kCuda, 16, 1, 1, 0);
+  EXPECT_EQ(p.compile_threads, 1);
+  EXPECT_EQ(p.slots, 1);
+  p = agent_parallelism(Backend::kCpu, 16, 1, 0, 4);  // given threads make the automatic slots
+  EXPECT_EQ(p.compile_threads, 4);
+  EXPECT_EQ(p.slots, 5);
+  p = agent_parallelism(Backend::kCuda, 16, 1, 6, 3);
+  EXPECT_EQ(p.compile_threads, 3);
+  EXPECT_EQ(p.slots, 6);
+}
+
 }  // namespace
 }  // namespace ak
