@@ -142,7 +142,6 @@ std::map<std::tuple<int, int, int>, Loaded> g_functions;
 
 bool matches(const TensorDesc& d, const at::Tensor& t) {
   if (!t.defined() || t.dim() != d.ndim || int(t.scalar_type()) != d.dtype || !t.is_contiguous()) return false;
-  if (t.requires_grad() && at::GradMode::is_enabled()) return false;
   if (reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 != 0) return false;
   for (int i = 0; i < d.ndim; ++i)
     if (t.size(i) != d.sizes[i]) return false;
@@ -152,6 +151,11 @@ bool matches(const TensorDesc& d, const at::Tensor& t) {
 // The entry for these inputs, or -1.
 int find(const char* kernel_type, const std::vector<at::Tensor>& inputs) {
   if (inputs.empty() || !inputs[0].is_cuda()) return -1;
+  // An input that needs gradients runs PyTorch's op (the kernels have no backward), decided before
+  // any data pointer is read: AOTAutograd calls here with fake tensors, which have none.
+  if (at::GradMode::is_enabled())
+    for (const at::Tensor& t : inputs)
+      if (t.defined() && t.requires_grad()) return -1;
   for (int e = 0; e < kNumEntries; ++e) {
     const Entry& x = kEntries[e];
     if (std::strcmp(x.kernel_type, kernel_type) != 0 || x.n_inputs != int(inputs.size())) continue;
