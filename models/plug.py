@@ -76,6 +76,7 @@ class Plug:
         self.replaced = Counter()   # (function, kernel_type, shape, dtype) -> calls
         self._fallbacks = Counter()  # (function, reason) -> calls
         self._misses = Counter()     # (function, kernel_type, shape, dtype name) -> calls; see fallbacks
+        self._norm_misses = Counter()  # (function, norm family, eps) -> calls of a norm no type computes
         self._weights_t = {}        # id(weight) -> (weight, its version, weight.t().contiguous())
         self._saved = []
         self._model = None
@@ -110,6 +111,9 @@ class Plug:
         out = Counter(self._fallbacks)
         for (fn, kernel_type, shape, name), n in self._misses.items():
             out[(fn, f"no tuned {kernel_type} for {list(shape)} {name}")] += n
+        for (fn, family, eps), n in self._norm_misses.items():
+            takes = "weight, bias" if family == "layernorm" else "a weight"
+            out[(fn, f"not a last-dimension norm with {takes} and an eps of {_eps_list(family)} (eps {eps})")] += n
         return out
 
     def _weight_t(self, w):
@@ -190,8 +194,7 @@ class Plug:
                                      [x, weight.contiguous(), bias.contiguous()])
                     return out.reshape(input.shape)
             else:
-                self._fallback("F.layer_norm", "not a last-dimension norm with weight, bias and an eps of "
-                                               f"{_eps_list('layernorm')} (eps {eps})")
+                self._norm_misses[("F.layer_norm", "layernorm", eps)] += 1
             return orig(input, normalized_shape, weight, bias, eps)
         return layer_norm
 
@@ -209,8 +212,7 @@ class Plug:
                     out = self._call("F.rms_norm", i, kernel_type, (rows, cols), input.dtype, [x, weight.contiguous()])
                     return out.reshape(input.shape)
             else:
-                self._fallback("F.rms_norm", "not a last-dimension norm with a weight and an eps of "
-                                             f"{_eps_list('rmsnorm')} (eps {eps})")
+                self._norm_misses[("F.rms_norm", "rmsnorm", eps)] += 1
             return orig(input, normalized_shape, weight, eps)
         return rms_norm
 
@@ -380,6 +382,7 @@ class Plug:
         self.replaced.clear()
         self._fallbacks.clear()
         self._misses.clear()
+        self._norm_misses.clear()
 
 
 def _model_globals(model):
