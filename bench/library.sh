@@ -3,7 +3,8 @@
 # configuration, at each of its declared shapes in every dtype, through the farm (five-stage
 # verification, cold timing in alternation with PyTorch eager), then torch.compile(mode=
 # "max-autotune") of the same ops timed cold by triton.testing.do_bench; prints the results table.
-#   bench/library.sh [BUILD_DIR] [TYPES]       (TYPES: comma-separated, default every type)
+#   bench/library.sh [BUILD_DIR] [TYPES]       (TYPES: comma-separated; default every type but the
+#                                               norms at another eps, rmsnorm_e5 and layernorm_e12/_e6)
 #   AK_LIBRARY_TRITON_TYPES=softmax,layernorm  (types also run on the triton backend; default: every type with a Triton source)
 #   AK_LIBRARY_COMPILE=all|largest|none        (default largest: one shape per type and dtype)
 #   AK_LIBRARY_DTYPES=bf16,fp16                 (dtypes of the torch.compile column; default all)

@@ -18,10 +18,18 @@ import math
 import sys
 import time
 
+import os
+
 import torch
 import torch.nn.functional as F
 import triton
 from triton.testing import do_bench
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from classify import NORM_FAMILY, NORM_TYPES  # noqa: E402  the norm types by their eps
+
+# type -> (family, eps): rmsnorm_e5 is rmsnorm at 1e-5
+_NORMS = {t: (family, eps) for family, types in NORM_TYPES.items() for eps, t in types.items()}
 
 DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -38,7 +46,8 @@ def rotate_half_rope(x, cos, sin):
 def make(kind, shape, dtype):
     """The op and its inputs, as the farm's harness builds them (kernels/<type>/reference.cc)."""
     dev = "cuda"
-    if kind in ("softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy"):
+    family, eps = _NORMS.get(kind, (kind, None))
+    if kind in ("softmax", "reduce", "reduce_max", "cross_entropy") or kind in NORM_FAMILY:
         rows, cols = shape
         x = (torch.randn(rows, cols, device=dev) * 2).to(dtype)
         if kind == "softmax":
@@ -47,13 +56,13 @@ def make(kind, shape, dtype):
             return (lambda x: x.sum(dim=-1)), (x,)
         if kind == "reduce_max":
             return (lambda x: x.amax(dim=-1)), (x,)
-        if kind == "rmsnorm":
+        if family == "rmsnorm":
             w = (1 + 0.2 * torch.randn(cols, device=dev)).to(dtype)
-            return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6)), (x, w)
-        if kind == "layernorm":
+            return (lambda x, w: F.rms_norm(x, (x.shape[-1],), w, eps)), (x, w)
+        if family == "layernorm":
             w = (1 + 0.2 * torch.randn(cols, device=dev)).to(dtype)
             b = (0.1 * torch.randn(cols, device=dev)).to(dtype)
-            return (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)), (x, w, b)
+            return (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, eps)), (x, w, b)
         t = torch.randint(0, cols, (rows,), device=dev)
         return (lambda x, t: F.cross_entropy(x, t, reduction="none")), (x, t)
     if kind == "rotary_embedding":

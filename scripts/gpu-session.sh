@@ -13,8 +13,8 @@
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
-# AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify, in
-# $OUT/pipeline/<model>.
+# AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify; the
+# reports of each model in $OUT/pipeline.tgz (pipeline/<model>/).
 # AK_CTEST_TIMEOUT bounds the ctest step (default 560 s).
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
@@ -73,7 +73,7 @@ for step in $STEPS; do
         rm -rf "$d/.ak"
       done
       # one file for the reports: a device call brings back at most 8 files from $OUT
-      tar czf "$OUT/pipeline.tgz" -C "$OUT" pipeline && rm -rf "$OUT/pipeline" ;;
+      [ -d "$OUT/pipeline" ] && tar czf "$OUT/pipeline.tgz" -C "$OUT" pipeline && rm -rf "$OUT/pipeline" ;;
     confine)
       # What a worker started here would get, then what one started by an ordinary user would.
       { "$B/bin/autokernel" worker --confinement-report
