@@ -1,5 +1,7 @@
 #include "kernels/registry.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -72,12 +74,23 @@ std::string type_names() {
 }
 
 KernelSpec with_eps(KernelSpec base, std::string name, std::string_view from, std::string_view to) {
+  // The literal as a whole number: not inside 21e-5 or 1e-50 (a suffix such as 1e-5f is fine).
+  const auto part_of_number = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
+  };
   for (auto& [backend, src] : base.backends) {
     std::string& s = src.source;
-    size_t at = s.find(from);
-    if (at == std::string::npos)
+    int replaced = 0;
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + 1)) {
+      const size_t end = at + from.size();
+      if ((at > 0 && part_of_number(s[at - 1])) || (end < s.size() && std::isdigit(static_cast<unsigned char>(s[end]))))
+        continue;
+      s.replace(at, from.size(), to);
+      at += to.size() - 1;
+      ++replaced;
+    }
+    if (replaced == 0)
       throw std::logic_error(name + ": the " + base.name + " source has no eps literal " + std::string(from));
-    for (; at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
   }
   base.name = std::move(name);
   return base;

@@ -46,11 +46,27 @@ TEST(KernelsRegistry, ANormOfAnotherEpsIsItsTypesSourceWithTheEpsReplaced) {
     ASSERT_NE(k, nullptr);
     ASSERT_EQ(k->backends.size(), 3u) << "cpu, cuda and triton, as its base type";
     for (const auto& [backend, src] : k->backends) {
-      std::string expect = base->backends.at(backend).source;
-      for (size_t at = expect.find(c.from); at != std::string::npos; at = expect.find(c.from, at + 1))
-        expect.replace(at, std::string(c.from).size(), c.to);
-      EXPECT_EQ(src.source, expect);
+      // The line that computes with the eps, in each backend's own spelling.
+      const std::string family = c.base;
+      const std::string to = c.to;
+      const std::string line =
+          backend == Backend::kCuda
+              ? "#define " + std::string(family == "rmsnorm" ? "AK_RMS_EPS " : "AK_LN_EPS ") + to + "f"
+          : backend == Backend::kCpu ? "constexpr double kEps = " + to + ";"
+                                     : "/ cols + " + to + ")";
+      EXPECT_NE(src.source.find(line), std::string::npos)
+          << "no '" << line << "' in the " << backend_name(backend) << " source";
       EXPECT_EQ(src.source.find(c.from), std::string::npos) << "the base eps is gone, comments included";
+      // Nothing else changed: every other character is the base's.
+      const std::string& was = base->backends.at(backend).source;
+      const auto count = [](const std::string& s, const std::string& x) {
+        size_t n = 0;
+        for (size_t at = s.find(x); at != std::string::npos; at = s.find(x, at + 1)) ++n;
+        return n;
+      };
+      const size_t n = count(was, c.from);
+      EXPECT_EQ(count(src.source, to), count(was, to) + n);
+      EXPECT_EQ(src.source.size(), was.size() + n * to.size() - n * std::string(c.from).size());
       EXPECT_NE(src.source, base->backends.at(backend).source);
       EXPECT_EQ(src.entry, base->backends.at(backend).entry);
       EXPECT_EQ(src.default_shapes, base->backends.at(backend).default_shapes);
@@ -166,6 +182,16 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
   EXPECT_NE(k->check_shape({4, 0, 8}), "");
   for (const auto& shape_ : s.default_shapes) EXPECT_EQ(k->check_shape(shape_), "");
   for (const auto& shape_ : k->edge_shapes) EXPECT_EQ(k->check_shape(shape_), "");
+}
+
+// Only the literal as a whole number is replaced: not inside another number.
+TEST(KernelsRegistry, WithEpsReplacesTheLiteralOnlyAsAWholeNumber) {
+  KernelSpec base = *find("rmsnorm");
+  for (auto& [backend, src] : base.backends) src.source = "x 21e-6 y 1e-60 z 1e-6f w (1e-6) v 1.1e-6";
+  const KernelSpec k = with_eps(base, "t", "1e-6", "1e-5");
+  for (const auto& [backend, src] : k.backends) EXPECT_EQ(src.source, "x 21e-6 y 1e-60 z 1e-5f w (1e-5) v 1.1e-6");
+  for (auto& [backend, src] : base.backends) src.source = "x 21e-6 y 1e-60";
+  EXPECT_THROW(with_eps(base, "t", "1e-6", "1e-5"), std::logic_error);
 }
 
 }  // namespace
