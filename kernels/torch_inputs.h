@@ -53,14 +53,15 @@ std::vector<HostileCase> with_params(std::vector<HostileCase> cases, const std::
 int call_cpu_inputs_out_dims(void* entry, const std::vector<at::Tensor>& inputs, at::Tensor& out, DType dtype);
 void cuda_params_inputs_out_dims(const std::vector<at::Tensor>& inputs, at::Tensor& out, KernelParams& params);
 
-// A harness of that calling convention, with no tolerance scale (the norms at each eps).
+// A harness of that calling convention (the row-wise types, rotary_embedding).
 constexpr TorchHarness inputs_out_dims_harness(decltype(TorchHarness::make_inputs) make_inputs,
                                                decltype(TorchHarness::make_output) make_output,
                                                decltype(TorchHarness::reference) reference,
                                                decltype(TorchHarness::baseline) baseline,
-                                               decltype(TorchHarness::hostile_inputs) hostile_inputs) {
-  return {make_inputs,    make_output, reference, baseline, call_cpu_inputs_out_dims, cuda_params_inputs_out_dims,
-          hostile_inputs, nullptr};
+                                               decltype(TorchHarness::hostile_inputs) hostile_inputs,
+                                               decltype(TorchHarness::tolerance_scale) tolerance_scale = nullptr) {
+  return {make_inputs,    make_output,    reference, baseline, call_cpu_inputs_out_dims, cuda_params_inputs_out_dims,
+          hostile_inputs, tolerance_scale};
 }
 
 }  // namespace ak::kernels

@@ -51,7 +51,7 @@ std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType
 
 }  // namespace
 
-extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
-                                      call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, hostile_inputs, nullptr};
+extern const TorchHarness kHarness =
+    inputs_out_dims_harness(make_inputs, make_output, reference, baseline, hostile_inputs);
 
 }  // namespace ak::kernels::cross_entropy

@@ -44,9 +44,9 @@ at::Tensor sum_scale(const std::vector<at::Tensor>& inputs) {
 
 }  // namespace
 
-extern const TorchHarness kSumHarness = {make_inputs, make_output, sum_reference, sum_baseline,
-                                         call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, row_hostile_inputs, sum_scale};
-extern const TorchHarness kMaxHarness = {make_inputs, make_output, max_reference, max_baseline,
-                                         call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, row_hostile_inputs, nullptr};
+extern const TorchHarness kSumHarness =
+    inputs_out_dims_harness(make_inputs, make_output, sum_reference, sum_baseline, row_hostile_inputs, sum_scale);
+extern const TorchHarness kMaxHarness =
+    inputs_out_dims_harness(make_inputs, make_output, max_reference, max_baseline, row_hostile_inputs);
 
 }  // namespace ak::kernels::reduce

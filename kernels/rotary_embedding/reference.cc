@@ -78,7 +78,7 @@ std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType
 
 }  // namespace
 
-extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline,
-                                      call_cpu_inputs_out_dims, cuda_params_inputs_out_dims, hostile_inputs, tolerance_scale};
+extern const TorchHarness kHarness =
+    inputs_out_dims_harness(make_inputs, make_output, reference, baseline, hostile_inputs, tolerance_scale);
 
 }  // namespace ak::kernels::rotary_embedding

@@ -32,7 +32,7 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) {
 
 }  // namespace
 
-extern const TorchHarness kHarness = {make_inputs, make_output, reference, baseline, call_cpu_inputs_out_dims, cuda_params_inputs_out_dims,
-                                      row_hostile_inputs, nullptr};
+extern const TorchHarness kHarness =
+    inputs_out_dims_harness(make_inputs, make_output, reference, baseline, row_hostile_inputs);
 
 }  // namespace ak::kernels::softmax
