@@ -19,7 +19,6 @@ import json
 import os
 import queue
 import re
-import select
 import shutil
 import signal
 import socket
@@ -51,13 +50,6 @@ def wait_for(what, check, deadline):
             return v
         time.sleep(0.1)
     raise SystemExit(f"live_farm_test: timed out waiting for {what}")
-
-
-def drain(pipe, log_path):
-    """Copies what is left in a child's output pipe into a file until the child closes it."""
-    with open(log_path, "wb") as log:
-        for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
-            log.write(chunk)
 
 
 def tee_until(pipe, log_path, pattern, deadline, what):
@@ -146,9 +138,11 @@ def main():
     work = tempfile.mkdtemp(prefix="ak-live-farm-")
     procs = []
 
-    def spawn(argv, log, **kw):
-        f = open(os.path.join(work, log), "w")
-        p = subprocess.Popen(argv, stderr=f, stdout=kw.pop("stdout", f), start_new_session=True, **kw)
+    def spawn(argv, log, pipe=False):
+        """Starts a child in its own session, its output into `log` in the work folder; with pipe, into
+        a pipe (stderr too) that the caller hands to tee_until, which copies it into `log`."""
+        f = subprocess.PIPE if pipe else open(os.path.join(work, log), "w")
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT if pipe else f, start_new_session=True)
         procs.append(p)
         return p
 
@@ -156,24 +150,10 @@ def main():
         deadline = time.monotonic() + 30
         coord = spawn([ak, "coordinator", "--data-dir", f"{work}/coord", "--workers-bind", "tcp://127.0.0.1:*",
                        "--clients-bind", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:0"],
-                      "coordinator.log", stdout=subprocess.PIPE)
-        ready = None
-        buf = b""
-        while ready is None and time.monotonic() < deadline:
-            r, _, _ = select.select([coord.stdout], [], [], 0.5)
-            if r:
-                chunk = os.read(coord.stdout.fileno(), 65536)
-                if not chunk:
-                    break
-                buf += chunk
-                for line in buf.decode(errors="replace").splitlines():
-                    if line.startswith("READY "):
-                        ready = json.loads(line[len("READY "):])
-        if ready is None:
-            raise SystemExit(f"live_farm_test: the coordinator sent no READY line; see {work}/coordinator.log")
-        # The rest of its stdout is drained for its whole life (a full pipe would block it).
-        threading.Thread(target=drain, args=(coord.stdout, os.path.join(work, "coordinator.stdout.log")),
-                         daemon=True).start()
+                      "coordinator.log", pipe=True)
+        m = tee_until(coord.stdout, os.path.join(work, "coordinator.log"), r"^READY (\{.*\})", deadline,
+                      f"the coordinator's READY line (see {work}/coordinator.log)")
+        ready = json.loads(m.group(1))
         clients = ready["clients"]
         targets = {"autokernel-coordinator": [f"127.0.0.1:{ready['metrics_port']}"], "autokernel-worker": []}
 
@@ -183,10 +163,8 @@ def main():
             workers.append(["--backend", "cuda", "--gpus", "0", "--id", "live-gpu0"])
         for i, extra in enumerate(workers):
             log = f"worker{i}.log"
-            w = subprocess.Popen([ak, "worker", "--coordinator", ready["workers"], "--cache-dir", f"{work}/cache",
-                                  "--state-dir", f"{work}/worker{i}", "--metrics", "127.0.0.1:0", *extra],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-            procs.append(w)
+            w = spawn([ak, "worker", "--coordinator", ready["workers"], "--cache-dir", f"{work}/cache",
+                       "--state-dir", f"{work}/worker{i}", "--metrics", "127.0.0.1:0", *extra], log, pipe=True)
             m = tee_until(w.stdout, os.path.join(work, log), r"worker /metrics on port (\d+)", deadline,
                           f"worker {i}'s /metrics port (see {work}/{log})")
             targets["autokernel-worker"].append(f"127.0.0.1:{m.group(1)}")
