@@ -29,8 +29,10 @@ std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dty
   // more (an offset there would leave deviations below the dtype's resolution of the mean).
   const at::Tensor scale = at::exp2(at::rand({shape.at(0), 1}, opts) * 4.0 - 2.0);
   const at::Tensor eps_scale = eps_row_scales(scale, Eps);
-  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) * eps_scale +
-                 at::randn({shape.at(0), 1}, opts) * (eps_scale == scale);
+  // (one draw per statement: the operands of one expression are evaluated in an unspecified order)
+  const at::Tensor noise = at::randn({shape.at(0), shape.at(1)}, opts);
+  const at::Tensor offset = at::randn({shape.at(0), 1}, opts);
+  const at::Tensor x = noise * eps_scale + offset * (eps_scale == scale);
   std::vector<at::Tensor> in = {x.to(torch_dtype(dtype)).contiguous()};
   for (at::Tensor& p : params(shape.at(1), dtype, device, seed)) in.push_back(p);
   return in;

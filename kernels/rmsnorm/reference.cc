@@ -23,8 +23,9 @@ std::vector<at::Tensor> make_inputs(const std::vector<int64_t>& shape, DType dty
   // Activations with a per-row scale between 0.25 and 4, as rows of a residual stream differ,
   // and every eighth row with its mean square near eps, where a kernel of another eps is off by
   // a factor of 1.3 or more.
-  at::Tensor x = at::randn({shape.at(0), shape.at(1)}, opts) *
-                 eps_row_scales(at::exp2(at::rand({shape.at(0), 1}, opts) * 4.0 - 2.0), Eps);
+  // (one draw per statement: the operands of one expression are evaluated in an unspecified order)
+  const at::Tensor noise = at::randn({shape.at(0), shape.at(1)}, opts);
+  const at::Tensor x = noise * eps_row_scales(at::exp2(at::rand({shape.at(0), 1}, opts) * 4.0 - 2.0), Eps);
   return {x.to(torch_dtype(dtype)).contiguous(), weight(shape.at(1), dtype, device, seed)};
 }
 
