@@ -55,8 +55,10 @@ std::vector<Entry>& entries() {
   return e;
 }
 
-// Without iostreams: in the model's Python process on the GPU host (g++ 13, torch 2.11.0+cu130),
-// the first std::ostringstream insertion from this library crashed with SIGSEGV (2026-12-06).
+// Without iostreams: built with g++ 13 on the GPU host (torch 2.11.0+cu130), this library's first
+// std::ostringstream insertion in the model's Python process crashed with SIGSEGV in
+// std::ostream::_M_insert<long> (2026-12-06; the signature of pytorch/pytorch#109923, two copies
+// of libstdc++'s stream code in one process). Built with g++ 12 it had run there (2026-12-05).
 std::string sizes_text(c10::IntArrayRef s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
