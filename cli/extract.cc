@@ -29,8 +29,7 @@ std::string unsupported(const protocol::ModelTargetRow& t, const ExtractOptions&
     if (t.layout.contains("eps")) {
       std::string family;  // the types of this norm, one per eps: "rmsnorm, rmsnorm_e5"
       for (const kernels::KernelSpec* k : kernels::all())
-        if (k->name == t.kernel_type || k->name.rfind(t.kernel_type + "_e", 0) == 0)
-          family += (family.empty() ? "" : ", ") + k->name;
+        if (k->name == t.kernel_type || k->family == t.kernel_type) family += (family.empty() ? "" : ", ") + k->name;
       return "eps " + t.layout["eps"].dump() + ": no " + t.kernel_type + " kernel type computes with it (" + family +
              ": kernels/" + t.kernel_type + "/spec.cc); another eps is not a kernel type yet";
     }

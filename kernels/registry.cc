@@ -92,6 +92,7 @@ KernelSpec with_eps(KernelSpec base, std::string name, std::string_view from, st
     if (replaced == 0)
       throw std::logic_error(name + ": the " + base.name + " source has no eps literal " + std::string(from));
   }
+  if (base.family.empty()) base.family = base.name;
   base.name = std::move(name);
   return base;
 }

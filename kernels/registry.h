@@ -55,6 +55,7 @@ struct LaunchGeometry {
 
 struct KernelSpec {
   std::string name;                      // "softmax"
+  std::string family;                    // a norm at another eps: its base type (rmsnorm_e5: "rmsnorm")
   std::vector<DType> dtypes;
   std::map<Backend, BackendSource> backends;
   // |out - ref| <= atol * scale + rtol * |ref|; scale is 1 unless the type's libtorch harness

@@ -22,12 +22,13 @@ import tempfile
 
 import torch
 
+from classify import NORM_FAMILY, NORM_TYPES  # the norm kernel types by their eps (beside this file)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATES = os.path.join(HERE, "export")
 # The operators of export/torch_binding.cpp; a kernel type outside it cannot be exported.
-KERNEL_TYPES = {"softmax", "reduce", "reduce_max", "layernorm", "layernorm_e12", "layernorm_e6", "rmsnorm",
-                "rmsnorm_e5", "cross_entropy", "matmul", "flash_attention", "flash_attention_causal", "fused_mlp",
-                "rotary_embedding"}
+KERNEL_TYPES = {"softmax", "reduce", "reduce_max", "cross_entropy", "matmul", "flash_attention",
+                "flash_attention_causal", "fused_mlp", "rotary_embedding"} | set(NORM_FAMILY)
 MARKER = ".autokernel-export"  # what marks a folder as a package this script wrote (and may replace)
 PARAM_KINDS = {"input": "kInput", "output": "kOutput", "workspace": "kWorkspace", "value": "kValue"}
 
@@ -91,7 +92,11 @@ def entries_cc(entries, arch):
                      f'{tensor_desc(plan["output"])}, {int(plan["workspace_bytes"])}, k{i}_builds, '
                      f'{len(plan["builds"])}, k{i}_launches, {len(plan["launches"])}}},')
     out += ["}  // namespace", "", "const Entry kEntries[] = {", *descs, "};",
-            f"const int kNumEntries = {len(entries)};", f'const char* const kArch = "{arch}";', "", "}  // namespace akx", ""]
+            f"const int kNumEntries = {len(entries)};", f'const char* const kArch = "{arch}";', ""]
+    for family, name in (("layernorm", "LayerNorms"), ("rmsnorm", "RmsNorms")):
+        types = ", ".join(f'{{{eps!r}, "{t}"}}' for eps, t in NORM_TYPES[family].items())
+        out += [f"const NormType k{name}[] = {{{types}}};", f"const int kNum{name} = {len(NORM_TYPES[family])};"]
+    out += ["", "}  // namespace akx", ""]
     return "\n".join(out)
 
 

@@ -66,4 +66,15 @@ extern const Entry kEntries[];
 extern const int kNumEntries;
 extern const char* const kArch;  // "sm_90a": what the cubins were built for
 
+// The norm kernel types by the eps they compute with (models/classify.py, NORM_TYPES: each eps in
+// use is a type of its own), whether or not an entry of theirs was exported.
+struct NormType {
+  double eps;
+  const char* kernel_type;
+};
+extern const NormType kLayerNorms[];
+extern const int kNumLayerNorms;
+extern const NormType kRmsNorms[];
+extern const int kNumRmsNorms;
+
 }  // namespace akx

@@ -293,26 +293,21 @@ at::Tensor reduce(const at::Tensor& x) {
 at::Tensor reduce_max(const at::Tensor& x) {
   return dispatch("reduce_max", {x}, [&] { return at::amax(x, {1}); });
 }
-// The norm kernel type computing with eps (kernels/<type>/spec.cc: each eps in use is a type of its
-// own), or nullptr.
-struct NormType {
-  double eps;
-  const char* kernel_type;
-};
-constexpr NormType kLayerNorms[] = {{1e-5, "layernorm"}, {1e-12, "layernorm_e12"}, {1e-6, "layernorm_e6"}};
-constexpr NormType kRmsNorms[] = {{1e-6, "rmsnorm"}, {1e-5, "rmsnorm_e5"}};
-template <size_t N>
-const char* norm_type(const NormType (&types)[N], double eps) {
-  for (const NormType& t : types)
-    if (std::abs(eps - t.eps) <= 1e-3 * t.eps) return t.kernel_type;
+// The norm kernel type computing with eps (entries.h: kLayerNorms, kRmsNorms), or nullptr; an eps
+// within 1e-3 of a type's, as classify.norm_type matches them.
+const char* norm_type(const NormType* types, int n, double eps) {
+  for (int i = 0; i < n; ++i)
+    if (std::abs(eps - types[i].eps) <= 1e-3 * types[i].eps) return types[i].kernel_type;
   return nullptr;
 }
 
 at::Tensor layernorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) {
-  return dispatch(norm_type(kLayerNorms, eps), {x, w, b}, [&] { return at::layer_norm(x, {x.size(1)}, w, b, eps); });
+  return dispatch(norm_type(kLayerNorms, kNumLayerNorms, eps), {x, w, b},
+                  [&] { return at::layer_norm(x, {x.size(1)}, w, b, eps); });
 }
 at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return dispatch(norm_type(kRmsNorms, eps), {x, w}, [&] { return at::rms_norm(x, {x.size(1)}, w, eps); });
+  return dispatch(norm_type(kRmsNorms, kNumRmsNorms, eps), {x, w},
+                  [&] { return at::rms_norm(x, {x.size(1)}, w, eps); });
 }
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target) {
   const auto fallback = [&] { return at::cross_entropy_loss(logits, target, {}, at::Reduction::None); };

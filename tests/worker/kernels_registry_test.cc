@@ -71,6 +71,8 @@ TEST(KernelsRegistry, ANormOfAnotherEpsIsItsTypesSourceWithTheEpsReplaced) {
       EXPECT_EQ(src.entry, base->backends.at(backend).entry);
       EXPECT_EQ(src.default_shapes, base->backends.at(backend).default_shapes);
     }
+    EXPECT_EQ(k->family, c.base);
+    EXPECT_EQ(base->family, "");
     EXPECT_EQ(k->tolerance.at(DType::kBF16).rtol, base->tolerance.at(DType::kBF16).rtol);
     EXPECT_EQ(k->flops({4, 8}), base->flops({4, 8}));
   }
