@@ -656,38 +656,35 @@ TEST(MakeWorkerAgent, BrokenSandboxIsReportedBeforeTheWorkerRegisters) {
       << agent.status().message();
 }
 
-TEST(AgentParallelism, ACudaAgentCompilesOnHalfItsShareOfTheHostAtMostEightAndHoldsOneJobMore) {
-  auto p = agent_parallelism(Backend::kCuda, 16, 1, 0, 0);
-  EXPECT_EQ(p.compile_threads, 8);
-  EXPECT_EQ(p.slots, 9);
-  p = agent_parallelism(Backend::kCuda, 16, 2, 0, 0);  // two GPUs' agents share the host
-  EXPECT_EQ(p.compile_threads, 4);
-  EXPECT_EQ(p.slots, 5);
-  p = agent_parallelism(Backend::kCuda, 256, 1, 0, 0);
-  EXPECT_EQ(p.compile_threads, 8);
-  p = agent_parallelism(Backend::kCuda, 2, 1, 0, 0);
-  EXPECT_EQ(p.compile_threads, 1);
-  EXPECT_EQ(p.slots, 2);
-  p = agent_parallelism(Backend::kCuda, 16, 8, 0, 0);
-  EXPECT_EQ(p.compile_threads, 1);
-}
-
-TEST(AgentParallelism, ACpuAgentCompilesOnOneThreadAndGivenValuesWin) {
-  auto p = agent_parallelism(Backend::kCpu, 64, 1, 0, 0);
-  EXPECT_EQ(p.compile_threads, 1);
-  EXPECT_EQ(p.slots, 2);
-  p = agent_parallelism(Backend::kCuda, 16, 1, 3, 0);  // given slots bound the automatic threads
-  EXPECT_EQ(p.compile_threads, 2);
-  EXPECT_EQ(p.slots, 3);
-  p = agent_parallelism(Backend::kCuda, 16, 1, 1, 0);
-  EXPECT_EQ(p.compile_threads, 1);
-  EXPECT_EQ(p.slots, 1);
-  p = agent_parallelism(Backend::kCpu, 16, 1, 0, 4);  // given threads make the automatic slots
-  EXPECT_EQ(p.compile_threads, 4);
-  EXPECT_EQ(p.slots, 5);
-  p = agent_parallelism(Backend::kCuda, 16, 1, 6, 3);
-  EXPECT_EQ(p.compile_threads, 3);
-  EXPECT_EQ(p.slots, 6);
+// A cuda agent compiles on half of its share of the host's hardware threads, at most 8, and holds
+// one job more; a cpu agent compiles on one thread; given values win.
+TEST(AgentParallelism, FollowsTheBackendTheHostAndTheGivenValues) {
+  struct Case {
+    Backend backend;
+    unsigned hardware_threads;
+    size_t agents;
+    int slots, compile_threads;  // given (0: automatic)
+    int want_slots, want_compile_threads;
+  };
+  for (const Case& c : {
+           Case{Backend::kCuda, 16, 1, 0, 0, 9, 8},
+           Case{Backend::kCuda, 16, 2, 0, 0, 5, 4},  // two GPUs' agents share the host
+           Case{Backend::kCuda, 256, 1, 0, 0, 9, 8},
+           Case{Backend::kCuda, 2, 1, 0, 0, 2, 1},
+           Case{Backend::kCuda, 16, 8, 0, 0, 2, 1},
+           Case{Backend::kCpu, 64, 1, 0, 0, 2, 1},
+           Case{Backend::kCuda, 16, 1, 3, 0, 3, 2},  // given slots bound the automatic threads
+           Case{Backend::kCuda, 16, 1, 1, 0, 1, 1},
+           Case{Backend::kCpu, 16, 1, 0, 4, 5, 4},  // given threads make the automatic slots
+           Case{Backend::kCuda, 16, 1, 6, 3, 6, 3},
+       }) {
+    SCOPED_TRACE(std::string(backend_name(c.backend)) + " on " + std::to_string(c.hardware_threads) + " threads, " +
+                 std::to_string(c.agents) + " agents, given " + std::to_string(c.slots) + " slots and " +
+                 std::to_string(c.compile_threads) + " threads");
+    const AgentParallelism p = agent_parallelism(c.backend, c.hardware_threads, c.agents, c.slots, c.compile_threads);
+    EXPECT_EQ(p.slots, c.want_slots);
+    EXPECT_EQ(p.compile_threads, c.want_compile_threads);
+  }
 }
 
 }  // namespace
