@@ -36,6 +36,8 @@ made_ns=()
 
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  # and whatever else still runs in the nodes' namespaces
+  for ns in "${made_ns[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
   wait 2>/dev/null
   for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null; done
   if [ "${KEEP:-0}" = 1 ]; then echo "multihost: logs kept in $WORK"; else rm -rf "$WORK"; fi
@@ -67,6 +69,9 @@ for n in "${NODES[@]}"; do
   ip -n "$ns" link set lo up
 done
 on() { local n=$1; shift; ip netns exec "$TAG-$n" "$@"; }
+# For `on_bg NODE cmd... &`: the background subshell becomes the process (exec), so $! is its PID
+# and cleanup's kill reaches it, not only a subshell (which left the farm running after the test).
+on_bg() { local n=$1; shift; exec ip netns exec "$TAG-$n" "$@"; }
 
 # Keys: the coordinator's, one for the workers, an admin client and a rogue in no list.
 mkdir -p "$WORK/keys"
@@ -80,7 +85,7 @@ echo "$(pub admin) admin" > "$K/clients.allow"
 
 # Redis on its own host; only the coordinator talks to it.
 mkdir -p "$WORK/redis"
-on redis redis-server --bind "${ADDR[redis]}" --port 6379 --protected-mode no --dir "$WORK/redis" \
+on_bg redis redis-server --bind "${ADDR[redis]}" --port 6379 --protected-mode no --dir "$WORK/redis" \
   --appendonly yes --appendfsync always --save "" --daemonize no > "$WORK/redis.log" 2>&1 &
 PIDS+=($!)
 deadline=$((SECONDS + 20))
@@ -92,7 +97,7 @@ done
 W_EP=tcp://${ADDR[coord]}:5555
 C_EP=tcp://${ADDR[coord]}:5556
 METRICS=${ADDR[coord]}:9464
-on coord "$AK" --log-level info coordinator --redis "redis://${ADDR[redis]}:6379" --workers-bind "$W_EP" \
+on_bg coord "$AK" --log-level info coordinator --redis "redis://${ADDR[redis]}:6379" --workers-bind "$W_EP" \
   --clients-bind "$C_EP" --metrics "$METRICS" --curve-secret "$K/coordinator.key" \
   --allow-workers "$K/workers.allow" --allow-clients "$K/clients.allow" \
   --lease-ms 2000 --worker-timeout-ms 3000 --max-attempts 5 > "$WORK/coordinator.out" 2> "$WORK/coordinator.log" &
@@ -132,7 +137,7 @@ print(next((len(w["leased"]) for w in d.get("workers", []) if w["worker_id"] == 
 registered() { [ "$(leased_of "$1")" -ge 0 ]; }
 
 start_worker() {  # start_worker NODE ID KEYNAME
-  on "$1" "$AK" --log-level info worker --backend cpu --id "$2" --slots 2 --heartbeat-ms 200 \
+  on_bg "$1" "$AK" --log-level info worker --backend cpu --id "$2" --slots 2 --heartbeat-ms 200 \
     --coordinator "$W_EP" --key "$K/$3.key" --coordinator-key "$K/coordinator.pub" \
     --cache-dir "$WORK/cache" --state-dir "$WORK/state-$1" > /dev/null 2> "$WORK/worker-$1.log" &
   PIDS+=($!)
