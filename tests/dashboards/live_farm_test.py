@@ -4,9 +4,11 @@
 Starts a real farm on loopback (a coordinator with its private redis-server, two CPU workers, each
 with /metrics on an ephemeral port; on a machine with NVML and a GPU also a cuda worker), submits a
 small CPU campaign and one that no worker can run, starts the Debian package's `prometheus` with a
-generated config scraping those ports every second (the farm's rules.yml loaded), waits until
-every target is up, then evaluates every PromQL expression of dashboards/grafana/*.json through
-/api/v1/query until each answers with at least one sample, or the deadline passes. Fails naming
+generated config scraping those ports every second (the farm's rules.yml loaded) through
+forwarding servers of this test, whose scrapes are the events it waits on; waits until every
+target is up, then evaluates every PromQL expression of dashboards/grafana/*.json through
+/api/v1/query after each round of scrapes until each answers with at least one sample, or the
+deadline passes. Fails naming
 each panel whose query stayed empty. Panels over autokernel_gpu_* series are checked only where
 NVML and a GPU exist and are listed as SKIPPED, with the reason, elsewhere. Also checks that
 `autokernel status` warns about the unrunnable jobs and that autokernel_jobs_unrunnable counts
@@ -15,6 +17,7 @@ them.
 Usage: live_farm_test.py <autokernel executable> <source root>
 """
 import ctypes
+import http.server
 import json
 import os
 import queue
@@ -41,15 +44,59 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_for(what, check, deadline):
-    """Polls check() until it returns something truthy; fails with `what` at the deadline. Only for
-    Prometheus's API, which has no event to wait on: it gains data as it scrapes, every second."""
-    while time.monotonic() < deadline:
-        v = check()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise SystemExit(f"live_farm_test: timed out waiting for {what}")
+class Scrapes:
+    """Each target's /metrics behind a forwarding server of this test, so that Prometheus's scrapes
+    are events the test waits on (Prometheus's API gains data only as it scrapes, and says nothing
+    when): every scrape is forwarded to the target, counted and announced."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.counts = {}
+        self.servers = []
+
+    def front(self, target):
+        """A local address whose /metrics is target's; each request to it counts as a scrape."""
+        scrapes = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                req = urllib.request.Request(f"http://{target}{self.path}",
+                                             headers={"Accept": self.headers.get("Accept", "*/*")})
+                try:
+                    with urllib.request.urlopen(req, timeout=5) as r:
+                        body, ctype, code = r.read(), r.headers.get("Content-Type", "text/plain"), 200
+                except (urllib.error.URLError, ConnectionError) as e:
+                    body, ctype, code = str(e).encode(), "text/plain", 502
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                with scrapes.cond:
+                    scrapes.counts[target] += 1
+                    scrapes.cond.notify_all()
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.counts[target] = 0
+        self.servers.append(server)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return f"127.0.0.1:{server.server_address[1]}"
+
+    def next_round(self, deadline, rounds=1):
+        """Waits until every target has been scraped `rounds` more times; False at the deadline.
+        A target's next scrape starts after its last one was stored, so one round after an event
+        the event's effect on the metrics is in Prometheus."""
+        with self.cond:
+            want = {t: n + rounds for t, n in self.counts.items()}
+            return self.cond.wait_for(lambda: all(self.counts[t] >= n for t, n in want.items()),
+                                      timeout=max(0.0, deadline - time.monotonic()))
+
+    def close(self):
+        for server in self.servers:
+            server.shutdown()
 
 
 def tee_until(pipe, log_path, pattern, deadline, what):
@@ -137,6 +184,7 @@ def main():
     started = time.monotonic()
     work = tempfile.mkdtemp(prefix="ak-live-farm-")
     procs = []
+    scrapes = Scrapes()
 
     def spawn(argv, log, pipe=False):
         """Starts a child in its own session, its output into `log` in the work folder; with pipe, into
@@ -195,7 +243,8 @@ def main():
             f.write(f"rule_files:\n  - {os.path.join(root, 'dashboards', 'rules.yml')}\n")
             f.write("scrape_configs:\n")
             for job, ts in targets.items():
-                f.write(f"  - job_name: {job}\n    static_configs:\n      - targets: {json.dumps(ts)}\n")
+                fronts = [scrapes.front(t) for t in ts]
+                f.write(f"  - job_name: {job}\n    static_configs:\n      - targets: {json.dumps(fronts)}\n")
         prom_start = time.monotonic()
         spawn(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={work}/prometheus",
                f"--web.listen-address=127.0.0.1:{prom_port}"], "prometheus.log")
@@ -208,7 +257,9 @@ def main():
             n = sum(len(v) for v in targets.values())
             return len(active) == n and all(a["health"] == "up" for a in active)
 
-        wait_for(f"every target to be up (see {work}/prometheus.log)", all_up, deadline)
+        # Two scrapes of each: the first is stored (its `up` too) before the second starts.
+        if not scrapes.next_round(deadline, rounds=2) or not all_up():
+            raise SystemExit(f"live_farm_test: not every target is up (see {work}/prometheus.log)")
 
         def query(expr):
             r = http_json(f"{api}/query?" + urllib.parse.urlencode({"query": expr}))
@@ -238,8 +289,8 @@ def main():
             for name, expr in list(pending_checks.items()):
                 if query(expr):
                     del pending_checks[name]
-            if pending or pending_checks:
-                time.sleep(0.5)  # Prometheus scrapes and evaluates every second; its API has no event
+            if (pending or pending_checks) and not scrapes.next_round(deadline):
+                break
         failed = False
         for q in queries:
             verdict = results.get(q, "NO DATA")
@@ -265,6 +316,7 @@ def main():
                         print("".join(f.readlines()[-15:]))
             raise SystemExit("live_farm_test: FAILED: queries above returned no data")
     finally:
+        scrapes.close()
         for p in reversed(procs):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
