@@ -116,6 +116,9 @@ int worker(const WorkerArgs& a) {
   SystemClock clock;
   std::vector<std::unique_ptr<WorkerAgent>> agents;
   WorkerMetrics metrics;
+  // Every agent of this process gets the same share of the host.
+  const AgentParallelism par =
+      agent_parallelism(backend, std::thread::hardware_concurrency(), devices.size(), a.slots, a.compile_threads);
   for (int d : devices) {
     WorkerOptions o;
     o.stats = std::make_shared<WorkerStats>();
@@ -125,8 +128,6 @@ int worker(const WorkerArgs& a) {
     o.curve_secret_key = mine.secret_z85;
     o.backend = backend;
     o.device_index = d < 0 ? 0 : d;
-    const AgentParallelism par =
-        agent_parallelism(backend, std::thread::hardware_concurrency(), devices.size(), a.slots, a.compile_threads);
     o.slots = par.slots;
     o.compile_threads = par.compile_threads;
     o.sandbox_path = a.sandbox.empty() ? self_exe_dir() + "/autokernel-sandbox" : a.sandbox;
