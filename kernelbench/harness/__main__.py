@@ -18,7 +18,8 @@ get_timing_stats, measure_ref_program_time) and kernel_static_checker.py, step f
 
 Modules: request (parsing), gpu_lock (turns on a shared GPU), timing, problem (loading problem
 and candidate, inputs), compare (comparison, saved outputs), scan (static scan, monkeypatch
-check), modes (reference, baseline, judge), candidate, strict (the strict checks), main (one
+check), modes (reference, baseline, judge), candidate, strict (the strict checks), witness (timing
+and outputs seen from outside the candidate's process), main (one
 step as a process), serve (the fork server). pinned is imported first, before torch.
 """
 

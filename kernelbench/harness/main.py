@@ -12,9 +12,12 @@ from .compare import write_json_atomic
 from .gpu_lock import GpuLock
 from .modes import run_baseline, run_judge, run_reference
 from .request import HARNESS_VERSION, BadRequest, ProblemError, load_request
+from .runner import run_runner
+from .witness import run_witness
 
 
-MODE_FUNCTIONS = {"reference": run_reference, "candidate": run_candidate, "judge": run_judge, "baseline": run_baseline}
+MODE_FUNCTIONS = {"reference": run_reference, "candidate": run_candidate, "judge": run_judge, "baseline": run_baseline,
+                  "witness": run_witness}
 
 
 def main(argv):
@@ -66,4 +69,6 @@ def run(argv):
     if argv[1:] == ["--serve"]:
         from .serve import serve
         os._exit(exit_code(serve))
+    if argv[1:] == ["--witness-runner"]:
+        os._exit(exit_code(run_runner))
     os._exit(exit_code(main, argv))

@@ -10,7 +10,7 @@ import torch
 
 HARNESS_VERSION = 1
 
-MODES = ("reference", "candidate", "judge", "baseline")
+MODES = ("reference", "candidate", "judge", "baseline", "witness")
 BACKENDS = ("cuda", "triton", "torch")
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # KernelBench get_tolerance_for_precision (atol = rtol).
@@ -43,6 +43,7 @@ _REQUEST_KEYS = {
     "rotation_perf_trials": (int, 10),
     "result_path": (str, None),
     "gpu_lock": (str, None),  # lock file shared by the processes that use this GPU at once
+    "witness_rounds": (int, 10),  # witness: timed rounds per runner
 }
 
 
@@ -111,7 +112,7 @@ def load_request(path):
     if req["precision"] not in PRECISIONS:
         raise BadRequest(f'"precision" must be one of {list(PRECISIONS)}; got "{req["precision"]}"')
     for key, low in (("num_correct_trials", 1), ("num_perf_trials", 1), ("num_warmup", 0),
-                     ("rotations", 0), ("rotation_perf_trials", 1)):
+                     ("rotations", 0), ("rotation_perf_trials", 1), ("witness_rounds", 1)):
         if req[key] is not None and req[key] < low:
             raise BadRequest(f'"{key}" must be >= {low}; got {req[key]}')
     if not 0 <= req["seed"] < 2**63:
@@ -141,9 +142,9 @@ def load_request(path):
             raise BadRequest(f'{mode} mode needs "problem_path"')
         if not os.path.isfile(req["problem_path"]):
             raise BadRequest(f"problem_path {req['problem_path']} is not a file")
-    if mode == "candidate":
+    if mode in ("candidate", "witness"):
         if not req["candidate_path"]:
-            raise BadRequest('candidate mode needs "candidate_path"')
+            raise BadRequest(f'{mode} mode needs "candidate_path"')
         if not os.path.isfile(req["candidate_path"]):
             raise BadRequest(f"candidate_path {req['candidate_path']} is not a file")
     if mode == "reference" and not req["reference_outputs"]:

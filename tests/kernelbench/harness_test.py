@@ -65,7 +65,7 @@ _counter = [0]
 _counter_lock = threading.Lock()
 
 
-def run_harness(request, timeout=RUN_TIMEOUT_S):
+def run_harness(request, timeout=RUN_TIMEOUT_S, env=None):
     with _counter_lock:
         _counter[0] += 1
         n = _counter[0]
@@ -76,7 +76,7 @@ def run_harness(request, timeout=RUN_TIMEOUT_S):
         json.dump(request, f)
     start = time.monotonic()
     try:
-        proc = subprocess.run([PYTHON, HARNESS, request_path], cwd=ROOT, env=ENV, capture_output=True,
+        proc = subprocess.run([PYTHON, HARNESS, request_path], cwd=ROOT, env=env or ENV, capture_output=True,
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:  # subprocess.run has killed the child
         stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
@@ -146,6 +146,20 @@ def locked_pair(problem_name, candidate_name=None):
         return [f.result() for f in [pool.submit(run_harness, req) for _ in range(2)]]
 
 
+WITNESS_KEY = "5a" * 32
+
+
+def witness(problem_name, candidate_name, key=WITNESS_KEY, **extra):
+    """The candidate step (its faithful figures), then witness mode on the same candidate, with the
+    worker's key in the environment (HARNESS.md, "witness")."""
+    runs = evaluate(problem_name, candidate_name, **extra)
+    req = dict(BASE_REQUEST, mode="witness", problem_path=problem(problem_name),
+               candidate_path=candidate(candidate_name), witness_rounds=5, **extra)
+    env = dict(ENV, AK_WITNESS_KEY=key) if key else ENV
+    runs["witness"] = run_harness(req, env=env)
+    return runs
+
+
 L1 = "level1/"
 CASES = {
     # name: (function, args, kwargs)
@@ -180,6 +194,11 @@ CASES = {
     "uninitialised_output": (evaluate, (L1 + "12_Tril.py", "uninitialised_output.py"), {}),
     "cache_by_identity": (evaluate, (L1 + "1_Matmul.py", "cache_by_identity.py"), {"judge": True}),
     "static_flagged": (evaluate, (L1 + "9_Softmax.py", "static_flagged.py"), {}),
+    "witness_matmul_correct": (witness, (L1 + "1_Matmul.py", "matmul_correct.py"), {}),
+    "witness_topk_unsigned": (witness, (L1 + "4_TopK.py", "topk_correct.py"), {"key": None}),
+    "witness_forges_its_clock": (witness, (L1 + "1_Matmul.py", "forges_its_clock.py"), {}),
+    "witness_knows_the_seeds": (witness, (L1 + "1_Matmul.py", "knows_the_seeds.py"), {}),
+    "witness_exits_at_import": (witness, (L1 + "1_Matmul.py", "exits_at_import.py"), {}),
     "matmul_cuda_backend": (evaluate, (L1 + "1_Matmul.py", "matmul_correct.py"),
                             {"backend": "cuda", "build_dir": os.path.join(WORKDIR, "build")}),
     "hangs": (run_harness, (dict(BASE_REQUEST, mode="candidate", problem_path=problem(L1 + "1_Matmul.py"),
@@ -209,6 +228,11 @@ if GPU_RUN and CUDA:
         "cuda_load_inline_candidate": (evaluate, (L1 + "7_ScaleShift.py", "scale_shift_cuda.py"),
                                        {"device": "cuda:0", "backend": "cuda",
                                         "build_dir": os.path.join(WORKDIR, "cuda_build")}),
+        "cuda_witness_matmul": (witness, (L1 + "1_Matmul.py", "matmul_correct.py"), {"device": "cuda:0"}),
+        "cuda_witness_triton": (witness, (L1 + "7_ScaleShift.py", "scale_shift_triton.py"),
+                                {"device": "cuda:0", "backend": "triton"}),
+        "cuda_witness_forges_its_clock": (witness, (L1 + "1_Matmul.py", "forges_its_clock.py"), {"device": "cuda:0"}),
+        "cuda_witness_knows_the_seeds": (witness, (L1 + "1_Matmul.py", "knows_the_seeds.py"), {"device": "cuda:0"}),
     })
 # Which problem each candidate case ran on, for the table.
 _CASE_PROBLEM = {name: args[0] for name, (fn, args, _) in CASES.items() if fn is evaluate}
@@ -246,6 +270,67 @@ def setUpModule():
 def tearDownModule():
     _pool.shutdown(wait=True)
     shutil.rmtree(WORKDIR, ignore_errors=True)
+
+
+# --- witness mode: timed and checked from outside the candidate's process ------------------------
+
+
+def witnessed(name):
+    """(the witness's result, its signature) of a witness case, checked as the worker checks it."""
+    run = case(name)["witness"]
+    doc = checked(run, name + " witness")
+    return json.loads(doc["body"]), doc["mac"]
+
+
+class WitnessTest(unittest.TestCase):
+    def test_an_honest_candidate_is_witnessed_and_every_output_it_timed_checked(self):
+        w, mac = witnessed("witness_matmul_correct")
+        self.assertTrue(w["witnessed"], w)
+        self.assertIsNone(w["mismatch"])
+        self.assertIsNone(w["runner_error"])
+        # 2 warm-up rounds and 5 timed ones, for the candidate and for the reference runner.
+        self.assertEqual(w["outputs_checked"], 2 * (2 + 5) * w["calls_per_round"])
+        self.assertGreater(w["candidate_ms"], 0)
+        self.assertGreater(w["ref_runtime_ms"], 0)
+        self.assertEqual(w["ref_runtime_stats"]["num_trials"], BASE_REQUEST["num_perf_trials"])
+
+    def test_the_result_is_signed_with_the_workers_key_and_unsigned_without_one(self):
+        import hashlib
+        import hmac
+        doc = checked(case("witness_matmul_correct")["witness"], "witness")
+        want = hmac.new(bytes.fromhex(WITNESS_KEY), doc["body"].encode(), hashlib.sha256).hexdigest()
+        self.assertEqual(doc["mac"], want)
+        w, mac = witnessed("witness_topk_unsigned")
+        self.assertIsNone(mac)
+        # A tuple of two tensors (values, indices) goes through the buffers too.
+        self.assertTrue(w["witnessed"], w)
+        self.assertIsNone(w["mismatch"])
+
+    def test_a_clock_the_candidate_rewrote_fools_its_own_timing_but_not_the_witness(self):
+        r = verdict("witness_forges_its_clock")
+        self.assertEqual(r["verdict"], "correct")
+        w, _ = witnessed("witness_forges_its_clock")
+        self.assertTrue(w["witnessed"], w)
+        # It sleeps 20 ms a call and reports a thousandth of that: the witness's estimate is
+        # hundreds of times the candidate's own figure, far beyond any host's noise.
+        self.assertLess(r["runtime_ms"], 0.5)
+        self.assertGreater(w["estimate_ms"], 15.0)
+        self.assertGreater(w["estimate_ms"], 30 * r["runtime_ms"])
+
+    def test_a_candidate_that_knows_the_published_seeds_passes_everything_but_the_witness(self):
+        r = verdict("witness_knows_the_seeds")
+        self.assertEqual(r["verdict"], "correct", r["metadata"])
+        self.assertFalse(r["strict"]["rotation_suspect"])
+        w, _ = witnessed("witness_knows_the_seeds")
+        self.assertFalse(w["witnessed"])
+        self.assertIn("candidate: round 0 call 0 output 0 differs from the reference on inputs it had not seen",
+                      w["mismatch"])
+
+    def test_a_runner_that_dies_is_reported_not_waited_for(self):
+        w, _ = witnessed("witness_exits_at_import")
+        self.assertFalse(w["witnessed"])
+        # It calls sys.exit while loading: the runner says so and the witness stops there.
+        self.assertIn("candidate: the runner failed: builtins.SystemExit", w["runner_error"])
 
 
 # --- the faithful verdicts --------------------------------------------------------------------
@@ -389,6 +474,34 @@ class CudaTest(unittest.TestCase):
         self.assertEqual(r["verdict"], "correct", r["metadata"])
         self.assertEqual(r["strict"]["static_scan"]["errors"], [])
         self.assertTrue(os.path.isdir(os.path.join(WORKDIR, "cuda_build", "scale_shift")))
+
+
+    def test_the_witness_hands_over_through_cuda_ipc_and_checks_every_output(self):
+        for name in ("cuda_witness_matmul", "cuda_witness_triton"):
+            w, mac = witnessed(name)
+            self.assertTrue(w["witnessed"], (name, w))
+            self.assertEqual(w["device"], "cuda:0")
+            self.assertEqual(w["outputs_checked"], 2 * (2 + 5) * w["calls_per_round"])
+            self.assertEqual(w["ref_runtime_stats"]["hardware"], torch.cuda.get_device_name(0))
+            self.assertIsNotNone(mac)
+            # An honest candidate passes the worker's timing rule (kernelbench/witness.h): witnessed
+            # at most 3 times its own figure plus the hand-over, plus 0.05 ms.
+            own = verdict(name)["runtime_ms"]
+            handover = max(0.0, w["reference_ms"] - w["ref_runtime_ms"])
+            self.assertLessEqual(w["candidate_ms"], 3 * (own + handover) + 0.05, (name, own, w))
+            print(f"\n{name}: own {own:.4g} ms, witnessed candidate {w['candidate_ms']:.4g} ms, reference "
+                  f"{w['reference_ms']:.4g} ms, reference by CUDA events {w['ref_runtime_ms']:.4g} ms, estimate "
+                  f"{w['estimate_ms']:.4g} ms, {w['calls_per_round']} calls a round", file=sys.stderr)
+
+    def test_the_witness_sees_through_a_rewritten_event_clock_and_published_seeds_on_the_gpu(self):
+        r = verdict("cuda_witness_forges_its_clock")
+        self.assertEqual(r["timer"], "cuda_event")
+        w, _ = witnessed("cuda_witness_forges_its_clock")
+        self.assertLess(r["runtime_ms"], 0.5)
+        self.assertGreater(w["estimate_ms"], 15.0, w)
+        self.assertEqual(verdict("cuda_witness_knows_the_seeds")["verdict"], "correct")
+        w, _ = witnessed("cuda_witness_knows_the_seeds")
+        self.assertIn("on inputs it had not seen", w["mismatch"] or "", w)
 
 
 # --- the deviation switches -------------------------------------------------------------------

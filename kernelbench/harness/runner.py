@@ -1,0 +1,197 @@
+"""The witness's runners (`harness --witness-runner`; HARNESS.md, "witness") and what the witness and
+a runner share: memory blocks (CUDA IPC on a GPU, a shared file mapping on the CPU) and frames.
+
+A runner is untrusted once it has loaded candidate code: it only ever receives frames from its
+parent, the witness, and answers in bounded lines that the witness parses strictly."""
+
+import ctypes
+import os
+import pickle
+import struct
+import sys
+
+import torch
+
+from .problem import build_reference, load_candidate, load_problem
+from .request import PRECISIONS
+from .timing import get_error_name, set_seed, synchronize
+
+ANSWER_MAX_BYTES = 4096
+FRAME_MAX_BYTES = 1 << 20
+
+
+class Unsupported(Exception):
+    """The problem's inputs or outputs cannot be handed over through fixed buffers."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared buffers: CUDA IPC memory on a GPU, a shared file mapping on the CPU
+# ---------------------------------------------------------------------------------------------
+
+
+def _cudart():
+    """The CUDA runtime torch loaded (its soname differs between CUDA versions), else one by name."""
+    with open("/proc/self/maps", encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 6 and os.path.basename(fields[-1]).startswith("libcudart.so"):
+                return ctypes.CDLL(fields[-1])
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            pass
+    raise OSError("no CUDA runtime (libcudart) is loaded in this process or can be found")
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class _CudaBuffer:
+    """A cudaMalloc'd block of its own (never a slice of torch's cache), seen as a uint8 tensor."""
+
+    def __init__(self, rt, ptr, nbytes, device):
+        self.ptr, self.nbytes = ptr, nbytes
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2}
+        self.tensor = torch.as_tensor(self, device=device)
+
+
+def make_buffer(device, nbytes, folder, name):
+    """(uint8 tensor of nbytes, a description the runner opens it from). On the CPU a file in the
+    job's folder, removed once both sides have mapped it."""
+    nbytes = max(nbytes, 1)
+    if device.type == "cuda":
+        rt = _cudart()
+        ptr = ctypes.c_void_p()
+        if rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes)) != 0:
+            raise RuntimeError(f"cudaMalloc of {nbytes} bytes failed")
+        handle = _Handle()
+        if rt.cudaIpcGetMemHandle(ctypes.byref(handle), ptr) != 0:
+            raise RuntimeError("cudaIpcGetMemHandle failed")
+        buf = _CudaBuffer(rt, ptr.value, nbytes, device)
+        return buf.tensor, {"kind": "cuda", "handle": bytes(handle.reserved), "nbytes": nbytes}
+    path = os.path.join(folder, name)
+    t = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
+    return t, {"kind": "file", "path": path, "nbytes": nbytes}
+
+
+def open_buffer(desc, device):
+    if desc["kind"] == "cuda":
+        rt = _cudart()
+        handle = _Handle()
+        handle.reserved = desc["handle"]
+        ptr = ctypes.c_void_p()
+        if rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1)) != 0:
+            raise RuntimeError("cudaIpcOpenMemHandle failed")
+        return _CudaBuffer(rt, ptr.value, desc["nbytes"], device).tensor
+    return torch.from_file(desc["path"], shared=True, size=desc["nbytes"], dtype=torch.uint8)
+
+
+def typed(buf, shape, dtype):
+    n = 1
+    for s in shape:
+        n *= s
+    return buf[: n * torch.empty((), dtype=dtype).element_size()].view(dtype).view(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames (witness -> runner) and answers (runner -> witness)
+# ---------------------------------------------------------------------------------------------
+
+
+def write_frame(stream, obj):
+    data = pickle.dumps(obj)
+    stream.write(struct.pack("<I", len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream):
+    head = stream.read(4)
+    if len(head) != 4:
+        raise EOFError("the witness closed the pipe")
+    (n,) = struct.unpack("<I", head)
+    if n > FRAME_MAX_BYTES:
+        raise ValueError(f"frame of {n} bytes")
+    return pickle.loads(stream.read(n))  # the witness's own frames: the runner trusts its parent
+
+
+def view(block, offset, shape, dtype):
+    return typed(block[offset:], shape, dtype)
+
+
+def nbytes(shape, dtype):
+    n = 1
+    for s in shape:
+        n *= s
+    return n * torch.empty((), dtype=dtype).element_size()
+
+
+
+def flat_outputs(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
+        return list(out)
+    raise Unsupported(f"the reference returns {type(out).__name__}, not a tensor or a tuple of tensors")
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The runner (`harness --witness-runner`): untrusted once candidate code is loaded
+# ---------------------------------------------------------------------------------------------
+
+
+def run_runner():
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # what the candidate prints goes to the log, never into the answers
+    stdin = sys.stdin.buffer
+    try:
+        setup = read_frame(stdin)
+        device = torch.device(setup["device"])
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dtype = PRECISIONS[setup["precision"]]
+        req = {"device_obj": device, "dtype": dtype, "switches": setup["switches"], "seed": setup["seed"]}
+        loaded = load_problem(setup["problem_path"])
+        model, init_inputs = build_reference(req, loaded)
+        if setup["candidate_path"]:
+            with open(setup["candidate_path"], "r", encoding="utf-8", errors="replace") as f:
+                src = f.read()
+            ModelNew, _ = load_candidate(src, loaded[1], setup["backend"], setup["build_dir"])
+            if ModelNew is None:
+                raise RuntimeError("no ModelNew")
+            with torch.no_grad():
+                set_seed(setup["seed"])
+                model = ModelNew(*init_inputs)
+        model = model.to(device=device, dtype=dtype)
+        block = open_buffer(setup["block"], device)
+        slots = [([d[1] if d[0] == "v" else view(block, *d[1:]) for d in s["inputs"]],
+                  [view(block, *d) for d in s["outputs"]]) for s in setup["slots"]]
+        synchronize(device)
+    except BaseException as e:  # noqa: B036 - said to the witness, which fails the round
+        answers.write(f"error {get_error_name(e)}: {str(e)[:300]}\n".replace("\n", " ").rstrip() + "\n")
+        return 0
+    answers.write("ready\n")
+    while True:
+        try:
+            order = read_frame(stdin)
+        except EOFError:
+            return 0
+        if order != "run":
+            return 0
+        try:
+            with torch.no_grad():
+                for ins, outs in slots:
+                    produced = flat_outputs(model(*ins))
+                    if len(produced) != len(outs):
+                        raise RuntimeError(f"{len(produced)} outputs where {len(outs)} were expected")
+                    for o, p in zip(outs, produced):
+                        if tuple(p.shape) != tuple(o.shape):
+                            raise RuntimeError(f"output of shape {tuple(p.shape)} where {tuple(o.shape)} was expected")
+                        o.copy_(p)
+            synchronize(device)
+        except BaseException as e:  # noqa: B036
+            answers.write(f"error {get_error_name(e)}: {str(e)[:300]}".replace("\n", " ") + "\n")
+            return 0
+        answers.write("done\n")
