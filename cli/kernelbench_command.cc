@@ -501,10 +501,12 @@ int kb_sweep(const ClientArgs& c, const KbArgs& a) {
               {"runtime_stats", kb.runtime_stats.value_or(json::object())},
               {"status", r.correctness},
               {"strict", kb.strict.value_or(json::object())},
-              {"judge", kb.judge.value_or(json())}};
+              {"judge", kb.judge.value_or(json())},
+              {"witness", kb.witness.value_or(json())}};
     eval[task.level][std::to_string(task.problem_id)].push_back(e);
-    const json strict = kb.strict.value_or(json()), judge = kb.judge.value_or(json());
-    verdicts.add(kb.verdict.value_or(r.correctness), kernelbench::strict_failures(strict, judge),
+    const json strict = kb.strict.value_or(json()), judge = kb.judge.value_or(json()),
+               witness = kb.witness.value_or(json());
+    verdicts.add(kb.verdict.value_or(r.correctness), kernelbench::strict_failures(strict, judge, witness),
                  strict.is_object() && !strict.empty());
     evals.push_back(
         {task.level, task.problem_id, task.problem_name, task.sample_id, r.gpu, compiled, correct, runtime});
@@ -619,13 +621,14 @@ Status read_eval_file(const std::string& path, int level, const std::map<std::pa
       out.push_back({level, pid, name->second, sample, gpu, e.value("compiled", false), e.value("correctness", false),
                      runtime});
       const json meta = e.value("metadata", json::object());
-      const json strict = e.value("strict", json()), judge = e.value("judge", json());
+      const json strict = e.value("strict", json()), judge = e.value("judge", json()),
+                 witness = e.value("witness", json());
       verdicts.push_back({level, pid,
                           !out.back().compiled                                 ? "compile_failure"
                           : meta.is_object() && meta.contains("runtime_error") ? "runtime_error"
                           : out.back().correct                                 ? "correct"
                                                                                : "incorrect",
-                          kernelbench::strict_failures(strict, judge), strict.is_object() && !strict.empty()});
+                          kernelbench::strict_failures(strict, judge, witness), strict.is_object() && !strict.empty()});
     }
   }
   // A sample that never ran (a timeout, a crash) names no hardware: it ran where the file's other

@@ -556,6 +556,7 @@ void to_json(json& j, const KernelBenchVerdict& v) {
   put_if(j, "runtime_stats", v.runtime_stats);
   put_if(j, "strict", v.strict);
   put_if(j, "judge", v.judge);
+  put_if(j, "witness", v.witness);
   put_if(j, "baseline", v.baseline);
   put_if(j, "task", v.task);
 }
@@ -572,11 +573,12 @@ void from_json(const json& j, KernelBenchVerdict& v) {
   v.runtime_stats = passthrough(j, "runtime_stats");
   v.strict = passthrough(j, "strict");
   v.judge = passthrough(j, "judge");
+  v.witness = passthrough(j, "witness");
   f.maybe("baseline", v.baseline);
   f.maybe("task", v.task);
   v.other = others(
       j, {"mode", "step", "verdict", "compiled", "correctness", "runtime_ms", "ref_runtime_ms", "baseline", "task"},
-      {"metadata", "runtime_stats", "strict", "judge"});
+      {"metadata", "runtime_stats", "strict", "judge", "witness"});
 }
 
 Result<KernelBenchVerdict> parse_kernelbench_verdict(const json& doc) {

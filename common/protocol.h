@@ -326,6 +326,9 @@ struct KernelBenchVerdict {
   std::optional<nlohmann::json> runtime_stats;
   std::optional<nlohmann::json> strict;  // the strict checks; null when not run
   std::optional<nlohmann::json> judge;   // the judge's verdict
+  // The witness's verdict (kernelbench/witness.h), added by the worker: its signed body plus
+  // "verdict" ("pass", "fail", "not_witnessed") and "reason".
+  std::optional<nlohmann::json> witness;
   std::optional<KernelBenchBaseline> baseline;
   std::optional<KernelBenchTaskRow> task;  // added by the coordinator (result_row)
   nlohmann::json other = nlohmann::json::object();

@@ -278,7 +278,8 @@ Result<std::vector<Baseline>> load_baseline_file(const std::string& path, const 
   return out;
 }
 
-std::vector<std::string> strict_failures(const nlohmann::json& strict, const nlohmann::json& judge) {
+std::vector<std::string> strict_failures(const nlohmann::json& strict, const nlohmann::json& judge,
+                                         const nlohmann::json& witness) {
   std::vector<std::string> out;
   auto is_true = [](const nlohmann::json& o, const char* k) {
     return o.contains(k) && o[k].is_boolean() && o[k].get<bool>();
@@ -298,6 +299,7 @@ std::vector<std::string> strict_failures(const nlohmann::json& strict, const nlo
   if (judge.is_object() && judge.contains("strict_correct") && judge["strict_correct"].is_boolean() &&
       !judge["strict_correct"].get<bool>())
     out.push_back("judge");
+  if (witness.is_object() && witness.contains("verdict") && witness["verdict"] == "fail") out.push_back("witness");
   return out;
 }
 

@@ -47,9 +47,12 @@ struct SampleEval {
 // each named by its key in eval_results.json: "input_mutation", "output_poison", "side_stream",
 // "rotation_suspect", "monkeypatch" (something was rebound), "static_scan" (a static error, not a
 // warning), "check_errors" (a check raised) and "judge" (the separate judge found the outputs
-// wrong: strict_correct false). `strict` and `judge` are the harness's documents; null or
-// absent (not run, --no-strict) fails nothing. excessive_speedup is a flag to look at, not a failure.
-std::vector<std::string> strict_failures(const nlohmann::json& strict, const nlohmann::json& judge);
+// wrong: strict_correct false) and "witness" (the witness failed it: outputs on unseen inputs, or a
+// timing below what was measured from outside its process; its "verdict" is "fail"). `strict`,
+// `judge` and `witness` are the harness's and the worker's documents; null or absent (not run,
+// --no-strict) fails nothing. excessive_speedup is a flag to look at, not a failure.
+std::vector<std::string> strict_failures(const nlohmann::json& strict, const nlohmann::json& judge,
+                                         const nlohmann::json& witness = nlohmann::json());
 
 // The verdicts of a set of samples, for a summary line. A sample that KernelBench's faithful check
 // calls correct but that failed a strict check is counted as "strict-failed", never as plainly

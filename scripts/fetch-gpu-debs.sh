@@ -9,7 +9,7 @@ set -eu
 dest=${1:?usage: fetch-gpu-debs.sh DEST}
 mkdir -p "$dest"
 cd "$dest"
-pkgs="libzmq3-dev libzmq5 cppzmq-dev libsodium23 libpgm-5.3-0 libnorm1
+pkgs="libzmq3-dev libzmq5 cppzmq-dev libsodium23 libsodium-dev libpgm-5.3-0 libnorm1
       libhiredis-dev libhiredis0.14
       prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
       civetweb libcivetweb1 libcivetweb-dev

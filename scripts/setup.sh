@@ -13,7 +13,7 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 PKGS="build-essential cmake ninja-build pkg-config python3-venv python3-dev
-      libzmq3-dev cppzmq-dev nlohmann-json3-dev libhiredis-dev prometheus-cpp-dev redis-server prometheus
+      libzmq3-dev libsodium-dev cppzmq-dev nlohmann-json3-dev libhiredis-dev prometheus-cpp-dev redis-server prometheus
       googletest libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev libspdlog-dev
       libfmt-dev libxxhash-dev libseccomp-dev clang-format iproute2 shellcheck"
 missing=""

@@ -23,6 +23,7 @@
 #include "common/protocol.h"
 #include "kernelbench/bridge.h"
 #include "kernelbench/harness_source.h"
+#include "kernelbench/witness.h"
 #include "worker/python_step.h"
 
 namespace ak {
@@ -83,7 +84,8 @@ std::string KernelBenchRunner::harness_path() {
 }
 
 KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, const std::string& name, json request,
-                                                    std::chrono::steady_clock::time_point deadline) {
+                                                    std::chrono::steady_clock::time_point deadline,
+                                                    const std::vector<std::string>& env) {
   Step step;
   const fs::path d(dir);
   request["result_path"] = (d / (name + ".result.json")).string();
@@ -103,13 +105,13 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
       return step;
     }
   }
-  const bool server = options_.fork_server && !options_.confinement.for_child().any();
+  const bool server = options_.fork_server && !options_.confinement.for_child().any() && env.empty();
   if (options_.fork_server && !server) {
     static std::once_flag logged;
     std::call_once(logged,
                    [] { spdlog::warn("KernelBench fork server off: confined steps each start a fresh Python"); });
   }
-  if (!(server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step);
+  if (!(server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step, env);
   step.log_tail = read_tail(log.string(), 2000);
   std::ifstream in(request["result_path"].get<std::string>());
   if (in) {
@@ -127,7 +129,8 @@ std::vector<std::string> KernelBenchRunner::step_env() const {
 }
 
 void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
-                                   std::chrono::steady_clock::time_point deadline, Step& step) {
+                                   std::chrono::steady_clock::time_point deadline, Step& step,
+                                   const std::vector<std::string>& env) {
   PythonStep ps;
   ps.python = options_.python;
   ps.args = {harness_path(), req.string()};
@@ -136,6 +139,7 @@ void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
   ps.read_only = {harness_path()};
   if (!options_.gpu_lock_path.empty()) ps.shared = {options_.gpu_lock_path, options_.gpu_lock_path + ".gate"};
   ps.env = step_env();
+  ps.env.insert(ps.env.end(), env.begin(), env.end());
   if (options_.confinement.for_child().any())
     ps.env.push_back("TRITON_CACHE_DIR=" + (ps.dir / "build" / "triton").string());
   ps.cgroup_name =
@@ -510,8 +514,56 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
       out.m.speedup = ref_ms / runtime_ms;
     }
   }
+  if (t.strict && out.status == ResultStatus::kPass) witness(dir, base, cand, deadline, runtime_ms, out, kb);
   out.kernelbench = std::move(kb);
   return finish(out);
+}
+
+// The witness step (HARNESS.md, "witness"): the candidate timed and checked from outside its
+// process, on inputs it has not seen. A passed candidate stays passed only when the witness's
+// signed result agrees; the reference time its speedup divides is then the witness's own (the
+// candidate's process reported the other one).
+void KernelBenchRunner::witness(const fs::path& dir, const json& base, const fs::path& candidate,
+                                std::chrono::steady_clock::time_point deadline, double runtime_ms,
+                                KernelBenchOutcome& out, json& kb) {
+  using kernelbench::WitnessJudgement;
+  auto fail = [&](ResultStatus status, const std::string& why, json doc = json::object()) {
+    out.status = status;
+    out.stage = "witness";
+    out.reason = short_text(why);
+    doc["verdict"] = "fail";
+    doc["reason"] = why;
+    kb["witness"] = std::move(doc);
+  };
+  auto key = kernelbench::new_witness_key();
+  if (!key.ok()) return fail(ResultStatus::kCrash, key.status().message());
+  json req = base;
+  req["mode"] = "witness";
+  req["candidate_path"] = candidate.string();
+  Step w = run_step(dir.string(), "witness", req, deadline, {std::string(kernelbench::kWitnessKeyEnv) + "=" + *key});
+  if (w.result.is_null()) {
+    if (w.timed_out) return fail(ResultStatus::kTimeout, "the witness step did not finish before the job's deadline");
+    return fail(ResultStatus::kFail, "the witness step ended with exit code " + std::to_string(w.exit_code) +
+                                         " without a result: " + short_text(w.log_tail));
+  }
+  auto body = kernelbench::authentic_witness(w.result, *key);
+  if (!body.ok()) return fail(ResultStatus::kFail, body.status().message());
+  json doc = *body;
+  const WitnessJudgement j = kernelbench::judge_witness(doc, runtime_ms);
+  if (j.kind == WitnessJudgement::Kind::kFail) return fail(ResultStatus::kFail, j.reason, std::move(doc));
+  if (j.kind == WitnessJudgement::Kind::kNotWitnessed) {
+    doc["verdict"] = "not_witnessed";
+    doc["reason"] = j.reason;
+  } else {
+    doc["verdict"] = "pass";
+    const double ref_ms =
+        doc.value("ref_runtime_ms", json(-1.0)).is_number() ? doc["ref_runtime_ms"].get<double>() : -1;
+    if (ref_ms > 0 && runtime_ms > 0) {
+      out.m.baseline_us = ref_ms * 1000.0;
+      out.m.speedup = ref_ms / runtime_ms;
+    }
+  }
+  kb["witness"] = std::move(doc);
 }
 
 }  // namespace ak

@@ -70,6 +70,7 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   const std::string summary = read_text(sweep_log);
   EXPECT_NE(summary.find("strict-failed "), std::string::npos) << summary;
   EXPECT_NE(summary.find("judge 1"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("witness 1"), std::string::npos) << summary;
 
   // One result row per sample, with the status the faithful verdict gives.
   auto rows = farm.client().results(protocol::ResultsQuery{"", "", "kernelbench", "", ""});
@@ -91,10 +92,14 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   EXPECT_EQ(status(9, 0), "FAIL");
   EXPECT_EQ(kb(9, 0)["verdict"], "incorrect");
   EXPECT_EQ(status(9, 1), "PASS");
-  // The cheat fools the faithful check (same process, same namespace) but not the judge, which
-  // compares with a reference computed in another process; the status stays the faithful one.
-  EXPECT_EQ(status(1, 3), "PASS");
+  // The cheat fools the faithful check (same process, same namespace) but neither the judge, which
+  // compares with a reference computed in another process, nor the witness, whose reference never
+  // met the candidate: the verdict stays the faithful one, the farm's status is the witness's.
+  EXPECT_EQ(kb(1, 3)["verdict"], "correct");
+  EXPECT_EQ(status(1, 3), "FAIL");
+  EXPECT_EQ(kb(1, 3)["witness"]["verdict"], "fail") << kb(1, 3)["witness"].dump();
   EXPECT_EQ(kb(1, 3)["judge"]["strict_correct"], false) << kb(1, 3)["judge"].dump();
+  EXPECT_EQ(kb(1, 0)["witness"]["verdict"], "pass") << kb(1, 0)["witness"].dump();
   EXPECT_EQ(kb(1, 0)["judge"]["strict_correct"], true) << kb(1, 0)["judge"].dump();
   // A correct sample is timed; its speedup is over the in-process reference.
   EXPECT_GT(kb(1, 0)["runtime_ms"].get<double>(), 0);

@@ -28,6 +28,7 @@ namespace ak {
 namespace {
 
 namespace fs = std::filesystem;
+using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 std::string read_file(const fs::path& p) {
@@ -264,6 +265,51 @@ TEST_F(KernelBenchRunnerTest, AConfinedStepCannotReadOrWriteTheWorkersFilesReach
   EXPECT_EQ(out.status, ResultStatus::kPass) << out.reason << "\n" << out.kernelbench.dump();
   EXPECT_FALSE(fs::exists(canary));
   close(listener);
+}
+
+// The witness step (kernelbench/HARNESS.md, "witness") through the runner, as a worker runs it:
+// fresh processes, confined where this host can confine.
+KernelBenchRunnerOptions maybe_confined(KernelBenchRunnerOptions o, const fs::path& work) {
+  auto policy = make_confinement_policy(false, {work.string()});
+  if (policy.ok()) o.confinement = *policy;
+  return o;
+}
+
+TEST_F(KernelBenchRunnerTest, AStrictCandidatePassesWitnessedAndItsSpeedupDividesTheWitnesssReferenceTime) {
+  KernelBenchRunner runner(maybe_confined(options(false), dir_ / "work"));
+  JobSpec j = job("honest", "candidate", "matmul_correct.py");
+  j.kernelbench->strict = true;
+  const auto out = runner.run(j, 240s);
+  ASSERT_EQ(out.status, ResultStatus::kPass) << out.reason << "\n" << out.kernelbench.dump();
+  const json& w = out.kernelbench.at("witness");
+  EXPECT_EQ(w.at("verdict"), "pass") << w.dump();
+  EXPECT_EQ(w.at("witnessed"), true);
+  EXPECT_GT(w.at("outputs_checked").get<int>(), 0);
+  // The reference time is the witness's own, not the figure the candidate's process reported.
+  EXPECT_DOUBLE_EQ(out.m.baseline_us, w.at("ref_runtime_ms").get<double>() * 1000.0);
+  EXPECT_DOUBLE_EQ(out.m.speedup,
+                   w.at("ref_runtime_ms").get<double>() / out.kernelbench.at("runtime_ms").get<double>());
+}
+
+TEST_F(KernelBenchRunnerTest, ACandidateThatRewritesItsClockOrKnowsThePublishedSeedsFailsAtTheWitness) {
+  KernelBenchRunner runner(maybe_confined(options(false), dir_ / "work"));
+  JobSpec clock = job("clock", "candidate", "forges_its_clock.py");
+  clock.kernelbench->strict = true;
+  const auto a = runner.run(clock, 240s);
+  EXPECT_EQ(a.status, ResultStatus::kFail) << a.reason;
+  EXPECT_EQ(a.stage, "witness");
+  EXPECT_NE(a.reason.find("is far below what the witness measured from outside its process"), std::string::npos)
+      << a.reason;
+  EXPECT_EQ(a.kernelbench.at("verdict"), "correct");  // what its own process said
+  EXPECT_EQ(a.kernelbench.at("witness").at("verdict"), "fail");
+
+  JobSpec seeds = job("seeds", "candidate", "knows_the_seeds.py");
+  seeds.kernelbench->strict = true;
+  const auto b = runner.run(seeds, 240s);
+  EXPECT_EQ(b.status, ResultStatus::kFail) << b.reason;
+  EXPECT_EQ(b.stage, "witness");
+  EXPECT_NE(b.reason.find("on inputs the candidate had not seen differ from the reference"), std::string::npos)
+      << b.reason;
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+#include "kernelbench/witness.h"
+
+#include <sodium.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace ak::kernelbench {
+namespace {
+
+using nlohmann::json;
+
+Status init_sodium() {
+  static const int rc = sodium_init();  // 0 first time, 1 when already done, -1 on failure
+  return rc < 0 ? Status::internal("libsodium could not be initialised") : Status::ok_status();
+}
+
+std::string text_of(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+Result<std::string> new_witness_key() {
+  if (Status s = init_sodium(); !s.ok()) return s;
+  std::array<unsigned char, crypto_auth_hmacsha256_KEYBYTES> key{};
+  randombytes_buf(key.data(), key.size());
+  std::string hex(key.size() * 2 + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), key.data(), key.size());
+  hex.pop_back();
+  return hex;
+}
+
+Result<std::string> hmac_sha256_hex(const std::string& key_hex, const std::string& text) {
+  if (Status s = init_sodium(); !s.ok()) return s;
+  std::array<unsigned char, crypto_auth_hmacsha256_KEYBYTES> key{};
+  size_t n = 0;
+  if (sodium_hex2bin(key.data(), key.size(), key_hex.data(), key_hex.size(), nullptr, &n, nullptr) != 0 ||
+      n != key.size())
+    return Status::invalid("a witness key is 64 hex digits");
+  std::array<unsigned char, crypto_auth_hmacsha256_BYTES> mac{};
+  crypto_auth_hmacsha256(mac.data(), reinterpret_cast<const unsigned char*>(text.data()), text.size(), key.data());
+  std::string hex(mac.size() * 2 + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), mac.data(), mac.size());
+  hex.pop_back();
+  return hex;
+}
+
+Result<json> authentic_witness(const json& file, const std::string& key_hex) {
+  if (!file.is_object()) return Status::invalid("the witness's result is not a JSON object");
+  auto body = file.find("body");
+  auto mac = file.find("mac");
+  if (body == file.end() || !body->is_string()) return Status::invalid("the witness's result has no body");
+  if (mac == file.end() || !mac->is_string()) return Status::invalid("the witness's result is not signed");
+  auto want = hmac_sha256_hex(key_hex, body->get<std::string>());
+  if (!want.ok()) return want.status();
+  const std::string& got = mac->get_ref<const std::string&>();
+  if (got.size() != want->size() || sodium_memcmp(got.data(), want->data(), got.size()) != 0)
+    return Status::invalid("the witness's result does not carry the step's signature (forged or altered)");
+  json doc = json::parse(body->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return Status::invalid("the witness's body is not a JSON object");
+  return doc;
+}
+
+WitnessJudgement judge_witness(const json& body, double runtime_ms) {
+  using Kind = WitnessJudgement::Kind;
+  if (std::string m = text_of(body, "mismatch"); !m.empty())
+    return {Kind::kFail, "outputs on inputs the candidate had not seen differ from the reference: " + m};
+  if (std::string r = text_of(body, "runner_error"); !r.empty())
+    return {Kind::kFail, "the witness could not run the candidate: " + r};
+  auto witnessed = body.find("witnessed");
+  if (witnessed == body.end() || !witnessed->is_boolean() || !witnessed->get<bool>()) {
+    std::string why = text_of(body, "reason");
+    return {Kind::kNotWitnessed, why.empty() ? "the witness gave no reason" : why};
+  }
+  auto number = [&body](const char* key) {
+    auto it = body.find(key);
+    return it != body.end() && it->is_number() && std::isfinite(it->get<double>()) ? it->get<double>() : NAN;
+  };
+  const double cand = number("candidate_ms"), ref_witnessed = number("reference_ms"), ref = number("ref_runtime_ms");
+  if (std::isnan(cand) || std::isnan(ref_witnessed) || std::isnan(ref))
+    return {Kind::kFail, "the witness's result lacks its figures"};
+  if (!(runtime_ms > 0)) return {Kind::kFail, "the candidate was not timed by its own process"};
+  const double handover = std::max(0.0, ref_witnessed - ref);
+  const double allowed = kWitnessRatio * (runtime_ms + handover) + kWitnessSlackMs;
+  if (cand > allowed)
+    return {Kind::kFail, fmt::format("the candidate's own timing ({:.4g} ms) is far below what the witness measured "
+                                     "from outside its process ({:.4g} ms a call, where {:.4g} ms and the "
+                                     "hand-over of {:.4g} ms allow at most {:.4g} ms)",
+                                     runtime_ms, cand, runtime_ms, handover, allowed)};
+  return {Kind::kPass, ""};
+}
+
+}  // namespace ak::kernelbench

@@ -1,0 +1,52 @@
+// The witness step's result, as the worker reads it (kernelbench/HARNESS.md, "witness"): a process
+// that never loads candidate code times the candidate from outside its process, on inputs the
+// candidate has not seen, and checks every output it timed. Its result file is
+// {"body": "<JSON text>", "mac": "<hex HMAC-SHA256 of body under the step's key>"}; the key is made
+// here for one step and reaches the witness alone, so a candidate that writes the file cannot
+// forge it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/status.h"
+
+namespace ak::kernelbench {
+
+// The environment variable that hands the key to the witness (it removes it at once).
+inline constexpr const char* kWitnessKeyEnv = "AK_WITNESS_KEY";
+
+// The timing rule. The witness measures, per call, the candidate runner's wall time (candidate_ms)
+// and the reference runner's (reference_ms), and the reference by KernelBench's timer in its own
+// process (ref_runtime_ms); reference_ms - ref_runtime_ms is the hand-over that every witnessed
+// call pays (pipe, synchronisation, copies), measured without the candidate. A candidate whose own
+// runtime_ms were true would be witnessed at about runtime_ms + hand-over; its figure is forged
+// when the witnessed time exceeds kWitnessRatio times that plus kWitnessSlackMs. The margin covers
+// a loaded host's wall-clock noise at sub-millisecond scales; a forgery that matters (a claimed 10x
+// or 1000x) is off by far more.
+inline constexpr double kWitnessRatio = 3.0;
+inline constexpr double kWitnessSlackMs = 0.05;
+
+// 32 random bytes as 64 hex digits, from the kernel's random source.
+Result<std::string> new_witness_key();
+
+// HMAC-SHA256(key, text) as 64 lowercase hex digits; key is hex.
+Result<std::string> hmac_sha256_hex(const std::string& key_hex, const std::string& text);
+
+// The body of a witness result file, parsed, when its MAC is the one `key_hex` gives; otherwise
+// kInvalidArgument saying what is wrong (no body, no MAC, a MAC that does not match).
+Result<nlohmann::json> authentic_witness(const nlohmann::json& file, const std::string& key_hex);
+
+struct WitnessJudgement {
+  enum class Kind { kPass, kFail, kNotWitnessed };
+  Kind kind = Kind::kFail;
+  std::string reason;  // why it failed, or why nothing could be witnessed
+};
+
+// The rule applied to an authentic body and the candidate's own runtime_ms: outputs that differ on
+// unseen inputs, a runner that failed, or a figure the timing rule above calls forged fail; a
+// problem whose inputs or outputs cannot be handed over ("reason" set, nothing else wrong) is not
+// witnessed.
+WitnessJudgement judge_witness(const nlohmann::json& body, double runtime_ms);
+
+}  // namespace ak::kernelbench

@@ -1,0 +1,96 @@
+// The worker's side of the witness (kernelbench/witness.h): the signature the harness's Python
+// makes is the one checked here, a result a candidate could have written is refused, and the rule
+// that turns the witness's figures into a verdict.
+#include "kernelbench/witness.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace ak::kernelbench {
+namespace {
+
+using nlohmann::json;
+
+const std::string kKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+TEST(Witness, TheSignatureIsPythonsHmacSha256OfTheBodysText) {
+  // hmac.new(bytes(range(32)), b'{"witnessed": true}', hashlib.sha256).hexdigest()
+  auto mac = hmac_sha256_hex(kKey, R"({"witnessed": true})");
+  ASSERT_TRUE(mac.ok()) << mac.status().message();
+  EXPECT_EQ(*mac, "673900a75bbb78da280b1dc113e615ce66f9e053909d023f76d89c8dd3e8be03");
+  EXPECT_FALSE(hmac_sha256_hex("00ff", "x").ok());
+  EXPECT_FALSE(hmac_sha256_hex(std::string(64, 'g'), "x").ok());
+}
+
+TEST(Witness, KeysAreFreshSixtyFourHexDigits) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 16; ++i) {
+    auto k = new_witness_key();
+    ASSERT_TRUE(k.ok());
+    EXPECT_EQ(k->size(), 64u);
+    EXPECT_EQ(k->find_first_not_of("0123456789abcdef"), std::string::npos) << *k;
+    seen.insert(*k);
+  }
+  EXPECT_EQ(seen.size(), 16u);
+}
+
+TEST(Witness, OnlyABodySignedWithTheStepsKeyIsTakenAndNothingElseOfTheFileCounts) {
+  const std::string body = R"({"witnessed": true, "estimate_ms": 1.5})";
+  const json file = {{"body", body}, {"mac", *hmac_sha256_hex(kKey, body)}, {"estimate_ms", 0.001}};
+  auto doc = authentic_witness(file, kKey);
+  ASSERT_TRUE(doc.ok()) << doc.status().message();
+  EXPECT_EQ((*doc)["estimate_ms"], 1.5);  // the body's, not the unsigned field beside it
+
+  json altered = file;
+  altered["body"] = R"({"witnessed": true, "estimate_ms": 0.001})";
+  EXPECT_NE(authentic_witness(altered, kKey).status().message().find("forged or altered"), std::string::npos);
+  auto other = new_witness_key();
+  EXPECT_FALSE(authentic_witness(file, *other).ok());
+  EXPECT_NE(authentic_witness(json{{"body", body}, {"mac", nullptr}}, kKey).status().message().find("not signed"),
+            std::string::npos);
+  EXPECT_FALSE(authentic_witness(json{{"mac", "00"}}, kKey).ok());
+  EXPECT_FALSE(authentic_witness(json::array(), kKey).ok());
+  const std::string not_an_object = "[1]";
+  EXPECT_FALSE(
+      authentic_witness(json{{"body", not_an_object}, {"mac", *hmac_sha256_hex(kKey, not_an_object)}}, kKey).ok());
+}
+
+TEST(Witness, TheRuleFailsWrongOutputsAFailedRunnerAndAnOwnFigureTheWitnessedTimeBelies) {
+  using Kind = WitnessJudgement::Kind;
+  // Witnessed: the candidate 10.2 ms a call, the reference 5.2 ms; the reference by CUDA events 5.0 ms:
+  // a hand-over of 0.2 ms a call.
+  const json ok = {{"witnessed", true},   {"candidate_ms", 10.2}, {"reference_ms", 5.2},    {"ref_runtime_ms", 5.0},
+                   {"estimate_ms", 10.0}, {"mismatch", nullptr},  {"runner_error", nullptr}};
+  EXPECT_EQ(judge_witness(ok, 10.0).kind, Kind::kPass);
+  EXPECT_EQ(judge_witness(ok, 50.0).kind, Kind::kPass);  // slower than witnessed: only its loss
+  // A loaded host's noise: up to kWitnessRatio times the expected wall, plus the slack.
+  EXPECT_EQ(judge_witness(ok, 10.2 / kWitnessRatio - 0.2 + 0.001).kind, Kind::kPass);
+  const auto forged = judge_witness(ok, 0.01);
+  EXPECT_EQ(forged.kind, Kind::kFail);
+  EXPECT_NE(forged.reason.find("own timing (0.01 ms) is far below what the witness measured from outside its "
+                               "process (10.2 ms a call, where 0.01 ms and the hand-over of 0.2 ms allow at "
+                               "most 0.68 ms)"),
+            std::string::npos)
+      << forged.reason;
+  EXPECT_EQ(judge_witness(ok, 3.0).kind, Kind::kFail);   // a 3.4x claim over the truth
+  EXPECT_EQ(judge_witness(ok, -1.0).kind, Kind::kFail);  // not timed at all
+
+  json wrong = ok;
+  wrong["witnessed"] = false;
+  wrong["mismatch"] = "candidate: round 0 call 0 output 0 differs";
+  EXPECT_EQ(judge_witness(wrong, 10.0).kind, Kind::kFail);
+  EXPECT_NE(judge_witness(wrong, 10.0).reason.find("had not seen"), std::string::npos);
+  json died = ok;
+  died["witnessed"] = false;
+  died["runner_error"] = "candidate: the runner ended (exit code 9)";
+  EXPECT_EQ(judge_witness(died, 10.0).kind, Kind::kFail);
+  json shapes = {{"witnessed", false}, {"reason", "get_inputs() gives inputs of other shapes"}};
+  EXPECT_EQ(judge_witness(shapes, 10.0).kind, Kind::kNotWitnessed);
+  EXPECT_EQ(judge_witness(shapes, 10.0).reason, "get_inputs() gives inputs of other shapes");
+  json no_figures = {{"witnessed", true}, {"candidate_ms", 1.0}};
+  EXPECT_EQ(judge_witness(no_figures, 10.0).kind, Kind::kFail);
+}
+
+}  // namespace
+}  // namespace ak::kernelbench
