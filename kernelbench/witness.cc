@@ -81,7 +81,11 @@ WitnessJudgement judge_witness(const json& body, double runtime_ms) {
     auto it = body.find(key);
     return it != body.end() && it->is_number() && std::isfinite(it->get<double>()) ? it->get<double>() : NAN;
   };
-  const double cand = number("candidate_ms"), ref_witnessed = number("reference_ms"), ref = number("ref_runtime_ms");
+  const double cand = number("candidate_min_ms"), ref_witnessed = number("reference_min_ms");
+  double ref = NAN;
+  if (auto st = body.find("ref_runtime_stats");
+      st != body.end() && st->is_object() && st->contains("min") && (*st)["min"].is_number())
+    ref = (*st)["min"].get<double>();
   if (std::isnan(cand) || std::isnan(ref_witnessed) || std::isnan(ref))
     return {Kind::kFail, "the witness's result lacks its figures"};
   if (!(runtime_ms > 0)) return {Kind::kFail, "the candidate was not timed by its own process"};
@@ -89,8 +93,8 @@ WitnessJudgement judge_witness(const json& body, double runtime_ms) {
   const double allowed = kWitnessRatio * (runtime_ms + handover) + kWitnessSlackMs;
   if (cand > allowed)
     return {Kind::kFail, fmt::format("the candidate's own timing ({:.4g} ms) is far below what the witness measured "
-                                     "from outside its process ({:.4g} ms a call, where {:.4g} ms and the "
-                                     "hand-over of {:.4g} ms allow at most {:.4g} ms)",
+                                     "from outside its process ({:.4g} ms a call at best, where {:.4g} ms and "
+                                     "the hand-over of {:.4g} ms allow at most {:.4g} ms)",
                                      runtime_ms, cand, runtime_ms, handover, allowed)};
   return {Kind::kPass, ""};
 }

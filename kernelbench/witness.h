@@ -16,14 +16,16 @@ namespace ak::kernelbench {
 // The environment variable that hands the key to the witness (it removes it at once).
 inline constexpr const char* kWitnessKeyEnv = "AK_WITNESS_KEY";
 
-// The timing rule. The witness measures, per call, the candidate runner's wall time (candidate_ms)
-// and the reference runner's (reference_ms), and the reference by KernelBench's timer in its own
-// process (ref_runtime_ms); reference_ms - ref_runtime_ms is the hand-over that every witnessed
-// call pays (pipe, synchronisation, copies), measured without the candidate. A candidate whose own
-// runtime_ms were true would be witnessed at about runtime_ms + hand-over; its figure is forged
-// when the witnessed time exceeds kWitnessRatio times that plus kWitnessSlackMs. The margin covers
-// a loaded host's wall-clock noise at sub-millisecond scales; a forgery that matters (a claimed 10x
-// or 1000x) is off by far more.
+// The timing rule. The witness measures, per call, the candidate runner's wall time and the
+// reference runner's, and the reference by KernelBench's timer in its own process; the rule takes
+// the fastest round of each (candidate_min_ms, reference_min_ms, ref_runtime_stats.min: a loaded
+// host only ever adds time, and a runner cannot make a round shorter than its work).
+// reference_min_ms - ref_runtime_stats.min is the hand-over every witnessed call pays (pipe,
+// synchronisation, copies), measured without the candidate. A candidate whose own runtime_ms were
+// true would be witnessed at about runtime_ms + hand-over at best; its figure is forged when its
+// fastest witnessed round exceeds kWitnessRatio times that plus kWitnessSlackMs. The margin covers
+// wall-clock noise at sub-millisecond scales; a forgery that matters (a claimed 10x or 1000x) is
+// off by far more.
 inline constexpr double kWitnessRatio = 3.0;
 inline constexpr double kWitnessSlackMs = 0.05;
 

@@ -100,10 +100,9 @@ def typed(buf, shape, dtype):
 # ---------------------------------------------------------------------------------------------
 
 
-def write_frame(stream, obj):
+def frame(obj):
     data = pickle.dumps(obj)
-    stream.write(struct.pack("<I", len(data)) + data)
-    stream.flush()
+    return struct.pack("<I", len(data)) + data
 
 
 def read_frame(stream):
@@ -143,6 +142,10 @@ def flat_outputs(out):
 
 
 def run_runner():
+    try:  # die with the witness (PR_SET_PDEATHSIG, SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # what the candidate prints goes to the log, never into the answers
     stdin = sys.stdin.buffer

@@ -18,6 +18,7 @@ import hmac
 import json
 import os
 import secrets
+import select
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ import torch
 from .gpu_lock import exclusive_turn
 from .problem import build_reference, inputs_for, load_problem
 from .request import TOLERANCES
-from .runner import ANSWER_MAX_BYTES, Unsupported, flat_outputs, make_buffer, nbytes, view, write_frame
+from .runner import ANSWER_MAX_BYTES, Unsupported, flat_outputs, frame, make_buffer, nbytes, view
 from .timing import LIVE_CLOCK, median, synchronize, time_calls, timing_stats
 
 KEY_ENV = "AK_WITNESS_KEY"
@@ -41,25 +42,35 @@ class RunnerFailed(Exception):
 
 
 class Runner:
-    """One runner process, as the witness sees it: it sends frames and reads bounded lines."""
+    """One runner process, as the witness sees it: frames go down its stdin, and its answers are read
+    from its stdout one byte at a time, unbuffered, so that nothing it wrote ahead hides in a buffer."""
 
     def __init__(self, harness, log_path, env):
         self.log = open(log_path, "ab")
+        # Its own process stays in the step's process group and dies with it; it dies with the
+        # witness too (PR_SET_PDEATHSIG, set by the runner).
         self.proc = subprocess.Popen([sys.executable, harness, "--witness-runner"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, close_fds=True, env=env,
-                                     start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=self.log, close_fds=True, env=env, bufsize=0)
+        self.out = self.proc.stdout.fileno()
 
     def send(self, obj):
         try:
-            write_frame(self.proc.stdin, obj)
-        except (BrokenPipeError, OSError) as e:
+            data = frame(obj)
+            while data:
+                data = data[os.write(self.proc.stdin.fileno(), data):]
+        except OSError as e:
             raise RunnerFailed(f"the runner is gone ({e})")
 
     def answer(self):
-        line = self.proc.stdout.readline(ANSWER_MAX_BYTES)
-        if not line:
-            raise RunnerFailed(f"the runner ended (exit code {self.proc.poll()})")
-        text = line.decode("utf-8", "replace").rstrip("\n")
+        line = bytearray()
+        while len(line) < ANSWER_MAX_BYTES:
+            b = os.read(self.out, 1)
+            if not b:
+                raise RunnerFailed(f"the runner ended (exit code {self.proc.poll()})")
+            if b == b"\n":
+                break
+            line += b
+        text = line.decode("utf-8", "replace")
         if text.startswith("error "):
             raise RunnerFailed(f"the runner failed: {text[6:][:500]}")
         return text
@@ -69,11 +80,14 @@ class Runner:
         if got != word:
             raise RunnerFailed(f"the runner answered {got[:200]!r} where {word!r} was due")
 
+    def quiet(self):
+        """Nothing may be waiting from the runner before it is asked: an answer written ahead of
+        its order would stop the clock before the work."""
+        if select.select([self.out], [], [], 0)[0]:
+            raise RunnerFailed("the runner answered before it was asked")
+
     def close(self):
-        try:
-            os.killpg(self.proc.pid, 9)
-        except OSError:
-            pass
+        self.proc.kill()
         self.proc.wait()
         self.log.close()
 
@@ -148,7 +162,8 @@ def run_witness(req):
         torch.cuda.init()
     result = {"ok": True, "witnessed": False, "reason": None, "rounds": 0, "calls_per_round": 0,
               "outputs_checked": 0, "mismatch": None, "runner_error": None, "candidate_ms": None,
-              "reference_ms": None, "ref_runtime_ms": None, "ref_runtime_stats": {}, "estimate_ms": None,
+              "reference_ms": None, "candidate_min_ms": None, "reference_min_ms": None, "ref_runtime_ms": None,
+              "ref_runtime_stats": {}, "estimate_ms": None,
               "device": str(device), "precision": req["precision"], "tolerance": TOLERANCES[req["precision"]]}
     loaded = load_problem(req["problem_path"])
     get_inputs = loaded[4]
@@ -192,6 +207,7 @@ def run_witness(req):
                 if r >= WARMUP_ROUNDS:
                     times[name].append(elapsed / calls)
         per_call = {name: median(t) for name, t in times.items()}
+        result["candidate_min_ms"], result["reference_min_ms"] = min(times["candidate"]), min(times["reference"])
         result["rounds"] = req["witness_rounds"]
         result["candidate_ms"], result["reference_ms"] = per_call["candidate"], per_call["reference"]
         # The reference timed in this process, by KernelBench's timer: the figure a speedup divides.
@@ -231,25 +247,30 @@ class _Mismatch(Exception):
 
 
 def _round(req, model, get_inputs, signature, runner, rounds, result, name, r):
-    """One round: fresh secret inputs into the slots, the reference computed here, the runner timed
-    from "run" to "done", then every output it wrote checked. Returns the elapsed milliseconds."""
+    """One round: fresh secret inputs, the reference computed here, the outputs poisoned; then, on
+    the clock, the inputs copied into the slots (no runner sees them before the clock starts), "run",
+    "done"; then every output it wrote checked. Returns the elapsed milliseconds."""
     device, lock = req["device_obj"], req["lock"]
-    refs = []
+    refs, fresh_sets = [], []
     with torch.no_grad():
-        for ins, outs in rounds.slots:
+        for _, outs in rounds.slots:
             fresh = inputs_for(secrets.randbits(62), get_inputs, req)
             if _signature(fresh) != signature:
                 raise Unsupported("get_inputs() gives inputs of other shapes, types or values from one seed to another")
             refs.append([t.clone() for t in flat_outputs(model(*[x.clone() if isinstance(x, torch.Tensor) else x
                                                                     for x in fresh]))])
-            for buf, x in zip(ins, fresh):
-                if buf is not None:
-                    buf.copy_(x)
+            fresh_sets.append(fresh)
             for o in outs:
                 _poison(o)
         synchronize(device)
         with exclusive_turn(lock):
+            runner.quiet()
             t0 = time.perf_counter()
+            for (ins, _), fresh in zip(rounds.slots, fresh_sets):
+                for buf, x in zip(ins, fresh):
+                    if buf is not None:
+                        buf.copy_(x)
+            synchronize(device)
             runner.send("run")
             got = runner.answer()
             elapsed = (time.perf_counter() - t0) * 1e3
