@@ -85,7 +85,8 @@ std::string KernelBenchRunner::harness_path() {
 
 KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, const std::string& name, json request,
                                                     std::chrono::steady_clock::time_point deadline,
-                                                    const std::vector<std::string>& env) {
+                                                    const std::vector<std::string>& env,
+                                                    const std::vector<std::string>& read_only) {
   Step step;
   const fs::path d(dir);
   request["result_path"] = (d / (name + ".result.json")).string();
@@ -105,13 +106,14 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
       return step;
     }
   }
-  const bool server = options_.fork_server && !options_.confinement.for_child().any() && env.empty();
+  const bool server =
+      options_.fork_server && !options_.confinement.for_child().any() && env.empty() && read_only.empty();
   if (options_.fork_server && !server) {
     static std::once_flag logged;
     std::call_once(logged,
                    [] { spdlog::warn("KernelBench fork server off: confined steps each start a fresh Python"); });
   }
-  if (!(server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step, env);
+  if (!(server && run_in_server(req, log, deadline, step))) spawn_step(req, log, deadline, step, env, read_only);
   step.log_tail = read_tail(log.string(), 2000);
   std::ifstream in(request["result_path"].get<std::string>());
   if (in) {
@@ -130,13 +132,16 @@ std::vector<std::string> KernelBenchRunner::step_env() const {
 
 void KernelBenchRunner::spawn_step(const fs::path& req, const fs::path& log,
                                    std::chrono::steady_clock::time_point deadline, Step& step,
-                                   const std::vector<std::string>& env) {
+                                   const std::vector<std::string>& env, const std::vector<std::string>& read_only) {
   PythonStep ps;
   ps.python = options_.python;
-  ps.args = {harness_path(), req.string()};
+  // -s: no user site-packages. HOME is the job's folder, which an earlier step of the job could
+  // fill with a usercustomize or a .pth file that would run before the harness.
+  ps.args = {"-s", harness_path(), req.string()};
   ps.dir = req.parent_path();
   ps.log = log;
   ps.read_only = {harness_path()};
+  ps.read_only.insert(ps.read_only.end(), read_only.begin(), read_only.end());
   if (!options_.gpu_lock_path.empty()) ps.shared = {options_.gpu_lock_path, options_.gpu_lock_path + ".gate"};
   ps.env = step_env();
   ps.env.insert(ps.env.end(), env.begin(), env.end());
@@ -173,7 +178,7 @@ bool KernelBenchRunner::ensure_server(std::chrono::steady_clock::time_point dead
   o.output_path = (fs::path(options_.work_dir) /
                    ("fork-server-" + std::to_string(getpid()) + "-" + std::to_string(index_) + ".log"))
                       .string();
-  auto child = ChildProcess::spawn({options_.python, harness_path(), "--serve"}, o);
+  auto child = ChildProcess::spawn({options_.python, "-s", harness_path(), "--serve"}, o);
   std::string why;
   if (child.ok()) {
     // Importing torch, dynamo and inductor: up to 180 s on a cold, busy host, within the job's time.
@@ -351,6 +356,12 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
     out.reason = "cannot prepare " + dir.string() + ": " + ec.message();
     return out;
   }
+  // The job's private folder: what the worker keeps from the job's steps (the problem and candidate
+  // as submitted, the reference outputs), bound read-only into the steps that read them, never
+  // writable by any step. The job's folder itself is writable by every step.
+  const fs::path private_dir = fs::path(dir.string() + ".private");
+  fs::remove_all(private_dir, ec);
+  fs::create_directories(private_dir, ec);
   const fs::path problem = dir / t.problem_name;
   (void)write_text(problem, t.problem_code);
   json base = {{"problem_path", problem.string()},
@@ -365,7 +376,10 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
                {"build_dir", (dir / "build").string()}};
   if (!options_.gpu_lock_path.empty()) base["gpu_lock"] = options_.gpu_lock_path;
   auto finish = [&](KernelBenchOutcome o) {
-    if (!options_.keep_job_dirs) fs::remove_all(dir, ec);
+    if (!options_.keep_job_dirs) {
+      fs::remove_all(dir, ec);
+      fs::remove_all(private_dir, ec);
+    }
     return o;
   };
   auto failed_step = [&](const Step& s, const std::string& what) {
@@ -422,6 +436,7 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
 
   // Candidate mode: reference, candidate, judge.
   const fs::path ref_out = dir / "reference.pt", cand_out = dir / "candidate.pt";
+  const fs::path private_ref = private_dir / "reference.pt";
   json ref_req = base;
   ref_req["mode"] = "reference";
   ref_req["reference_outputs"] = ref_out.string();
@@ -435,6 +450,14 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
       out.stage = "reference";
       out.reason = "the problem's reference did not run: " + short_text(text_of(ref.result, "error"));
       out.kernelbench = {{"mode", "candidate"}, {"reference", ref.result}};
+      return finish(out);
+    }
+    // Out of the candidate step's reach: it could otherwise rewrite what the judge compares with.
+    fs::rename(ref_out, private_ref, ec);
+    if (ec) {
+      out.status = ResultStatus::kCrash;
+      out.stage = "reference";
+      out.reason = "cannot keep the reference outputs: " + ec.message();
       return finish(out);
     }
   }
@@ -451,9 +474,9 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
   if (t.strict && fs::exists(cand_out, ec)) {
     json judge_req = base;
     judge_req["mode"] = "judge";
-    judge_req["reference_outputs"] = ref_out.string();
+    judge_req["reference_outputs"] = private_ref.string();
     judge_req["candidate_outputs"] = cand_out.string();
-    Step j = run_step(dir.string(), "judge", judge_req, deadline);
+    Step j = run_step(dir.string(), "judge", judge_req, deadline, {}, {private_ref.string()});
     if (!j.result.is_null())
       kb["judge"] = j.result;
     else if (j.timed_out)
@@ -514,16 +537,18 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
       out.m.speedup = ref_ms / runtime_ms;
     }
   }
-  if (t.strict && out.status == ResultStatus::kPass) witness(dir, base, cand, deadline, runtime_ms, out, kb);
+  if (t.strict && out.status == ResultStatus::kPass)
+    witness(dir, private_dir, job, base, deadline, runtime_ms, out, kb);
   out.kernelbench = std::move(kb);
   return finish(out);
 }
 
 // The witness step (HARNESS.md, "witness"): the candidate timed and checked from outside its
 // process, on inputs it has not seen. A passed candidate stays passed only when the witness's
-// signed result agrees; the reference time its speedup divides is then the witness's own (the
-// candidate's process reported the other one).
-void KernelBenchRunner::witness(const fs::path& dir, const json& base, const fs::path& candidate,
+// signed result agrees; its speedup then divides the witness's reference time (the candidate's
+// process reported the other one) by its own time or the witness's estimate of it, whichever is
+// longer.
+void KernelBenchRunner::witness(const fs::path& dir, const fs::path& private_dir, const JobSpec& job, const json& base,
                                 std::chrono::steady_clock::time_point deadline, double runtime_ms,
                                 KernelBenchOutcome& out, json& kb) {
   using kernelbench::WitnessJudgement;
@@ -537,14 +562,23 @@ void KernelBenchRunner::witness(const fs::path& dir, const json& base, const fs:
   };
   auto key = kernelbench::new_witness_key();
   if (!key.ok()) return fail(ResultStatus::kCrash, key.status().message());
+  // The problem and the candidate as submitted, from the worker's memory: the files of the job's
+  // folder are the earlier steps' to rewrite.
+  const KernelBenchTask& t = *job.kernelbench;
+  const fs::path problem = private_dir / t.problem_name, candidate = private_dir / "candidate.py";
+  if (Status s = write_text(problem, t.problem_code); !s.ok()) return fail(ResultStatus::kCrash, s.message());
+  if (Status s = write_text(candidate, job.source); !s.ok()) return fail(ResultStatus::kCrash, s.message());
   json req = base;
   req["mode"] = "witness";
+  req["problem_path"] = problem.string();
   req["candidate_path"] = candidate.string();
-  Step w = run_step(dir.string(), "witness", req, deadline, {std::string(kernelbench::kWitnessKeyEnv) + "=" + *key});
+  Step w = run_step(dir.string(), "witness", req, deadline, {std::string(kernelbench::kWitnessKeyEnv) + "=" + *key},
+                    {problem.string(), candidate.string()});
   if (w.result.is_null()) {
     if (w.timed_out) return fail(ResultStatus::kTimeout, "the witness step did not finish before the job's deadline");
-    return fail(ResultStatus::kFail, "the witness step ended with exit code " + std::to_string(w.exit_code) +
-                                         " without a result: " + short_text(w.log_tail));
+    // The witness's own failure, or a candidate that killed it: never a pass.
+    return fail(ResultStatus::kCrash, "the witness step ended with exit code " + std::to_string(w.exit_code) +
+                                          " without a result: " + short_text(w.log_tail));
   }
   auto body = kernelbench::authentic_witness(w.result, *key);
   if (!body.ok()) return fail(ResultStatus::kFail, body.status().message());
@@ -556,11 +590,13 @@ void KernelBenchRunner::witness(const fs::path& dir, const json& base, const fs:
     doc["reason"] = j.reason;
   } else {
     doc["verdict"] = "pass";
+    doc["counted_ms"] = j.counted_ms;
     const double ref_ms =
         doc.value("ref_runtime_ms", json(-1.0)).is_number() ? doc["ref_runtime_ms"].get<double>() : -1;
-    if (ref_ms > 0 && runtime_ms > 0) {
+    out.m.latency_us = j.counted_ms * 1000.0;
+    if (ref_ms > 0) {
       out.m.baseline_us = ref_ms * 1000.0;
-      out.m.speedup = ref_ms / runtime_ms;
+      out.m.speedup = ref_ms / j.counted_ms;
     }
   }
   kb["witness"] = std::move(doc);

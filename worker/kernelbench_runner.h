@@ -75,19 +75,21 @@ class KernelBenchRunner {
 
  private:
   KernelBenchOutcome run_job(const JobSpec& job, std::chrono::milliseconds timeout);
-  void witness(const std::filesystem::path& dir, const nlohmann::json& base, const std::filesystem::path& candidate,
-               std::chrono::steady_clock::time_point deadline, double runtime_ms, KernelBenchOutcome& out,
-               nlohmann::json& kb);
+  void witness(const std::filesystem::path& dir, const std::filesystem::path& private_dir, const JobSpec& job,
+               const nlohmann::json& base, std::chrono::steady_clock::time_point deadline, double runtime_ms,
+               KernelBenchOutcome& out, nlohmann::json& kb);
   struct Step {
     bool timed_out = false;
     int exit_code = 0;
     nlohmann::json result;  // null when the step wrote none
     std::string log_tail;
   };
-  // `env` (NAME=value) reaches that step alone; a step given any runs as a fresh process, never in
-  // the fork server.
+  // `env` (NAME=value) reaches that step alone, and `read_only` files are bound into it read-only
+  // (files of the job's private folder, which no step can write); a step given either runs as a
+  // fresh process, never in the fork server.
   Step run_step(const std::string& dir, const std::string& name, nlohmann::json request,
-                std::chrono::steady_clock::time_point deadline, const std::vector<std::string>& env = {});
+                std::chrono::steady_clock::time_point deadline, const std::vector<std::string>& env = {},
+                const std::vector<std::string>& read_only = {});
   std::string harness_path();
   // The step through the fork server: false when the server could not take it (not started,
   // refused, gone before the step started), so the caller runs it as a fresh process.
@@ -95,7 +97,8 @@ class KernelBenchRunner {
                      std::chrono::steady_clock::time_point deadline, Step& step);
   bool ensure_server(std::chrono::steady_clock::time_point deadline);
   void spawn_step(const std::filesystem::path& request, const std::filesystem::path& log,
-                  std::chrono::steady_clock::time_point deadline, Step& step, const std::vector<std::string>& env);
+                  std::chrono::steady_clock::time_point deadline, Step& step, const std::vector<std::string>& env,
+                  const std::vector<std::string>& read_only);
   std::vector<std::string> step_env() const;
 
   std::mutex mu_;  // guards the four below

@@ -30,6 +30,10 @@ def load_problem(path):
     """KernelBench load_original_model_and_inputs: compile, exec into a fresh dict."""
     with open(path, "r", encoding="utf-8") as f:
         src = f.read()
+    return load_problem_source(src, path)
+
+
+def load_problem_source(src, path):
     context = {}
     try:
         compile(src, "<string>", "exec")

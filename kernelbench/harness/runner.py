@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from .problem import build_reference, load_candidate, load_problem
+from .problem import build_reference, load_candidate, load_problem_source
 from .request import PRECISIONS
 from .timing import get_error_name, set_seed, synchronize
 
@@ -29,19 +29,17 @@ class Unsupported(Exception):
 # ---------------------------------------------------------------------------------------------
 
 
-def _cudart():
-    """The CUDA runtime torch loaded (its soname differs between CUDA versions), else one by name."""
+def _cudart(device):
+    """The CUDA runtime torch loaded (its soname differs between CUDA versions), on the device."""
     with open("/proc/self/maps", encoding="utf-8") as f:
         for line in f:
             fields = line.split()
             if len(fields) >= 6 and os.path.basename(fields[-1]).startswith("libcudart.so"):
-                return ctypes.CDLL(fields[-1])
-    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            pass
-    raise OSError("no CUDA runtime (libcudart) is loaded in this process or can be found")
+                rt = ctypes.CDLL(fields[-1])
+                if rt.cudaSetDevice(ctypes.c_int(device.index or 0)) != 0:
+                    raise RuntimeError(f"cudaSetDevice({device.index or 0}) failed")
+                return rt
+    raise OSError("torch's CUDA runtime (libcudart) is not loaded in this process")
 
 
 class _Handle(ctypes.Structure):
@@ -51,41 +49,44 @@ class _Handle(ctypes.Structure):
 class _CudaBuffer:
     """A cudaMalloc'd block of its own (never a slice of torch's cache), seen as a uint8 tensor."""
 
-    def __init__(self, rt, ptr, nbytes, device):
+    def __init__(self, ptr, nbytes, device):
         self.ptr, self.nbytes = ptr, nbytes
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2}
         self.tensor = torch.as_tensor(self, device=device)
 
 
-def make_buffer(device, nbytes, folder, name):
-    """(uint8 tensor of nbytes, a description the runner opens it from). On the CPU a file in the
-    job's folder, removed once both sides have mapped it."""
+def make_buffer(device, nbytes):
+    """(uint8 tensor of nbytes, a description the runner opens it from, the descriptor to pass it
+    or None). On the CPU an anonymous memfd that only the runner it is passed to can map."""
     nbytes = max(nbytes, 1)
     if device.type == "cuda":
-        rt = _cudart()
+        rt = _cudart(device)
         ptr = ctypes.c_void_p()
         if rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes)) != 0:
             raise RuntimeError(f"cudaMalloc of {nbytes} bytes failed")
         handle = _Handle()
         if rt.cudaIpcGetMemHandle(ctypes.byref(handle), ptr) != 0:
             raise RuntimeError("cudaIpcGetMemHandle failed")
-        buf = _CudaBuffer(rt, ptr.value, nbytes, device)
-        return buf.tensor, {"kind": "cuda", "handle": bytes(handle.reserved), "nbytes": nbytes}
-    path = os.path.join(folder, name)
-    t = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
-    return t, {"kind": "file", "path": path, "nbytes": nbytes}
+        buf = _CudaBuffer(ptr.value, nbytes, device)
+        return buf.tensor, {"kind": "cuda", "handle": bytes(handle.reserved), "nbytes": nbytes}, None
+    fd = os.memfd_create("ak-witness")
+    os.ftruncate(fd, nbytes)
+    t = torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=nbytes, dtype=torch.uint8)
+    return t, {"kind": "fd", "fd": fd, "nbytes": nbytes}, fd
 
 
 def open_buffer(desc, device):
     if desc["kind"] == "cuda":
-        rt = _cudart()
+        rt = _cudart(device)
         handle = _Handle()
         handle.reserved = desc["handle"]
         ptr = ctypes.c_void_p()
-        if rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1)) != 0:
+        if rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1)) != 0:  # lazy peer access
             raise RuntimeError("cudaIpcOpenMemHandle failed")
-        return _CudaBuffer(rt, ptr.value, desc["nbytes"], device).tensor
-    return torch.from_file(desc["path"], shared=True, size=desc["nbytes"], dtype=torch.uint8)
+        return _CudaBuffer(ptr.value, desc["nbytes"], device).tensor
+    t = torch.from_file(f"/proc/self/fd/{desc['fd']}", shared=True, size=desc["nbytes"], dtype=torch.uint8)
+    os.close(desc["fd"])
+    return t
 
 
 def typed(buf, shape, dtype):
@@ -142,12 +143,13 @@ def flat_outputs(out):
 
 
 def run_runner():
-    try:  # die with the witness (PR_SET_PDEATHSIG, SIGKILL)
-        ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(1, 9, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG, SIGKILL: die with the witness
+        print("error prctl(PR_SET_PDEATHSIG) failed", flush=True)
+        return 0
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # what the candidate prints goes to the log, never into the answers
+    answers.write("up\n")  # torch is imported: this process is idle until its setup comes
     stdin = sys.stdin.buffer
     try:
         setup = read_frame(stdin)
@@ -156,12 +158,12 @@ def run_runner():
             torch.cuda.set_device(device)
         dtype = PRECISIONS[setup["precision"]]
         req = {"device_obj": device, "dtype": dtype, "switches": setup["switches"], "seed": setup["seed"]}
-        loaded = load_problem(setup["problem_path"])
+        # The sources come in the frame, read by the witness before any runner existed: a file in the
+        # job's folder could be rewritten by the candidate while the reference runner starts.
+        loaded = load_problem_source(setup["problem_source"], "problem")
         model, init_inputs = build_reference(req, loaded)
-        if setup["candidate_path"]:
-            with open(setup["candidate_path"], "r", encoding="utf-8", errors="replace") as f:
-                src = f.read()
-            ModelNew, _ = load_candidate(src, loaded[1], setup["backend"], setup["build_dir"])
+        if setup["candidate_source"] is not None:
+            ModelNew, _ = load_candidate(setup["candidate_source"], loaded[1], setup["backend"], setup["build_dir"])
             if ModelNew is None:
                 raise RuntimeError("no ModelNew")
             with torch.no_grad():
@@ -173,7 +175,7 @@ def run_runner():
                   [view(block, *d) for d in s["outputs"]]) for s in setup["slots"]]
         synchronize(device)
     except BaseException as e:  # noqa: B036 - said to the witness, which fails the round
-        answers.write(f"error {get_error_name(e)}: {str(e)[:300]}\n".replace("\n", " ").rstrip() + "\n")
+        answers.write(f"error {get_error_name(e)}: {str(e)[:300]}".replace("\n", " ") + "\n")
         return 0
     answers.write("ready\n")
     while True:
@@ -181,17 +183,19 @@ def run_runner():
             order = read_frame(stdin)
         except EOFError:
             return 0
-        if order != "run":
+        if not isinstance(order, dict) or "run" not in order:
             return 0
         try:
             with torch.no_grad():
-                for ins, outs in slots:
+                for (ins, outs), seed in zip(slots, order["run"]):
+                    set_seed(seed)  # the forward's own randomness, as the witness's reference draws it
                     produced = flat_outputs(model(*ins))
                     if len(produced) != len(outs):
                         raise RuntimeError(f"{len(produced)} outputs where {len(outs)} were expected")
                     for o, p in zip(outs, produced):
-                        if tuple(p.shape) != tuple(o.shape):
-                            raise RuntimeError(f"output of shape {tuple(p.shape)} where {tuple(o.shape)} was expected")
+                        if tuple(p.shape) != tuple(o.shape) or p.dtype != o.dtype:
+                            raise RuntimeError(f"an output of {p.dtype} {tuple(p.shape)} where {o.dtype} "
+                                               f"{tuple(o.shape)} was expected")
                         o.copy_(p)
             synchronize(device)
         except BaseException as e:  # noqa: B036

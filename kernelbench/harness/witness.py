@@ -29,7 +29,7 @@ from .gpu_lock import exclusive_turn
 from .problem import build_reference, inputs_for, load_problem
 from .request import TOLERANCES
 from .runner import ANSWER_MAX_BYTES, Unsupported, flat_outputs, frame, make_buffer, nbytes, view
-from .timing import LIVE_CLOCK, median, synchronize, time_calls, timing_stats
+from .timing import LIVE_CLOCK, median, set_seed, synchronize, time_calls, timing_stats
 
 KEY_ENV = "AK_WITNESS_KEY"
 WARMUP_ROUNDS = 2
@@ -45,12 +45,13 @@ class Runner:
     """One runner process, as the witness sees it: frames go down its stdin, and its answers are read
     from its stdout one byte at a time, unbuffered, so that nothing it wrote ahead hides in a buffer."""
 
-    def __init__(self, harness, log_path, env):
+    def __init__(self, harness, log_path, env, fd):
         self.log = open(log_path, "ab")
-        # Its own process stays in the step's process group and dies with it; it dies with the
-        # witness too (PR_SET_PDEATHSIG, set by the runner).
-        self.proc = subprocess.Popen([sys.executable, harness, "--witness-runner"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.log, close_fds=True, env=env, bufsize=0)
+        # Its own process group, killed whole at close; it dies with the witness too
+        # (PR_SET_PDEATHSIG, set by the runner). -s: no user site (HOME is the job's folder).
+        self.proc = subprocess.Popen([sys.executable, "-s", harness, "--witness-runner"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, close_fds=True, env=env, bufsize=0,
+                                     start_new_session=True, pass_fds=(fd,) if fd is not None else ())
         self.out = self.proc.stdout.fileno()
 
     def send(self, obj):
@@ -87,7 +88,10 @@ class Runner:
             raise RunnerFailed("the runner answered before it was asked")
 
     def close(self):
-        self.proc.kill()
+        try:
+            os.killpg(self.proc.pid, 9)
+        except OSError:
+            pass
         self.proc.wait()
         self.log.close()
 
@@ -99,14 +103,23 @@ class Runner:
 
 def _not_dumpable():
     """No process of this uid may ptrace this one or read its memory, environment or descriptors."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except (OSError, AttributeError):
-        pass
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed: the witness will not run dumpable")
 
 
 def _signature(inputs):
-    return [("t", tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else ("v", x) for x in inputs]
+    """What every round's inputs must share: tensors' shapes and dtypes, plain values."""
+    sig = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            if not x.is_contiguous():
+                raise Unsupported("get_inputs() gives a non-contiguous tensor; the slots hold contiguous ones")
+            sig.append(("t", tuple(x.shape), x.dtype))
+        elif x is None or isinstance(x, (bool, int, float, str)):
+            sig.append(("v", x))
+        else:
+            raise Unsupported(f"get_inputs() gives a {type(x).__name__}; only tensors and plain values go through")
+    return sig
 
 
 ALIGN = 256
@@ -115,8 +128,7 @@ ALIGN = 256
 class _Rounds:
     """The buffers of one runner, in one shared block: `calls` slots of inputs and outputs."""
 
-    def __init__(self, req, name, signature, out_meta, calls):
-        folder = os.path.dirname(os.path.abspath(req["result_path"]))
+    def __init__(self, req, signature, out_meta, calls):
         layout, offset = [], 0
 
         def place(shape, dtype):
@@ -129,15 +141,19 @@ class _Rounds:
             ins = [("v", sig[1]) if sig[0] == "v" else ("t", place(sig[1], sig[2]), sig[1], sig[2]) for sig in signature]
             outs = [(place(shape, dtype), shape, dtype) for shape, dtype in out_meta]
             layout.append({"inputs": ins, "outputs": outs})
-        self.block, desc = make_buffer(req["device_obj"], offset, folder, f"witness-{os.getpid()}-{name}.buffers")
+        self.block, desc, self.fd = make_buffer(req["device_obj"], offset)
         self.slots = [([None if d[0] == "v" else view(self.block, *d[1:]) for d in s["inputs"]],
                        [view(self.block, *d) for d in s["outputs"]]) for s in layout]
         self.setup = {"block": desc, "slots": layout}
-        self.path = desc.get("path")
+
+    def close_fd(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _poison(t):
-    if t.is_floating_point():
+    if t.is_floating_point() or t.is_complex():
         t.fill_(float("nan"))
     elif t.dtype == torch.bool:
         t.fill_(True)
@@ -150,6 +166,8 @@ def _matches(ref, got, tol):
         # A reference value below the dtype's smallest normal may come back as zero (flush-to-zero).
         ref = torch.where(ref.abs() < torch.finfo(ref.dtype).tiny, torch.zeros_like(ref), ref)
         return bool(torch.allclose(ref.float(), got.float(), atol=tol, rtol=tol))
+    if ref.is_complex():
+        return bool(torch.allclose(ref, got, atol=tol, rtol=tol))
     return bool(torch.equal(ref, got))
 
 
@@ -165,10 +183,13 @@ def run_witness(req):
               "reference_ms": None, "candidate_min_ms": None, "reference_min_ms": None, "ref_runtime_ms": None,
               "ref_runtime_stats": {}, "estimate_ms": None,
               "device": str(device), "precision": req["precision"], "tolerance": TOLERANCES[req["precision"]]}
+    # Both sources are read once, here, before any runner exists; the runners get them in a frame.
     loaded = load_problem(req["problem_path"])
+    with open(req["candidate_path"], "r", encoding="utf-8", errors="replace") as f:
+        candidate_source = f.read()
     get_inputs = loaded[4]
     lock = req["lock"]
-    runners, plans = [], []
+    runners = {}
     try:
         model, _ = build_reference(req, loaded)
         lock.enter("shared")
@@ -178,47 +199,58 @@ def run_witness(req):
             signature = _signature(first)
             out_meta = [(tuple(t.shape), t.dtype) for t in flat_outputs(model(*first))]
             synchronize(device)
+            del first
+        # The reference timed here by KernelBench's timer, the figure a speedup divides: before any
+        # runner exists, so no candidate code can stop this process or load the device meanwhile.
+        inputs = inputs_for(req["seed"], get_inputs, req)
+        with torch.no_grad(), exclusive_turn(lock):
+            t = time_calls(model, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1, device, LIVE_CLOCK)
+        result["ref_runtime_stats"] = timing_stats(t, device)
+        result["ref_runtime_ms"] = result["ref_runtime_stats"]["mean"]
+
         slot = sum(nbytes(s[1], s[2]) for s in signature if s[0] == "t") + sum(nbytes(*m) for m in out_meta)
         calls = max(1, min(CALLS_PER_ROUND_MAX, SLOT_BUDGET_BYTES[device.type] // max(slot, 1)))
         result["calls_per_round"] = calls
         harness = os.path.abspath(sys.argv[0])
         folder = os.path.dirname(os.path.abspath(req["result_path"]))
         env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-        for name, candidate in (("candidate", req["candidate_path"]), ("reference", None)):
-            rounds = _Rounds(req, name, signature, out_meta, calls)
-            runner = Runner(harness, os.path.join(folder, f"witness-{os.getpid()}-{name}.log"), env)
-            runners.append(runner)
-            runner.send({"problem_path": req["problem_path"], "candidate_path": candidate,
-                         "backend": req["backend"], "device": str(device), "precision": req["precision"],
-                         "seed": req["seed"], "switches": req["switches"], "build_dir": req["build_dir"],
-                         **rounds.setup})
-            plans.append((name, runner, rounds))
-        for name, runner, rounds in plans:
+        plans = {}
+        for name in ("reference", "candidate"):  # both start now: Python and torch load meanwhile
+            rounds = _Rounds(req, signature, out_meta, calls)
+            runners[name] = Runner(harness, os.path.join(folder, f"witness-{os.getpid()}-{name}.log"), env, rounds.fd)
+            rounds.close_fd()
+            plans[name] = rounds
+        for name, runner in runners.items():  # idle before any round is timed
+            try:
+                runner.expect("up")
+            except RunnerFailed as e:
+                raise RunnerFailed(f"{name}: {e}")
+        times = {}
+        # The reference runner's rounds all end, and it is killed, before the candidate runner is
+        # given any candidate code: nothing the candidate does can touch the reference's figures.
+        for name, source in (("reference", None), ("candidate", candidate_source)):
+            runner, rounds = runners[name], plans[name]
+            runner.send({"problem_source": loaded[0], "candidate_source": source, "backend": req["backend"],
+                         "device": str(device), "precision": req["precision"], "seed": req["seed"],
+                         "switches": req["switches"], "build_dir": req["build_dir"], **rounds.setup})
             try:
                 runner.expect("ready")
             except RunnerFailed as e:
                 raise RunnerFailed(f"{name}: {e}")
-            _unlink(rounds.path)  # both sides have it mapped; the name is no longer needed
-        # Rounds alternate between the runners, so that whatever the host does meanwhile falls on both.
-        times = {name: [] for name, _, _ in plans}
-        for r in range(WARMUP_ROUNDS + req["witness_rounds"]):
-            for name, runner, rounds in plans:
+            times[name] = []
+            for r in range(WARMUP_ROUNDS + req["witness_rounds"]):
                 elapsed = _round(req, model, get_inputs, signature, runner, rounds, result, name, r)
                 if r >= WARMUP_ROUNDS:
                     times[name].append(elapsed / calls)
-        per_call = {name: median(t) for name, t in times.items()}
-        result["candidate_min_ms"], result["reference_min_ms"] = min(times["candidate"]), min(times["reference"])
+            runner.close()
         result["rounds"] = req["witness_rounds"]
-        result["candidate_ms"], result["reference_ms"] = per_call["candidate"], per_call["reference"]
-        # The reference timed in this process, by KernelBench's timer: the figure a speedup divides.
-        inputs = inputs_for(req["seed"], get_inputs, req)
-        with torch.no_grad(), exclusive_turn(lock):
-            t = time_calls(model, lambda i: inputs, req["num_warmup"], req["num_perf_trials"], 1, device, LIVE_CLOCK)
-        result["ref_runtime_stats"] = timing_stats(t, device)
-        result["ref_runtime_ms"] = result["ref_runtime_stats"]["mean"]
-        # Both runners pay the same hand-over (the same buffers, pipe and synchronisation), so the
-        # difference of their witnessed times is the difference of their work.
-        result["estimate_ms"] = max(0.0, per_call["candidate"] - per_call["reference"] + result["ref_runtime_ms"])
+        result["candidate_ms"], result["reference_ms"] = median(times["candidate"]), median(times["reference"])
+        result["candidate_min_ms"], result["reference_min_ms"] = min(times["candidate"]), min(times["reference"])
+        # Both runners pay the same hand-over (the same buffers, pipe and synchronisation): the
+        # candidate's best witnessed round less the reference's, plus the reference's own best time,
+        # estimates the candidate's time by the faithful timer without trusting its process.
+        result["estimate_ms"] = max(0.0, result["candidate_min_ms"] - result["reference_min_ms"]
+                                    + result["ref_runtime_stats"]["min"])
         result["witnessed"] = True
     except Unsupported as e:
         result["reason"] = str(e)
@@ -227,19 +259,9 @@ def run_witness(req):
     except RunnerFailed as e:
         result["runner_error"] = str(e)
     finally:
-        for runner in runners:
+        for runner in runners.values():
             runner.close()
-        for _, _, rounds in plans:
-            _unlink(rounds.path)
     return sign(result, key)
-
-
-def _unlink(path):
-    if path:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
 
 
 class _Mismatch(Exception):
@@ -247,16 +269,19 @@ class _Mismatch(Exception):
 
 
 def _round(req, model, get_inputs, signature, runner, rounds, result, name, r):
-    """One round: fresh secret inputs, the reference computed here, the outputs poisoned; then, on
-    the clock, the inputs copied into the slots (no runner sees them before the clock starts), "run",
-    "done"; then every output it wrote checked. Returns the elapsed milliseconds."""
+    """One round: fresh secret inputs and forward seeds, the reference computed here, the outputs
+    poisoned; then, on the clock, the inputs copied into the slots (no runner sees them before the
+    clock starts), "run", "done", and the outputs copied out (an answer given before the work ended
+    gains nothing); then every output checked. Returns the elapsed milliseconds."""
     device, lock = req["device_obj"], req["lock"]
-    refs, fresh_sets = [], []
+    refs, fresh_sets, seeds = [], [], []
     with torch.no_grad():
         for _, outs in rounds.slots:
             fresh = inputs_for(secrets.randbits(62), get_inputs, req)
             if _signature(fresh) != signature:
                 raise Unsupported("get_inputs() gives inputs of other shapes, types or values from one seed to another")
+            seeds.append(secrets.randbits(62))
+            set_seed(seeds[-1])
             refs.append([t.clone() for t in flat_outputs(model(*[x.clone() if isinstance(x, torch.Tensor) else x
                                                                     for x in fresh]))])
             fresh_sets.append(fresh)
@@ -271,17 +296,18 @@ def _round(req, model, get_inputs, signature, runner, rounds, result, name, r):
                     if buf is not None:
                         buf.copy_(x)
             synchronize(device)
-            runner.send("run")
+            runner.send({"run": seeds})
             got = runner.answer()
-            elapsed = (time.perf_counter() - t0) * 1e3
             snapshot = [[o.clone() for o in outs] for _, outs in rounds.slots]
             synchronize(device)
+            elapsed = (time.perf_counter() - t0) * 1e3
         if got != "done":
             raise RunnerFailed(f"{name} runner answered {got[:200]!r} where 'done' was due")
         for i, (ref, cand) in enumerate(zip(refs, snapshot)):
             for j, (a, b) in enumerate(zip(ref, cand)):
                 if not _matches(a, b, TOLERANCES[req["precision"]]):
-                    diff = (a.float() - b.float()).abs()
+                    diff = (a.to(torch.complex128 if a.is_complex() else torch.float64)
+                            - b.to(torch.complex128 if b.is_complex() else torch.float64)).abs()
                     raise _Mismatch(f"{name}: round {r} call {i} output {j} differs from the reference on inputs "
                                     f"it had not seen (max difference {float(diff.nan_to_num(float('inf')).max()):.6g})")
                 result["outputs_checked"] += 1

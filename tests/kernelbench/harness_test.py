@@ -494,14 +494,14 @@ class CudaTest(unittest.TestCase):
             self.assertEqual(w["outputs_checked"], 2 * (2 + 5) * w["calls_per_round"])
             self.assertEqual(w["ref_runtime_stats"]["hardware"], torch.cuda.get_device_name(0))
             self.assertIsNotNone(mac)
-            # An honest candidate passes the worker's timing rule (kernelbench/witness.h): its fastest
-            # witnessed round at most 3 times its own figure plus the hand-over, plus 0.05 ms.
+            # An honest candidate passes the worker's timing rule (kernelbench/witness.h): 3 times its
+            # own figure plus 0.05 ms is not below the witness's estimate of it.
             own = verdict(name)["runtime_ms"]
-            handover = max(0.0, w["reference_min_ms"] - w["ref_runtime_stats"]["min"])
-            self.assertLessEqual(w["candidate_min_ms"], 3 * (own + handover) + 0.05, (name, own, w))
-            print(f"\n{name}: own {own:.4g} ms, witnessed candidate {w['candidate_ms']:.4g} ms, reference "
-                  f"{w['reference_ms']:.4g} ms, reference by CUDA events {w['ref_runtime_ms']:.4g} ms, estimate "
-                  f"{w['estimate_ms']:.4g} ms, {w['calls_per_round']} calls a round", file=sys.stderr)
+            self.assertGreaterEqual(3 * own + 0.05, w["estimate_ms"], (name, own, w))
+            print(f"\n{name}: own {own:.4g} ms, witnessed at best: candidate {w['candidate_min_ms']:.4g} ms, "
+                  f"reference runner {w['reference_min_ms']:.4g} ms; reference by CUDA events "
+                  f"{w['ref_runtime_stats']['min']:.4g} ms at best; estimate {w['estimate_ms']:.4g} ms; "
+                  f"{w['calls_per_round']} calls a round", file=sys.stderr)
 
     def test_the_witness_sees_through_a_rewritten_event_clock_and_published_seeds_on_the_gpu(self):
         r = verdict("cuda_witness_forges_its_clock")

@@ -287,8 +287,12 @@ TEST_F(KernelBenchRunnerTest, AStrictCandidatePassesWitnessedAndItsSpeedupDivide
   EXPECT_GT(w.at("outputs_checked").get<int>(), 0);
   // The reference time is the witness's own, not the figure the candidate's process reported.
   EXPECT_DOUBLE_EQ(out.m.baseline_us, w.at("ref_runtime_ms").get<double>() * 1000.0);
-  EXPECT_DOUBLE_EQ(out.m.speedup,
-                   w.at("ref_runtime_ms").get<double>() / out.kernelbench.at("runtime_ms").get<double>());
+  // ... divided by the candidate's own time or the witness's estimate of it, whichever is longer.
+  const double counted = w.at("counted_ms").get<double>();
+  EXPECT_GE(counted, out.kernelbench.at("runtime_ms").get<double>());
+  EXPECT_GE(counted, w.at("estimate_ms").get<double>() - 1e-12);
+  EXPECT_DOUBLE_EQ(out.m.speedup, w.at("ref_runtime_ms").get<double>() / counted);
+  EXPECT_DOUBLE_EQ(out.m.latency_us, counted * 1000.0);
 }
 
 TEST_F(KernelBenchRunnerTest, ACandidateThatRewritesItsClockOrKnowsThePublishedSeedsFailsAtTheWitness) {
@@ -302,6 +306,16 @@ TEST_F(KernelBenchRunnerTest, ACandidateThatRewritesItsClockOrKnowsThePublishedS
       << a.reason;
   EXPECT_EQ(a.kernelbench.at("verdict"), "correct");  // what its own process said
   EXPECT_EQ(a.kernelbench.at("witness").at("verdict"), "fail");
+
+  // The same clock, and the job folder's problem rewritten so that a witness loading it from there
+  // would find nothing to hand over: the witness loads the worker's own copy.
+  JobSpec rewrites = job("rewrites", "candidate", "rewrites_the_problem.py");
+  rewrites.kernelbench->strict = true;
+  const auto c = runner.run(rewrites, 240s);
+  EXPECT_EQ(c.status, ResultStatus::kFail) << c.reason << "\n" << c.kernelbench.dump();
+  EXPECT_EQ(c.stage, "witness");
+  EXPECT_NE(c.reason.find("is far below what the witness measured from outside its process"), std::string::npos)
+      << c.reason;
 
   JobSpec seeds = job("seeds", "candidate", "knows_the_seeds.py");
   seeds.kernelbench->strict = true;
