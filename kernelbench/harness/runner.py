@@ -43,7 +43,8 @@ def _cudart(device):
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    # Bytes, not chars: a c_char array reads back only up to its first zero byte.
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 
 
 class _CudaBuffer:
@@ -62,11 +63,11 @@ def make_buffer(device, nbytes):
     if device.type == "cuda":
         rt = _cudart(device)
         ptr = ctypes.c_void_p()
-        if rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes)) != 0:
-            raise RuntimeError(f"cudaMalloc of {nbytes} bytes failed")
+        if (err := rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes))) != 0:
+            raise RuntimeError(f"cudaMalloc of {nbytes} bytes failed (error {err})")
         handle = _Handle()
-        if rt.cudaIpcGetMemHandle(ctypes.byref(handle), ptr) != 0:
-            raise RuntimeError("cudaIpcGetMemHandle failed")
+        if (err := rt.cudaIpcGetMemHandle(ctypes.byref(handle), ptr)) != 0:
+            raise RuntimeError(f"cudaIpcGetMemHandle failed (error {err})")
         buf = _CudaBuffer(ptr.value, nbytes, device)
         return buf.tensor, {"kind": "cuda", "handle": bytes(handle.reserved), "nbytes": nbytes}, None
     fd = os.memfd_create("ak-witness")
@@ -79,10 +80,10 @@ def open_buffer(desc, device):
     if desc["kind"] == "cuda":
         rt = _cudart(device)
         handle = _Handle()
-        handle.reserved = desc["handle"]
+        ctypes.memmove(handle.reserved, desc["handle"], len(desc["handle"]))
         ptr = ctypes.c_void_p()
-        if rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1)) != 0:  # lazy peer access
-            raise RuntimeError("cudaIpcOpenMemHandle failed")
+        if (err := rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1))) != 0:  # lazy peer access
+            raise RuntimeError(f"cudaIpcOpenMemHandle failed (error {err})")
         return _CudaBuffer(ptr.value, desc["nbytes"], device).tensor
     t = torch.from_file(f"/proc/self/fd/{desc['fd']}", shared=True, size=desc["nbytes"], dtype=torch.uint8)
     os.close(desc["fd"])
