@@ -33,8 +33,8 @@ from .timing import LIVE_CLOCK, median, set_seed, synchronize, time_calls, timin
 
 KEY_ENV = "AK_WITNESS_KEY"
 WARMUP_ROUNDS = 2
-CALLS_PER_ROUND_MAX = 8
-SLOT_BUDGET_BYTES = {"cuda": 512 << 20, "cpu": 32 << 20}
+CALLS_PER_ROUND_MAX = 64  # a round of many calls spreads the pipe and the synchronisation
+SLOT_BUDGET_BYTES = {"cuda": 512 << 20, "cpu": 8 << 20}
 
 
 class RunnerFailed(Exception):
