@@ -181,7 +181,7 @@ def run_witness(req):
     result = {"ok": True, "witnessed": False, "reason": None, "rounds": 0, "calls_per_round": 0,
               "outputs_checked": 0, "mismatch": None, "runner_error": None, "candidate_ms": None,
               "reference_ms": None, "candidate_min_ms": None, "reference_min_ms": None, "ref_runtime_ms": None,
-              "ref_runtime_stats": {}, "estimate_ms": None,
+              "ref_runtime_stats": {}, "ref_call_min_ms": None, "estimate_ms": None,
               "device": str(device), "precision": req["precision"], "tolerance": TOLERANCES[req["precision"]]}
     # Both sources are read once, here, before any runner exists; the runners get them in a frame.
     loaded = load_problem(req["problem_path"])
@@ -247,10 +247,12 @@ def run_witness(req):
         result["candidate_ms"], result["reference_ms"] = median(times["candidate"]), median(times["reference"])
         result["candidate_min_ms"], result["reference_min_ms"] = min(times["candidate"]), min(times["reference"])
         # Both runners pay the same hand-over (the same buffers, pipe and synchronisation): the
-        # candidate's best witnessed round less the reference's, plus the reference's own best time,
-        # estimates the candidate's time by the faithful timer without trusting its process.
+        # candidate's best witnessed round less the reference's, plus the reference's own best time
+        # (by KernelBench's timer before the runners, or of the calls this process made in the
+        # rounds, whichever is less: a loaded host only adds time), estimates the candidate's time
+        # without trusting its process.
         result["estimate_ms"] = max(0.0, result["candidate_min_ms"] - result["reference_min_ms"]
-                                    + result["ref_runtime_stats"]["min"])
+                                    + min(result["ref_runtime_stats"]["min"], result["ref_call_min_ms"]))
         result["witnessed"] = True
     except Unsupported as e:
         result["reason"] = str(e)
@@ -281,9 +283,17 @@ def _round(req, model, get_inputs, signature, runner, rounds, result, name, r):
             if _signature(fresh) != signature:
                 raise Unsupported("get_inputs() gives inputs of other shapes, types or values from one seed to another")
             seeds.append(secrets.randbits(62))
+            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in fresh]
+            synchronize(device)
             set_seed(seeds[-1])
-            refs.append([t.clone() for t in flat_outputs(model(*[x.clone() if isinstance(x, torch.Tensor) else x
-                                                                    for x in fresh]))])
+            t_ref = time.perf_counter()
+            out = model(*copies)
+            synchronize(device)
+            # The same work as the round's, timed here in the same moments of the host's load.
+            call_ms = (time.perf_counter() - t_ref) * 1e3
+            if result["ref_call_min_ms"] is None or call_ms < result["ref_call_min_ms"]:
+                result["ref_call_min_ms"] = call_ms
+            refs.append([t.clone() for t in flat_outputs(out)])
             fresh_sets.append(fresh)
             for o in outs:
                 _poison(o)

@@ -494,10 +494,10 @@ class CudaTest(unittest.TestCase):
             self.assertEqual(w["outputs_checked"], 2 * (2 + 5) * w["calls_per_round"])
             self.assertEqual(w["ref_runtime_stats"]["hardware"], torch.cuda.get_device_name(0))
             self.assertIsNotNone(mac)
-            # An honest candidate passes the worker's timing rule (kernelbench/witness.h): 3 times its
-            # own figure plus 0.05 ms is not below the witness's estimate of it.
+            # An honest candidate passes the worker's timing rule (kernelbench/witness.h): 10 times
+            # its own figure plus 0.05 ms is not below the witness's estimate of it.
             own = verdict(name)["runtime_ms"]
-            self.assertGreaterEqual(3 * own + 0.05, w["estimate_ms"], (name, own, w))
+            self.assertGreaterEqual(10 * own + 0.05, w["estimate_ms"], (name, own, w))
             print(f"\n{name}: own {own:.4g} ms, witnessed at best: candidate {w['candidate_min_ms']:.4g} ms, "
                   f"reference runner {w['reference_min_ms']:.4g} ms; reference by CUDA events "
                   f"{w['ref_runtime_stats']['min']:.4g} ms at best; estimate {w['estimate_ms']:.4g} ms; "
