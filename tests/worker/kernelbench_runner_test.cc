@@ -297,33 +297,26 @@ TEST_F(KernelBenchRunnerTest, AStrictCandidatePassesWitnessedAndItsSpeedupDivide
 
 TEST_F(KernelBenchRunnerTest, ACandidateThatRewritesItsClockOrKnowsThePublishedSeedsFailsAtTheWitness) {
   KernelBenchRunner runner(maybe_confined(options(false), dir_ / "work"));
-  JobSpec clock = job("clock", "candidate", "forges_its_clock.py");
-  clock.kernelbench->strict = true;
-  const auto a = runner.run(clock, 240s);
-  EXPECT_EQ(a.status, ResultStatus::kFail) << a.reason;
-  EXPECT_EQ(a.stage, "witness");
-  EXPECT_NE(a.reason.find("is far below what the witness measured from outside its process"), std::string::npos)
-      << a.reason;
-  EXPECT_EQ(a.kernelbench.at("verdict"), "correct");  // what its own process said
-  EXPECT_EQ(a.kernelbench.at("witness").at("verdict"), "fail");
-
-  // The same clock, and the job folder's problem rewritten so that a witness loading it from there
-  // would find nothing to hand over: the witness loads the worker's own copy.
-  JobSpec rewrites = job("rewrites", "candidate", "rewrites_the_problem.py");
-  rewrites.kernelbench->strict = true;
-  const auto c = runner.run(rewrites, 240s);
-  EXPECT_EQ(c.status, ResultStatus::kFail) << c.reason << "\n" << c.kernelbench.dump();
-  EXPECT_EQ(c.stage, "witness");
-  EXPECT_NE(c.reason.find("is far below what the witness measured from outside its process"), std::string::npos)
-      << c.reason;
-
-  JobSpec seeds = job("seeds", "candidate", "knows_the_seeds.py");
-  seeds.kernelbench->strict = true;
-  const auto b = runner.run(seeds, 240s);
-  EXPECT_EQ(b.status, ResultStatus::kFail) << b.reason;
-  EXPECT_EQ(b.stage, "witness");
-  EXPECT_NE(b.reason.find("on inputs the candidate had not seen differ from the reference"), std::string::npos)
-      << b.reason;
+  const struct {
+    const char* candidate;
+    const char* reason;
+  } cases[] = {
+      {"forges_its_clock.py", "is far below what the witness measured from outside its process"},
+      // The same clock, and the job folder's problem rewritten so that a witness loading it from
+      // there would find nothing to hand over: the witness loads the worker's own copy.
+      {"rewrites_the_problem.py", "is far below what the witness measured from outside its process"},
+      {"knows_the_seeds.py", "on inputs the candidate had not seen differ from the reference"},
+  };
+  for (const auto& c : cases) {
+    JobSpec j = job(c.candidate, "candidate", c.candidate);
+    j.kernelbench->strict = true;
+    const auto out = runner.run(j, 240s);
+    EXPECT_EQ(out.status, ResultStatus::kFail) << c.candidate << ": " << out.reason;
+    EXPECT_EQ(out.stage, "witness") << c.candidate;
+    EXPECT_NE(out.reason.find(c.reason), std::string::npos) << c.candidate << ": " << out.reason;
+    EXPECT_EQ(out.kernelbench.at("verdict"), "correct") << c.candidate;  // what its own process said
+    EXPECT_EQ(out.kernelbench.at("witness").at("verdict"), "fail") << c.candidate;
+  }
 }
 
 }  // namespace
