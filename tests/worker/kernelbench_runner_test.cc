@@ -76,11 +76,12 @@ class KernelBenchRunnerTest : public ::testing::Test {
     return j;
   }
 
-  // A Python that runs `on_serve` (shell) first when started as the fork server, then the real one.
+  // A Python that runs `on_serve` (shell) first when started as the fork server (its arguments hold
+  // --serve, after the interpreter's own options), then the real one.
   fs::path python_wrapper(const std::string& name, const std::string& on_serve) {
     const fs::path p = dir_ / name;
     std::ofstream(p) << "#!/bin/sh\n"
-                     << "if [ \"$2\" = --serve ]; then " << on_serve << "; fi\n"
+                     << "case \" $* \" in *\" --serve \"*) " << on_serve << ";; esac\n"
                      << "exec '" << AK_PYTHON << "' \"$@\"\n";
     fs::permissions(p, fs::perms::owner_all);
     return p;
