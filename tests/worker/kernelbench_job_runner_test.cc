@@ -35,8 +35,9 @@ class KernelBenchJobRunnerTest : public ::testing::Test {
     fifo_fd_ = ::open(fifo_.c_str(), O_RDONLY | O_NONBLOCK);
     ASSERT_GE(fifo_fd_, 0);
     const fs::path python = dir_ / "python";
-    // argv: harness.py <request>; the step writes its request's name, then hangs until killed.
-    std::ofstream(python) << "#!/bin/sh\necho \"$(basename \"$2\")\" > '" << fifo_.string()
+    // argv: -s harness.py <request>; the step writes its request's name (the last argument), then
+    // hangs until killed.
+    std::ofstream(python) << "#!/bin/sh\nfor a; do last=$a; done\necho \"$(basename \"$last\")\" > '" << fifo_.string()
                           << "'\nexec /bin/sleep 600\n";
     fs::permissions(python, fs::perms::owner_all);
     KernelBenchJobRunnerOptions o;
