@@ -110,6 +110,27 @@ TEST(Witness, TheRuleFailsWrongOutputsAFailedRunnerAndAnOwnFigureTheWitnessedTim
   slowed.erase("ref_call_min_ms");
   EXPECT_EQ(judge_witness(slowed, 1.0).kind, Kind::kFail);
   EXPECT_NEAR(judge_witness(loaded, 1.0).counted_ms, 10.0 - kWitnessSlackMs, 1e-9);
+  // A host loaded while the witness ran (seen in CI on 2 cores): the reference runner's rounds went
+  // from 9.24 ms a call at best to 16.59 at the median, and the candidate's best round (15.43) was
+  // never as lucky as the reference runner's. The honest 0.134 ms candidate is estimated at 6.34 ms,
+  // within the spread; the clock-forging one, 20 ms a call claimed as 0.02, is not.
+  const json noisy = {{"witnessed", true},
+                      {"candidate_min_ms", 15.43},
+                      {"reference_min_ms", 9.24},
+                      {"candidate_ms", 16.45},
+                      {"reference_ms", 16.59},
+                      {"ref_call_min_ms", 0.156},
+                      {"ref_runtime_stats", {{"min", 4.0}}}};
+  EXPECT_EQ(judge_witness(noisy, 0.134).kind, Kind::kPass);
+  EXPECT_DOUBLE_EQ(judge_witness(noisy, 0.134).counted_ms, 0.134);
+  EXPECT_NEAR(judge_witness(noisy, 0.134).slack_ms, 16.59 - 9.24, 1e-9);
+  EXPECT_DOUBLE_EQ(judge_witness(ok, 10.5).slack_ms, kWitnessSlackMs);
+  json noisy_forged = noisy;
+  noisy_forged["candidate_min_ms"] = 9.24 + 20.0;
+  noisy_forged["candidate_ms"] = 16.59 + 20.0;
+  const auto caught = judge_witness(noisy_forged, 0.02);
+  EXPECT_EQ(caught.kind, Kind::kFail);
+  EXPECT_NE(caught.reason.find("(slack 7.35 ms)"), std::string::npos) << caught.reason;
   json no_figures = {{"witnessed", true}, {"candidate_min_ms", 1.0}, {"reference_min_ms", 1.0}};
   EXPECT_EQ(judge_witness(no_figures, 10.0).kind, Kind::kFail);
 }
