@@ -33,10 +33,9 @@ ak_fused_mlp(const void* x, const void* wg, const void* wu, const void* wd, void
   extern __shared__ __align__(128) unsigned char smem[];
   elem_t* g = (elem_t*)workspace;
   elem_t* h = g + (M * F + 127) / 128 * 128;
-  if (phase == 0)
-    gemm_tile(x, wg, g, nullptr, M, F, H, smem);
-  else if (phase == 1)
-    gemm_tile(x, wu, h, g, M, F, H, smem);
-  else
-    gemm_tile(h, wd, out, nullptr, M, H, F, smem);
+  // One call site: the GEMM is inlined once, not once per phase (a third of the compile time).
+  const void* a = phase == 2 ? (const void*)h : x;
+  const void* b = phase == 0 ? wg : phase == 1 ? wu : wd;
+  void* c = phase == 0 ? (void*)g : phase == 1 ? (void*)h : out;
+  gemm_tile(a, b, c, phase == 1 ? (const void*)g : nullptr, M, phase == 2 ? H : F, phase == 2 ? F : H, smem);
 }

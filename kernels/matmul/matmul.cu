@@ -37,6 +37,9 @@
 //     warp tile, read as float4 from A stored transposed ([AK_BK][AK_BM + 4], copied 4 bytes at
 //     a time; the 4-float pad spreads the transposing writes over the banks) and B as stored.
 //
+// Hopper (sm_90a, fp16/bf16, AK_WGMMA=1): wgmma.cuh, warpgroup MMA from swizzled shared memory,
+// for aligned operands whose K and N are multiples of 8; the other cases keep the path above.
+//
 // Reuse: gemm_tile() computes one block's tile; a source that defines AK_MATMUL_NO_ENTRY before
 // including this file (kernels/fused_mlp/fused_mlp.cu) gets the GEMM without the ak_matmul entry,
 // and may pass a gate matrix of C's shape for the SwiGLU epilogue silu(gate) * (A @ B).
@@ -49,6 +52,8 @@
 //   AK_WARPS_N  warps along N            2     {1, 2, 4}         (default 4 for fp32)
 //   AK_STAGES   shared-memory stages     4     {2, 3, 4, 5}
 //   AK_GROUP_M  tile rows per L2 group   8     {1, 8}
+//   AK_WGMMA    warpgroup MMA (sm_90a)   0     {0, 1}   (wgmma.cuh; fp16/bf16 on sm_90a only, else
+//                                                      ignored; not yet verified on a GPU)
 // Rejected at compile time (#error), so the compile stage drops them from a sweep:
 //   all:       a tile size not a power of two; AK_STAGES outside [2, 8]; AK_GROUP_M < 1; more
 //              than 1024 threads; shared memory (formula above) over 227 KiB.
@@ -85,6 +90,9 @@
 #endif
 #ifndef AK_GROUP_M
 #define AK_GROUP_M 8
+#endif
+#ifndef AK_WGMMA
+#define AK_WGMMA 0
 #endif
 
 #define AK_THREADS (AK_WARPS_M * AK_WARPS_N * 32)
@@ -461,6 +469,8 @@ __device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const e
   }
 }
 
+#include "../matmul/wgmma.cuh"
+
 // The variants with a guarded operand, kept out of line so that ptxas allocates their registers
 // on their own: inlined next to the fast variant, all four spilled at the default tile.
 template <bool kAVec, bool kBVec>
@@ -485,6 +495,12 @@ __device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c,
   const bool a_vec = (K & 7) == 0 && ((unsigned long long)a & 15) == 0;
   const bool b_vec = (N & 7) == 0 && ((unsigned long long)b & 15) == 0;
   const elem_t* G = (const elem_t*)gate;
+#if AK_WGMMA_ON
+  if (a_vec && b_vec && (sbase & 1023u) == 0) {
+    block_gemm_wgmma(A, B, C, G, M, N, K, m0, n0, sbase);
+    return;
+  }
+#endif
   if (a_vec && b_vec)
     block_gemm<true, true>(A, B, C, G, M, N, K, m0, n0, sbase);
   else if (a_vec)

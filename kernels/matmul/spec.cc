@@ -67,6 +67,8 @@ std::vector<Tunable> cuda_space() {
       {"AK_WARPS_N", {1, 2, 4}, 2},
       {"AK_STAGES", {2, 3, 4, 5}, 4},
       {"AK_GROUP_M", {1, 8}, 8},
+      // fp16/bf16 on sm_90a: warpgroup MMA (wgmma.cuh); elsewhere, and for fp32, ignored.
+      {"AK_WGMMA", {0, 1}, 0},
   };
 }
 
@@ -106,6 +108,14 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
     if (wm < 16 || wn < 16 || wm * wn > 64 * 64)
       return "fp16/bf16: the warp tile must be at least 16 x 16 and at most 4096 elements";
     if (threads % (bn / 8) != 0) return "fp16/bf16: AK_BN / 8 must divide the thread count";
+    if (v("AK_WGMMA") != 0) {
+      const int64_t groups = threads / 128;
+      if (threads % 128 != 0 || bm % (64 * std::max<int64_t>(groups, 1)) != 0 || (bn != 64 && bn != 128 && bn != 256) ||
+          stages < 3 || bm / std::max<int64_t>(groups, 1) / 64 * bn / 2 > 128)
+        return "AK_WGMMA=1 needs AK_WARPS_M * AK_WARPS_N a multiple of 4 (whole warpgroups), AK_BM a multiple of 64 "
+               "per warpgroup, AK_BN 64, 128 or 256, at most 128 accumulators a thread (AK_BM / warpgroups / 64 * "
+               "AK_BN / 2) and AK_STAGES >= 3";
+    }
   }
   return "";
 }
@@ -166,7 +176,10 @@ KernelSpec make_spec() {
   k.check_shape = check_shape;
   k.cuda_geometry = cuda_geometry;
   k.cuda_config_error = gemm_config_error;
-  k.edge_shapes = {{1, 1, 1}, {127, 1, 1}, {1, 127, 1}, {1, 1, 127}, {3, 1023, 5}, {129, 257, 65}, {17, 33, 4097}};
+  // {130, 264, 200}: K and N multiples of 8 (the wgmma path's condition) with ragged tiles in M, N
+  // and K.
+  k.edge_shapes = {{1, 1, 1},    {127, 1, 1},    {1, 127, 1},    {1, 1, 127},
+                   {3, 1023, 5}, {129, 257, 65}, {17, 33, 4097}, {130, 264, 200}};
   return k;
 }
 

@@ -191,6 +191,49 @@ TEST_F(CompilerTest, CudaConfigErrorPredictsWhichStarterConfigurationsCompile) {
   EXPECT_GE(checked, 2u * 2 * 6) << "matmul and flash_attention have the predicate";
 }
 
+// matmul's Hopper path (kernels/matmul/wgmma.cuh) is compiled at sm_90a and only there: with
+// AK_WGMMA=1 a configuration it can run builds for sm_90a in fp16 and bf16 (matmul, and fused_mlp,
+// which includes it), one it cannot run (two stages) is refused there by the
+// path's #error as gemm_config_error predicts, and at sm_80 the setting is ignored.
+TEST_F(CompilerTest, MatmulsWgmmaPathBuildsAtSm90aAndItsConstraintsHoldThereAlone) {
+  const kernels::KernelSpec* mm = kernels::find("matmul");
+  const std::map<std::string, int64_t> wide = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
+                                               {"AK_BK", 64},     {"AK_STAGES", 4},  {"AK_WGMMA", 1}};
+  // Valid for mma.sync, not for the wgmma ring, which needs three stages.
+  const std::map<std::string, int64_t> two_stages = {{"AK_STAGES", 2}, {"AK_WGMMA", 1}};
+  struct Case {
+    const char* type;
+    DType dtype;
+    std::map<std::string, int64_t> config;
+    const char* arch;
+    bool builds;
+  };
+  // fused_mlp (three GEMM phases, one inlined GEMM) takes the longest: once, in bf16.
+  const std::vector<Case> cases = {
+      {"matmul", DType::kF16, wide, "sm_90a", true},        {"matmul", DType::kBF16, wide, "sm_90a", true},
+      {"matmul", DType::kF16, two_stages, "sm_90a", false}, {"matmul", DType::kBF16, two_stages, "sm_90a", false},
+      {"matmul", DType::kBF16, two_stages, "sm_80", true},  {"fused_mlp", DType::kBF16, wide, "sm_90a", true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(mm->cuda_config_error(c.config, c.dtype).empty(), c.config.at("AK_STAGES") == 4)
+        << config_string(c.config);
+    const kernels::BackendSource& src = kernels::find(c.type)->backends.at(Backend::kCuda);
+    JobSpec j = job(Backend::kCuda, c.dtype);
+    j.kernel_type = c.type;
+    j.shape = src.default_shapes.at(0);
+    j.source = src.source;
+    j.config = c.config;
+    j.timeout_ms = 600'000;  // a loaded 2-core host: compile time is not what this test is about
+    auto art = compiler_->compile(j, gpu_caps(c.arch));
+    EXPECT_EQ(art.ok(), c.builds) << c.type << " " << dtype_name(c.dtype) << " " << c.arch << " "
+                                  << config_string(c.config) << ": "
+                                  << (art.ok() ? "ok" : art.status().message().substr(0, 300));
+    if (!c.builds && !art.ok()) {
+      EXPECT_NE(art.status().message().find("AK_WGMMA=1 needs"), std::string::npos) << art.status().message();
+    }
+  }
+}
+
 // Every kernel type's starters build with their default configuration: cuda for sm_90a (Hopper)
 // and sm_80 (the fallback of older GPUs) in every dtype, cpu in fp32.
 TEST_F(CompilerTest, EveryKernelTypesStartersBuildWithTheirDefaultConfig) {
