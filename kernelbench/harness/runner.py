@@ -5,6 +5,7 @@ A runner is untrusted once it has loaded candidate code: it only ever receives f
 parent, the witness, and answers in bounded lines that the witness parses strictly."""
 
 import ctypes
+import math
 import os
 import pickle
 import struct
@@ -90,11 +91,6 @@ def open_buffer(desc, device):
     return t
 
 
-def typed(buf, shape, dtype):
-    n = 1
-    for s in shape:
-        n *= s
-    return buf[: n * torch.empty((), dtype=dtype).element_size()].view(dtype).view(shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,16 +113,20 @@ def read_frame(stream):
     return pickle.loads(stream.read(n))  # the witness's own frames: the runner trusts its parent
 
 
-def view(block, offset, shape, dtype):
-    return typed(block[offset:], shape, dtype)
-
-
 def nbytes(shape, dtype):
-    n = 1
-    for s in shape:
-        n *= s
-    return n * torch.empty((), dtype=dtype).element_size()
+    return math.prod(shape) * dtype.itemsize
 
+
+def view(block, offset, shape, dtype):
+    """The bytes of `block` from `offset` seen as a contiguous tensor of `shape` and `dtype`."""
+    return block[offset: offset + nbytes(shape, dtype)].view(dtype).view(shape)
+
+
+def slot_views(block, layout):
+    """Per call of a round, (input views or None for a plain value, output views), from the
+    layout the witness made (witness.py, _Rounds)."""
+    return [([None if d[0] == "v" else view(block, *d[1:]) for d in s["inputs"]],
+             [view(block, *d) for d in s["outputs"]]) for s in layout]
 
 
 def flat_outputs(out):
@@ -172,8 +172,9 @@ def run_runner():
                 model = ModelNew(*init_inputs)
         model = model.to(device=device, dtype=dtype)
         block = open_buffer(setup["block"], device)
-        slots = [([d[1] if d[0] == "v" else view(block, *d[1:]) for d in s["inputs"]],
-                  [view(block, *d) for d in s["outputs"]]) for s in setup["slots"]]
+        # A plain value is passed as the witness gave it; a tensor is its view in the block.
+        slots = [([d[1] if d[0] == "v" else t for d, t in zip(s["inputs"], views[0])], views[1])
+                 for s, views in zip(setup["slots"], slot_views(block, setup["slots"]))]
         synchronize(device)
     except BaseException as e:  # noqa: B036 - said to the witness, which fails the round
         answers.write(f"error {get_error_name(e)}: {str(e)[:300]}".replace("\n", " ") + "\n")

@@ -28,7 +28,7 @@ import torch
 from .gpu_lock import exclusive_turn
 from .problem import build_reference, inputs_for, load_problem
 from .request import TOLERANCES
-from .runner import ANSWER_MAX_BYTES, Unsupported, flat_outputs, frame, make_buffer, nbytes, view
+from .runner import ANSWER_MAX_BYTES, Unsupported, flat_outputs, frame, make_buffer, nbytes, slot_views, view
 from .timing import LIVE_CLOCK, median, set_seed, synchronize, time_calls, timing_stats
 
 KEY_ENV = "AK_WITNESS_KEY"
@@ -45,7 +45,7 @@ class Runner:
     """One runner process, as the witness sees it: frames go down its stdin, and its answers are read
     from its stdout one byte at a time, unbuffered, so that nothing it wrote ahead hides in a buffer."""
 
-    def __init__(self, harness, log_path, env, fd):
+    def __init__(self, harness, log_path, env, fd):  # fd: the CPU block's memfd, or None
         self.log = open(log_path, "ab")
         # Its own process group, killed whole at close; it dies with the witness too
         # (PR_SET_PDEATHSIG, set by the runner). -s: no user site (HOME is the job's folder).
@@ -55,16 +55,22 @@ class Runner:
         self.out = self.proc.stdout.fileno()
 
     def send(self, obj):
+        self.send_bytes(frame(obj))
+
+    def send_bytes(self, data):
         try:
-            data = frame(obj)
             while data:
                 data = data[os.write(self.proc.stdin.fileno(), data):]
         except OSError as e:
             raise RunnerFailed(f"the runner is gone ({e})")
 
-    def answer(self):
+    def answer(self, within_s=None):
+        """The runner's next line; RunnerFailed when it has not ended within `within_s` seconds."""
         line = bytearray()
+        deadline = None if within_s is None else time.monotonic() + within_s
         while len(line) < ANSWER_MAX_BYTES:
+            if deadline is not None and not select.select([self.out], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                raise RunnerFailed(f"the runner did not answer within {within_s:.3g} s")
             b = os.read(self.out, 1)
             if not b:
                 raise RunnerFailed(f"the runner ended (exit code {self.proc.poll()})")
@@ -126,7 +132,11 @@ ALIGN = 256
 
 
 class _Rounds:
-    """The buffers of one runner, in one shared block: `calls` slots of inputs and outputs."""
+    """The buffers of a round, in one shared block: the inputs of its `calls` calls first, then their
+    outputs, so that the witness moves each round's inputs in with one copy and its outputs out with
+    another (the hand-over both runners pay, kept small and steady). `staging` holds the next
+    round's inputs in the block's layout, `snapshot` the outputs copied out; both are the witness's
+    own memory."""
 
     def __init__(self, req, signature, out_meta, calls):
         layout, offset = [], 0
@@ -138,12 +148,19 @@ class _Rounds:
             return at
 
         for _ in range(calls):
-            ins = [("v", sig[1]) if sig[0] == "v" else ("t", place(sig[1], sig[2]), sig[1], sig[2]) for sig in signature]
-            outs = [(place(shape, dtype), shape, dtype) for shape, dtype in out_meta]
-            layout.append({"inputs": ins, "outputs": outs})
-        self.block, desc, self.fd = make_buffer(req["device_obj"], offset)
-        self.slots = [([None if d[0] == "v" else view(self.block, *d[1:]) for d in s["inputs"]],
-                       [view(self.block, *d) for d in s["outputs"]]) for s in layout]
+            layout.append({"inputs": [("v", sig[1]) if sig[0] == "v" else ("t", place(sig[1], sig[2]), sig[1], sig[2])
+                                      for sig in signature]})
+        self.inputs_end = offset
+        for s in layout:
+            s["outputs"] = [(place(shape, dtype), shape, dtype) for shape, dtype in out_meta]
+        device = req["device_obj"]
+        self.block, desc, self.fd = make_buffer(device, offset)
+        self.slots = slot_views(self.block, layout)
+        self.staging = torch.empty(max(self.inputs_end, 1), dtype=torch.uint8, device=device)
+        self.snapshot = torch.empty(max(offset - self.inputs_end, 1), dtype=torch.uint8, device=device)
+        self.staged = [[None if d[0] == "v" else view(self.staging, *d[1:]) for d in s["inputs"]] for s in layout]
+        self.copied_out = [[view(self.snapshot, o[0] - self.inputs_end, *o[1:]) for o in s["outputs"]]
+                           for s in layout]
         self.setup = {"block": desc, "slots": layout}
 
     def close_fd(self):
@@ -163,8 +180,8 @@ def _poison(t):
 
 def _matches(ref, got, tol):
     if ref.is_floating_point():
-        # A reference value below the dtype's smallest normal may come back as zero (flush-to-zero).
-        ref = torch.where(ref.abs() < torch.finfo(ref.dtype).tiny, torch.zeros_like(ref), ref)
+        # A reference value below the dtype's smallest normal that comes back as zero (flush-to-zero)
+        # is within atol: every tolerance is far above the smallest normal.
         return bool(torch.allclose(ref.float(), got.float(), atol=tol, rtol=tol))
     if ref.is_complex():
         return bool(torch.allclose(ref, got, atol=tol, rtol=tol))
@@ -214,12 +231,12 @@ def run_witness(req):
         harness = os.path.abspath(sys.argv[0])
         folder = os.path.dirname(os.path.abspath(req["result_path"]))
         env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-        plans = {}
+        # One block serves both runners: the reference runner is dead before the candidate runner
+        # is given candidate code, so they never use it at the same time.
+        rounds = _Rounds(req, signature, out_meta, calls)
         for name in ("reference", "candidate"):  # both start now: Python and torch load meanwhile
-            rounds = _Rounds(req, signature, out_meta, calls)
             runners[name] = Runner(harness, os.path.join(folder, f"witness-{os.getpid()}-{name}.log"), env, rounds.fd)
-            rounds.close_fd()
-            plans[name] = rounds
+        rounds.close_fd()
         for name, runner in runners.items():  # idle before any round is timed
             try:
                 runner.expect("up")
@@ -229,20 +246,15 @@ def run_witness(req):
         # The reference runner's rounds all end, and it is killed, before the candidate runner is
         # given any candidate code: nothing the candidate does can touch the reference's figures.
         for name, source in (("reference", None), ("candidate", candidate_source)):
-            runner, rounds = runners[name], plans[name]
-            runner.send({"problem_source": loaded[0], "candidate_source": source, "backend": req["backend"],
-                         "device": str(device), "precision": req["precision"], "seed": req["seed"],
-                         "switches": req["switches"], "build_dir": req["build_dir"], **rounds.setup})
             try:
-                runner.expect("ready")
-            except RunnerFailed as e:
-                raise RunnerFailed(f"{name}: {e}")
-            times[name] = []
-            for r in range(WARMUP_ROUNDS + req["witness_rounds"]):
-                elapsed = _round(req, model, get_inputs, signature, runner, rounds, result, name, r)
-                if r >= WARMUP_ROUNDS:
-                    times[name].append(elapsed / calls)
-            runner.close()
+                times[name] = _phase(req, model, get_inputs, signature, runners[name], rounds, result, name,
+                                     {"problem_source": loaded[0], "candidate_source": source, **rounds.setup})
+            except (RunnerFailed, _Mismatch) as e:
+                if name == "candidate":
+                    raise
+                # No candidate code has run yet: the problem, not the candidate, cannot be witnessed
+                # (a reference that does not reproduce in another process, or that runs out of memory).
+                raise Unsupported(f"the reference runner failed, so nothing can be witnessed: {e}")
         result["rounds"] = req["witness_rounds"]
         result["candidate_ms"], result["reference_ms"] = median(times["candidate"]), median(times["reference"])
         result["candidate_min_ms"], result["reference_min_ms"] = min(times["candidate"]), min(times["reference"])
@@ -270,50 +282,80 @@ class _Mismatch(Exception):
     pass
 
 
-def _round(req, model, get_inputs, signature, runner, rounds, result, name, r):
-    """One round: fresh secret inputs and forward seeds, the reference computed here, the outputs
-    poisoned; then, on the clock, the inputs copied into the slots (no runner sees them before the
-    clock starts), "run", "done", and the outputs copied out (an answer given before the work ended
-    gains nothing); then every output checked. Returns the elapsed milliseconds."""
+# A timed round that takes longer than this many times the last warm-up round, or than
+# ROUND_FLOOR_S, whichever is longer, ends the witness: the runner holds the device's exclusive
+# turn meanwhile, and every other job on the device waits. Warm-up rounds (a first call may compile
+# for minutes) are bounded only by the job's deadline.
+ROUND_SLOWDOWN = 20
+ROUND_FLOOR_S = 10.0
+
+
+def _phase(req, model, get_inputs, signature, runner, rounds, result, name, setup):
+    """One runner's setup, its warm-up rounds and its timed rounds; returns the milliseconds a call
+    of each timed round took; the runner is closed at the end."""
+    device = req["device_obj"]
+    runner.send({"backend": req["backend"], "device": str(device), "precision": req["precision"], "seed": req["seed"],
+                 "switches": req["switches"], "build_dir": req["build_dir"], **setup})
+    try:
+        runner.expect("ready")
+        times, limit_s = [], None
+        for r in range(WARMUP_ROUNDS + req["witness_rounds"]):
+            elapsed = _round(req, model, get_inputs, signature, runner, rounds, result, name, r, limit_s)
+            if r == WARMUP_ROUNDS - 1:
+                limit_s = max(ROUND_FLOOR_S, ROUND_SLOWDOWN * elapsed / 1e3)
+            if r >= WARMUP_ROUNDS:
+                times.append(elapsed / len(rounds.slots))
+    except RunnerFailed as e:
+        raise RunnerFailed(f"{name}: {e}")
+    finally:
+        runner.close()
+    return times
+
+
+def _round(req, model, get_inputs, signature, runner, rounds, result, name, r, limit_s):
+    """One round: fresh secret inputs and forward seeds, staged in the block's layout; the reference
+    computed here; the outputs poisoned. Then, on the clock: the inputs copied into the block (no
+    runner sees them before the clock starts), "run", "done", and the outputs copied out (an answer
+    given before the work ended gains nothing). Then every output checked. Returns the elapsed
+    milliseconds."""
     device, lock = req["device_obj"], req["lock"]
-    refs, fresh_sets, seeds = [], [], []
+    refs, seeds = [], []
     with torch.no_grad():
-        for _, outs in rounds.slots:
+        for staged, (_, outs) in zip(rounds.staged, rounds.slots):
             fresh = inputs_for(secrets.randbits(62), get_inputs, req)
             if _signature(fresh) != signature:
                 raise Unsupported("get_inputs() gives inputs of other shapes, types or values from one seed to another")
             seeds.append(secrets.randbits(62))
-            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in fresh]
+            for buf, x in zip(staged, fresh):  # staged before the reference, which may change its inputs
+                if buf is not None:
+                    buf.copy_(x)
             synchronize(device)
             set_seed(seeds[-1])
             t_ref = time.perf_counter()
-            out = model(*copies)
+            out = model(*fresh)
             synchronize(device)
             # The same work as the round's, timed here in the same moments of the host's load.
             call_ms = (time.perf_counter() - t_ref) * 1e3
             if result["ref_call_min_ms"] is None or call_ms < result["ref_call_min_ms"]:
                 result["ref_call_min_ms"] = call_ms
             refs.append([t.clone() for t in flat_outputs(out)])
-            fresh_sets.append(fresh)
             for o in outs:
                 _poison(o)
+        order = frame({"run": seeds})
         synchronize(device)
         with exclusive_turn(lock):
             runner.quiet()
             t0 = time.perf_counter()
-            for (ins, _), fresh in zip(rounds.slots, fresh_sets):
-                for buf, x in zip(ins, fresh):
-                    if buf is not None:
-                        buf.copy_(x)
+            rounds.block[: rounds.inputs_end].copy_(rounds.staging[: rounds.inputs_end])
             synchronize(device)
-            runner.send({"run": seeds})
-            got = runner.answer()
-            snapshot = [[o.clone() for o in outs] for _, outs in rounds.slots]
+            runner.send_bytes(order)
+            got = runner.answer(limit_s)
+            rounds.snapshot.copy_(rounds.block[rounds.inputs_end:])
             synchronize(device)
             elapsed = (time.perf_counter() - t0) * 1e3
         if got != "done":
-            raise RunnerFailed(f"{name} runner answered {got[:200]!r} where 'done' was due")
-        for i, (ref, cand) in enumerate(zip(refs, snapshot)):
+            raise RunnerFailed(f"the runner answered {got[:200]!r} where 'done' was due")
+        for i, (ref, cand) in enumerate(zip(refs, rounds.copied_out)):
             for j, (a, b) in enumerate(zip(ref, cand)):
                 if not _matches(a, b, TOLERANCES[req["precision"]]):
                     diff = (a.to(torch.complex128 if a.is_complex() else torch.float64)

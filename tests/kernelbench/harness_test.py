@@ -200,6 +200,7 @@ CASES = {
     "witness_knows_the_seeds": (witness, (L1 + "1_Matmul.py", "knows_the_seeds.py"), {}),
     "witness_exits_at_import": (witness, (L1 + "1_Matmul.py", "exits_at_import.py"), {}),
     "witness_answers_ahead": (witness, (L1 + "1_Matmul.py", "answers_ahead.py"), {}),
+    "witness_hangs_when_witnessed": (witness, (L1 + "1_Matmul.py", "hangs_when_witnessed.py"), {}),
     "matmul_cuda_backend": (evaluate, (L1 + "1_Matmul.py", "matmul_correct.py"),
                             {"backend": "cuda", "build_dir": os.path.join(WORKDIR, "build")}),
     "hangs": (run_harness, (dict(BASE_REQUEST, mode="candidate", problem_path=problem(L1 + "1_Matmul.py"),
@@ -335,6 +336,32 @@ class WitnessTest(unittest.TestCase):
         # are not all written yet (NaN-poisoned), or the next round finds answers waiting.
         why = w["mismatch"] or w["runner_error"] or ""
         self.assertTrue("differs from the reference" in why or "answered before it was asked" in why, w)
+
+    def test_a_reference_that_differs_from_process_to_process_is_not_witnessed_and_not_the_candidates_fault(self):
+        # Its output depends on the process it runs in: the reference runner's outputs differ from the
+        # witness's own before any candidate code exists, so the problem cannot be witnessed. (It used
+        # to fail the candidate, as "reference: ... differs".)
+        src = ("import os\nimport torch\nimport torch.nn as nn\n\n\n"
+               "class Model(nn.Module):\n    def forward(self, x):\n        return x + float(os.getpid() % 1000)\n\n\n"
+               "def get_inputs():\n    return [torch.randn(8, 8)]\n\n\ndef get_init_inputs():\n    return []\n")
+        prob = os.path.join(WORKDIR, "per_process_reference.py")
+        cand = os.path.join(WORKDIR, "per_process_candidate.py")
+        with open(prob, "w") as f:
+            f.write(src)
+        with open(cand, "w") as f:
+            f.write(src.replace("class Model(", "class ModelNew("))
+        w = json.loads(checked(witness(prob, cand)["witness"], "per-process witness")["body"])
+        self.assertFalse(w["witnessed"], w)
+        self.assertIsNone(w["mismatch"])
+        self.assertIsNone(w["runner_error"])
+        self.assertIn("the reference runner failed, so nothing can be witnessed: reference: round 0 call 0", w["reason"])
+
+    def test_a_runner_that_stops_answering_in_a_timed_round_fails_after_a_bounded_wait(self):
+        self.assertEqual(verdict("witness_hangs_when_witnessed")["verdict"], "correct")
+        w, _ = witnessed("witness_hangs_when_witnessed")
+        self.assertFalse(w["witnessed"], w)
+        # Its warm-up rounds took milliseconds: the floor of 10 s applies, not the job's deadline.
+        self.assertIn("candidate: the runner did not answer within 10 s", w["runner_error"] or "", w)
 
     def test_a_runner_that_dies_is_reported_not_waited_for(self):
         w, _ = witnessed("witness_exits_at_import")
