@@ -73,7 +73,9 @@ std::string read_tail(const std::string& path, size_t bytes) {
 }
 
 Status write_file(const std::string& path, std::string_view data) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a symbolic link planted at `path` (a confined step writes in the folders these files
+  // go to) is refused, never written through.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return Status::unavailable("cannot create " + path + ": " + errno_text());
   Status s;
   if (!write_all(fd, data)) s = Status::unavailable("cannot write " + path + ": " + errno_text() + " (disk full?)");
@@ -87,7 +89,12 @@ Status write_file_atomically(const std::string& path, std::string_view data) {
   const std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".tmp-" +
                                                    std::to_string(getpid()) + "-" + std::to_string(counter++)))
                               .string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A fresh file, never one found there: whatever sits at the temporary's name (a symbolic link
+  // planted by a confined step, a leftover of a crashed process of the same pid) is removed, not
+  // written through. The rename then replaces `path` itself, a link there included.
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  int fd = ::open(tmp.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) fd = ::open(tmp.c_str(), kFlags, 0644);
   if (fd < 0) return Status::unavailable("cannot create " + tmp + " to replace " + path + ": " + errno_text());
   Status s;
   if (!write_all(fd, data)) {

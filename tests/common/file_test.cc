@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,25 @@ TEST_F(FileTest, WriteFileTruncatesWhatWasThere) {
   ASSERT_TRUE(write_file(path, "a longer first text").ok());
   ASSERT_TRUE(write_file(path, "short").ok());
   EXPECT_EQ(read_file(path).value(), "short");
+}
+
+// A confined step can write in the folders the worker later writes requests into: a symbolic link
+// it planted at the file's name, or at the name of the temporary (".<name>.tmp-<pid>-<n>", easy to
+// guess), must never make the worker write through it into the link's target.
+TEST_F(FileTest, ALinkPlantedAtTheFileOrAtItsTemporaryIsNeverWrittenThrough) {
+  const fs::path target = dir_ / "the-workers-file";
+  std::ofstream(target) << "untouched";
+  const fs::path path = dir_ / "step.request.json";
+  fs::create_symlink(target, path);
+  EXPECT_FALSE(write_file(path.string(), "planted").ok());
+  EXPECT_EQ(read_file(target.string()).value(), "untouched");
+
+  for (int n = 0; n < 64; ++n)  // the counter's next values in this process
+    fs::create_symlink(target, dir_ / (".step.request.json.tmp-" + std::to_string(getpid()) + "-" + std::to_string(n)));
+  ASSERT_TRUE(write_file_atomically(path.string(), "the request").ok());
+  EXPECT_EQ(read_file(target.string()).value(), "untouched");
+  EXPECT_FALSE(fs::is_symlink(path)) << "the link itself is replaced";
+  EXPECT_EQ(read_file(path.string()).value(), "the request");
 }
 
 }  // namespace
