@@ -94,6 +94,12 @@ NORM_TYPES = {
     "rmsnorm": {1e-6: "rmsnorm", 1e-5: "rmsnorm_e5"},
 }
 NORM_FAMILY = {t: family for family, types in NORM_TYPES.items() for t in types.values()}
+
+
+def family_of(kernel_type):
+    """The kernel type a norm's eps type belongs to (layernorm_e12 -> layernorm); others as given."""
+    return NORM_FAMILY.get(kernel_type, kernel_type)
+
 _NORM_AFFINE = {"layernorm": ("weight", "bias"), "rmsnorm": ("weight",)}
 
 
@@ -185,7 +191,7 @@ def flops_bytes(kernel_type, shape, dtype):
     e = DTYPE_BYTES.get(dtype)
     if e is None or not shape:
         return None
-    kernel_type = NORM_FAMILY.get(kernel_type, kernel_type)
+    kernel_type = family_of(kernel_type)
     if kernel_type in ("softmax", "reduce", "reduce_max", "rmsnorm", "layernorm", "cross_entropy"):
         r, c = shape
         return {

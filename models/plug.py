@@ -53,7 +53,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from classify import NORM_FAMILY, NORM_TYPES, norm_type  # the norm kernel types by the eps they compute with
+from classify import NORM_TYPES, family_of, norm_type  # the norm kernel types by the eps they compute with
 
 _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
@@ -61,10 +61,6 @@ _DTYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 def _eps_list(family):
     """The eps values the kernel types of a norm family compute with: "1e-06 or 1e-05"."""
     return " or ".join(f"{eps:g}" for eps in NORM_TYPES[family])
-
-
-def _family(kernel_type):
-    return NORM_FAMILY.get(kernel_type, kernel_type)
 
 
 class Plug:
@@ -77,6 +73,7 @@ class Plug:
         self.entries = manifest.get("entries", [])
         if n != len(self.entries):
             raise RuntimeError(f"{manifest_path}: loaded {n} kernels of {len(self.entries)}")
+        self._families = {family_of(e["kernel_type"]) for e in self.entries}
         self.index = {}
         for i, e in enumerate(self.entries):
             self.index[(e["kernel_type"], tuple(e["shape"]), e["dtype"])] = first + i
@@ -347,7 +344,7 @@ class Plug:
     def _serves(self, *families):
         """True when the manifest holds a kernel of one of these families (a norm's eps types, such
         as layernorm_e12, belong to their norm's family)."""
-        return any(_family(e["kernel_type"]) in families for e in self.entries)
+        return not self._families.isdisjoint(families)
 
     def __enter__(self):
         # Only the functions some kernel of the manifest can replace are wrapped: a wrapper that can
