@@ -18,9 +18,12 @@ Status init_sodium() {
   return rc < 0 ? Status::internal("libsodium could not be initialised") : Status::ok_status();
 }
 
+// A field that says something went wrong: its text, another type (never the witness's own) as its
+// JSON, and "" only when absent or null.
 std::string text_of(const json& o, const char* key) {
   auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  if (it == o.end() || it->is_null()) return std::string();
+  return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
 }  // namespace
@@ -104,7 +107,8 @@ WitnessJudgement judge_witness(const json& body, double runtime_ms) {
                         "reference runner whose reference takes {:.4g} ms, an estimate of {:.4g} ms (slack {:.4g} ms)",
                         runtime_ms, cand, ref_witnessed, ref, estimate, slack),
             0, slack};
-  return {Kind::kPass, "", std::max(runtime_ms, estimate - slack), slack};
+  const double ref_ms = number("ref_runtime_ms");
+  return {Kind::kPass, "", std::max(runtime_ms, estimate - slack), slack, std::isnan(ref_ms) ? -1.0 : ref_ms};
 }
 
 }  // namespace ak::kernelbench

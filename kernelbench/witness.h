@@ -53,6 +53,7 @@ struct WitnessJudgement {
   std::string reason;     // why it failed, or why nothing could be witnessed
   double counted_ms = 0;  // kPass: max(runtime_ms, estimate - slack), the time a speedup divides
   double slack_ms = 0;    // kPass and a forged figure: the slack the rule allowed
+  double ref_ms = -1;     // kPass: the reference by KernelBench's timer in the witness (-1: none)
 };
 
 // The rule applied to an authentic body and the candidate's own runtime_ms: outputs that differ on

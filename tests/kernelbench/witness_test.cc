@@ -93,6 +93,10 @@ TEST(Witness, TheRuleFailsWrongOutputsAFailedRunnerAndAnOwnFigureTheWitnessedTim
   wrong["mismatch"] = "candidate: round 0 call 0 output 0 differs";
   EXPECT_EQ(judge_witness(wrong, 10.0).kind, Kind::kFail);
   EXPECT_NE(judge_witness(wrong, 10.0).reason.find("had not seen"), std::string::npos);
+  json odd = ok;  // a mismatch of another type still says something differed
+  odd["mismatch"] = 1;
+  EXPECT_EQ(judge_witness(odd, 10.5).kind, Kind::kFail);
+  EXPECT_DOUBLE_EQ(judge_witness(ok, 10.5).ref_ms, 5.5);
   json died = ok;
   died["witnessed"] = false;
   died["runner_error"] = "candidate: the runner ended (exit code 9)";
