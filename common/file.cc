@@ -1,6 +1,7 @@
 #include "common/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -75,8 +76,15 @@ std::string read_tail(const std::string& path, size_t bytes) {
 Status write_file(const std::string& path, std::string_view data) {
   // O_NOFOLLOW: a symbolic link planted at `path` (a confined step writes in the folders these files
   // go to) is refused, never written through.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  // O_NONBLOCK and the check below: a FIFO planted there would block the open (or the writes)
+  // forever; only a regular file is written, never a device or a pipe.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0) return Status::unavailable("cannot create " + path + ": " + errno_text());
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ::ftruncate(fd, 0) != 0) {
+    ::close(fd);
+    return Status::unavailable("cannot write " + path + ": not a regular file, or it cannot be truncated");
+  }
   Status s;
   if (!write_all(fd, data)) s = Status::unavailable("cannot write " + path + ": " + errno_text() + " (disk full?)");
   if (::close(fd) != 0 && s.ok()) s = Status::unavailable("cannot write " + path + ": " + errno_text());

@@ -29,9 +29,11 @@ inline constexpr const char* kWitnessKeyEnv = "AK_WITNESS_KEY";
 // wall-clock noise and a host whose load changes between the reference runner's rounds and the
 // candidate's, which run one after the other, and no candidate can widen it (the reference
 // runner's rounds end before candidate code runs). Whatever the rule says, a witnessed job's time
-// is its own figure or the estimate less the slack, whichever is longer: a claim below that never
-// counts. (A CPU farm test on a loaded 2-core host once saw the reference runner's rounds spread
-// from 9.2 to 16.6 ms a call and an honest 0.13 ms candidate estimated at 6.3 ms.) (On the H100 an honest 11 us matmul
+// is its own figure or the estimate less kWitnessSlackMs, whichever is longer: a claim below that
+// never counts, and the spread never lowers that floor (on a noisy host an honest figure may be
+// counted too long; no figure is counted too short). (A CPU farm test on a loaded 2-core host once
+// saw the reference runner's rounds spread from 9.2 to 16.6 ms a call and an honest 0.13 ms
+// candidate estimated at 6.3 ms: it passes, counted at 6.29 ms.) (On the H100 an honest 11 us matmul
 // was estimated at 46 us with 8 calls a round: below tens of microseconds a call the witness cannot tell, and does not
 // pretend to.)
 inline constexpr double kWitnessRatio = 10.0;
@@ -48,11 +50,14 @@ Result<std::string> hmac_sha256_hex(const std::string& key_hex, const std::strin
 Result<nlohmann::json> authentic_witness(const nlohmann::json& file, const std::string& key_hex);
 
 struct WitnessJudgement {
-  enum class Kind { kPass, kFail, kNotWitnessed };
+  // kReferenceFailed: the reference runner failed or disagreed with the witness before any
+  // candidate code ran (out of memory, a reference that does not reproduce in another process):
+  // the candidate is not at fault, and its own figures are not taken either (the job ends CRASH).
+  enum class Kind { kPass, kFail, kNotWitnessed, kReferenceFailed };
   Kind kind = Kind::kFail;
   std::string reason;     // why it failed, or why nothing could be witnessed
-  double counted_ms = 0;  // kPass: max(runtime_ms, estimate - slack), the time a speedup divides
-  double slack_ms = 0;    // kPass and a forged figure: the slack the rule allowed
+  double counted_ms = 0;  // kPass: max(runtime_ms, estimate - kWitnessSlackMs), what a speedup divides
+  double slack_ms = 0;    // kPass and a forged figure: the slack the rule's test allowed
   double ref_ms = -1;     // kPass: the reference by KernelBench's timer in the witness (-1: none)
 };
 

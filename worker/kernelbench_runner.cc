@@ -582,6 +582,7 @@ void KernelBenchRunner::witness(const fs::path& dir, const fs::path& private_dir
   json doc = *body;
   const WitnessJudgement j = kernelbench::judge_witness(doc, runtime_ms);
   if (j.kind == WitnessJudgement::Kind::kFail) return fail(ResultStatus::kFail, j.reason, std::move(doc));
+  if (j.kind == WitnessJudgement::Kind::kReferenceFailed) return fail(ResultStatus::kCrash, j.reason, std::move(doc));
   if (j.kind == WitnessJudgement::Kind::kNotWitnessed) {
     doc["verdict"] = "not_witnessed";
     doc["reason"] = j.reason;

@@ -46,7 +46,8 @@ class Runner:
     from its stdout one byte at a time, unbuffered, so that nothing it wrote ahead hides in a buffer."""
 
     def __init__(self, harness, log_path, env, fd):  # fd: the CPU block's memfd, or None
-        self.log = open(log_path, "ab")
+        # O_NOFOLLOW: the job's folder is the earlier steps' to write; a link planted there is refused.
+        self.log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644), "ab")
         # Its own process group, killed whole at close; it dies with the witness too
         # (PR_SET_PDEATHSIG, set by the runner). -s: no user site (HOME is the job's folder).
         self.proc = subprocess.Popen([sys.executable, "-s", harness, "--witness-runner"], stdin=subprocess.PIPE,
@@ -196,7 +197,8 @@ def run_witness(req):
         torch.cuda.set_device(device)
         torch.cuda.init()
     result = {"ok": True, "witnessed": False, "reason": None, "rounds": 0, "calls_per_round": 0,
-              "outputs_checked": 0, "mismatch": None, "runner_error": None, "candidate_ms": None,
+              "outputs_checked": 0, "mismatch": None, "runner_error": None, "reference_error": None,
+              "candidate_ms": None,
               "reference_ms": None, "candidate_min_ms": None, "reference_min_ms": None, "ref_runtime_ms": None,
               "ref_runtime_stats": {}, "ref_call_min_ms": None, "estimate_ms": None,
               "device": str(device), "precision": req["precision"], "tolerance": TOLERANCES[req["precision"]]}
@@ -242,19 +244,21 @@ def run_witness(req):
                 runner.expect("up")
             except RunnerFailed as e:
                 raise RunnerFailed(f"{name}: {e}")
-        times = {}
+        times, bound = {}, None
         # The reference runner's rounds all end, and it is killed, before the candidate runner is
         # given any candidate code: nothing the candidate does can touch the reference's figures.
         for name, source in (("reference", None), ("candidate", candidate_source)):
             try:
-                times[name] = _phase(req, model, get_inputs, signature, runners[name], rounds, result, name,
-                                     {"problem_source": loaded[0], "candidate_source": source, **rounds.setup})
+                times[name], bound = _phase(req, model, get_inputs, signature, runners[name], rounds, result, name,
+                                            {"problem_source": loaded[0], "candidate_source": source, **rounds.setup},
+                                            bound)
             except (RunnerFailed, _Mismatch) as e:
                 if name == "candidate":
                     raise
-                # No candidate code has run yet: the problem, not the candidate, cannot be witnessed
-                # (a reference that does not reproduce in another process, or that runs out of memory).
-                raise Unsupported(f"the reference runner failed, so nothing can be witnessed: {e}")
+                # No candidate code has run yet: not the candidate's failure (a reference that does
+                # not reproduce in another process, a device out of memory); the worker ends the job
+                # CRASH rather than take the candidate's own figures unwitnessed.
+                raise _ReferenceFailed(str(e))
         result["rounds"] = req["witness_rounds"]
         result["candidate_ms"], result["reference_ms"] = median(times["candidate"]), median(times["reference"])
         result["candidate_min_ms"], result["reference_min_ms"] = min(times["candidate"]), min(times["reference"])
@@ -272,6 +276,8 @@ def run_witness(req):
         result["mismatch"] = str(e)
     except RunnerFailed as e:
         result["runner_error"] = str(e)
+    except _ReferenceFailed as e:
+        result["reference_error"] = str(e)
     finally:
         for runner in runners.values():
             runner.close()
@@ -282,34 +288,41 @@ class _Mismatch(Exception):
     pass
 
 
-# A timed round that takes longer than this many times the last warm-up round, or than
-# ROUND_FLOOR_S, whichever is longer, ends the witness: the runner holds the device's exclusive
-# turn meanwhile, and every other job on the device waits. Warm-up rounds (a first call may compile
-# for minutes) are bounded only by the job's deadline.
+class _ReferenceFailed(Exception):
+    pass
+
+
+# A timed round that takes longer than this many times the reference runner's last warm-up round,
+# or than ROUND_FLOOR_S, whichever is longer, ends the witness: the runner holds the device's
+# exclusive turn meanwhile, and every other job on the device waits. The bound comes from the
+# reference runner's rounds, which no candidate code touches (a candidate slow in its own warm-up
+# would buy itself a longer one). Warm-up rounds (a first call may compile for minutes) are bounded
+# only by the job's deadline.
 ROUND_SLOWDOWN = 20
 ROUND_FLOOR_S = 10.0
 
 
-def _phase(req, model, get_inputs, signature, runner, rounds, result, name, setup):
-    """One runner's setup, its warm-up rounds and its timed rounds; returns the milliseconds a call
-    of each timed round took; the runner is closed at the end."""
+def _phase(req, model, get_inputs, signature, runner, rounds, result, name, setup, limit_s):
+    """One runner's setup, its warm-up rounds and its timed rounds (each bounded by limit_s, or for
+    the reference runner by its own last warm-up round); returns (the milliseconds a call of each
+    timed round took, the bound its timed rounds had). The runner is closed at the end."""
     device = req["device_obj"]
-    runner.send({"backend": req["backend"], "device": str(device), "precision": req["precision"], "seed": req["seed"],
-                 "switches": req["switches"], "build_dir": req["build_dir"], **setup})
     try:
+        runner.send({"backend": req["backend"], "device": str(device), "precision": req["precision"],
+                     "seed": req["seed"], "switches": req["switches"], "build_dir": req["build_dir"], **setup})
         runner.expect("ready")
-        times, limit_s = [], None
+        times, bound = [], None
         for r in range(WARMUP_ROUNDS + req["witness_rounds"]):
-            elapsed = _round(req, model, get_inputs, signature, runner, rounds, result, name, r, limit_s)
+            elapsed = _round(req, model, get_inputs, signature, runner, rounds, result, name, r, bound)
             if r == WARMUP_ROUNDS - 1:
-                limit_s = max(ROUND_FLOOR_S, ROUND_SLOWDOWN * elapsed / 1e3)
+                bound = limit_s if limit_s is not None else max(ROUND_FLOOR_S, ROUND_SLOWDOWN * elapsed / 1e3)
             if r >= WARMUP_ROUNDS:
                 times.append(elapsed / len(rounds.slots))
     except RunnerFailed as e:
         raise RunnerFailed(f"{name}: {e}")
     finally:
         runner.close()
-    return times
+    return times, bound
 
 
 def _round(req, model, get_inputs, signature, runner, rounds, result, name, r, limit_s):

@@ -694,7 +694,7 @@ __device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c,
 #ifndef AK_MATMUL_NO_ENTRY
 extern "C" __global__ void __launch_bounds__(AK_THREADS)
 ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long long K) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];  // wgmma.cuh: swizzle period
   gemm_tile(a, b, c, nullptr, M, N, K, smem);
 }
 #endif

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -82,6 +83,10 @@ TEST_F(FileTest, ALinkPlantedAtTheFileOrAtItsTemporaryIsNeverWrittenThrough) {
   fs::create_symlink(target, path);
   EXPECT_FALSE(write_file(path.string(), "planted").ok());
   EXPECT_EQ(read_file(target.string()).value(), "untouched");
+
+  const fs::path fifo = dir_ / "step.fifo";  // a pipe nobody reads would block the write forever
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_FALSE(write_file(fifo.string(), "planted").ok());
 
   for (int n = 0; n < 64; ++n)  // the counter's next values in this process
     fs::create_symlink(target, dir_ / (".step.request.json.tmp-" + std::to_string(getpid()) + "-" + std::to_string(n)));
