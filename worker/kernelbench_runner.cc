@@ -33,10 +33,6 @@ using nlohmann::json;
 
 namespace {
 
-// The job's folder is the confined steps' to write: a link planted where a request goes is replaced,
-// never written through (common/file.h).
-Status write_text(const fs::path& p, std::string_view text) { return write_file_atomically(p.string(), text); }
-
 std::string short_text(std::string s, size_t n = 400) {
   if (s.size() > n) s = s.substr(0, n) + "...";
   return s;
@@ -70,13 +66,9 @@ std::string KernelBenchRunner::harness_path() {
   const std::string zipapp(kernelbench::kHarnessZipapp);
   const fs::path p = fs::path(options_.work_dir) /
                      ("harness-" + std::to_string(getpid()) + "-" + kernelbench::xxh64_hex(zipapp) + ".pyz");
-  // Agents of one process (one per GPU) share the folder: each writes its own temporary copy and
-  // renames it, so no harness run ever reads a half-written file.
-  const fs::path tmp = p.string() + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
-  if (write_text(tmp, zipapp).ok()) {
-    fs::rename(tmp, p, ec);
-    if (!ec) harness_path_ = p.string();
-  }
+  // Agents of one process (one per GPU) share the folder: the atomic write gives each its own
+  // temporary copy, renamed over the file, so no harness run ever reads a half-written file.
+  if (write_file_atomically(p.string(), zipapp).ok()) harness_path_ = p.string();
   return harness_path_;
 }
 
@@ -89,7 +81,7 @@ KernelBenchRunner::Step KernelBenchRunner::run_step(const std::string& dir, cons
   request["result_path"] = (d / (name + ".result.json")).string();
   const fs::path req = d / (name + ".request.json");
   const fs::path log = d / (name + ".log");
-  if (!write_text(req, request.dump(1)).ok()) {
+  if (!write_file_atomically(req.string(), request.dump(1)).ok()) {
     step.exit_code = -1;
     step.log_tail = "cannot write " + req.string();
     return step;
@@ -360,7 +352,7 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
   fs::remove_all(private_dir, ec);
   fs::create_directories(private_dir, ec);
   const fs::path problem = dir / t.problem_name;
-  (void)write_text(problem, t.problem_code);
+  (void)write_file_atomically(problem.string(), t.problem_code);
   json base = {{"problem_path", problem.string()},
                {"backend", t.backend},
                {"device", options_.device},
@@ -459,7 +451,7 @@ KernelBenchOutcome KernelBenchRunner::run_job(const JobSpec& job, std::chrono::m
     }
   }
   const fs::path cand = dir / ("candidate_sample_" + std::to_string(t.sample_id) + ".py");
-  (void)write_text(cand, job.source);
+  (void)write_file_atomically(cand.string(), job.source);
   json cand_req = base;
   cand_req["mode"] = "candidate";
   cand_req["candidate_path"] = cand.string();
@@ -563,8 +555,10 @@ void KernelBenchRunner::witness(const fs::path& dir, const fs::path& private_dir
   // folder are the earlier steps' to rewrite.
   const KernelBenchTask& t = *job.kernelbench;
   const fs::path problem = private_dir / t.problem_name, candidate = private_dir / "candidate.py";
-  if (Status s = write_text(problem, t.problem_code); !s.ok()) return fail(ResultStatus::kCrash, s.message());
-  if (Status s = write_text(candidate, job.source); !s.ok()) return fail(ResultStatus::kCrash, s.message());
+  if (Status s = write_file_atomically(problem.string(), t.problem_code); !s.ok())
+    return fail(ResultStatus::kCrash, s.message());
+  if (Status s = write_file_atomically(candidate.string(), job.source); !s.ok())
+    return fail(ResultStatus::kCrash, s.message());
   json req = base;
   req["mode"] = "witness";
   req["problem_path"] = problem.string();

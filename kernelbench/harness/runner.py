@@ -123,9 +123,9 @@ def view(block, offset, shape, dtype):
 
 
 def slot_views(block, layout):
-    """Per call of a round, (input views or None for a plain value, output views), from the
-    layout the witness made (witness.py, _Rounds)."""
-    return [([None if d[0] == "v" else view(block, *d[1:]) for d in s["inputs"]],
+    """Per call of a round, (inputs: a tensor's view in the block, a plain value as given; output
+    views), from the layout the witness made (witness.py, _Rounds)."""
+    return [([d[1] if d[0] == "v" else view(block, *d[1:]) for d in s["inputs"]],
              [view(block, *d) for d in s["outputs"]]) for s in layout]
 
 
@@ -172,9 +172,7 @@ def run_runner():
                 model = ModelNew(*init_inputs)
         model = model.to(device=device, dtype=dtype)
         block = open_buffer(setup["block"], device)
-        # A plain value is passed as the witness gave it; a tensor is its view in the block.
-        slots = [([d[1] if d[0] == "v" else t for d, t in zip(s["inputs"], views[0])], views[1])
-                 for s, views in zip(setup["slots"], slot_views(block, setup["slots"]))]
+        slots = slot_views(block, setup["slots"])
         synchronize(device)
     except BaseException as e:  # noqa: B036 - said to the witness, which fails the round
         answers.write(f"error {get_error_name(e)}: {str(e)[:300]}".replace("\n", " ") + "\n")
