@@ -67,7 +67,7 @@ std::vector<Tunable> cuda_space() {
       {"AK_WARPS_N", {1, 2, 4}, 2},
       {"AK_STAGES", {2, 3, 4, 5}, 4},
       {"AK_GROUP_M", {1, 8}, 8},
-      // fp16/bf16 on sm_90a: warpgroup MMA (wgmma.cuh); elsewhere, and for fp32, ignored.
+      // fp16/bf16 on sm_90a: warpgroup MMA (wgmma.cuh); ignored on other GPUs, refused in fp32.
       {"AK_WGMMA", {0, 1}, 0},
   };
 }
@@ -99,6 +99,8 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
   if (group_m < 1) return "AK_GROUP_M must be >= 1";
   const int64_t wm = bm / wm_n, wn = bn / wn_n;  // warp tile (integer division, as the preprocessor's)
   if (dtype == DType::kF32) {
+    // The setting changes nothing in fp32: a study that tried both would time one kernel twice.
+    if (v("AK_WGMMA") != 0) return "AK_WGMMA=1 is for fp16/bf16 (fp32 runs the SIMT path either way)";
     const int64_t lanes_m = wm >= wn ? 8 : 4, lanes_n = 32 / lanes_m;
     const int64_t tm = wm / lanes_m, tn = wn / lanes_n;
     if (bk < 4) return "fp32: AK_BK must be >= 4";

@@ -434,6 +434,36 @@ TEST(StudyTest, CudaProposalsRespectTheModelsLaunchLimits) {
   EXPECT_EQ(study_status_row(f.progress(c).studies[0]).stop, "EXHAUSTED");
 }
 
+// AK_WGMMA changes nothing in fp32 (the SIMT path runs either way): an fp32 matmul study never
+// spends a trial on AK_WGMMA=1, which would time the AK_WGMMA=0 kernel a second time; bf16 does.
+TEST(StudyTest, AnFp32MatmulStudyNeverProposesTheHopperSettingThatItIgnores) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    json d = {{"kind", "study"},
+              {"strategy", "random"},
+              {"backend", "cuda"},
+              {"gpu_models", {"NVIDIA H100 80GB HBM3"}},
+              {"budget", {{"trials", 64}}},
+              {"plateau", {{"window", 0}}},
+              {"targets", {{{"kernel_type", "matmul"}, {"shape", {4096, 4096, 4096}}, {"dtype", dtype}}}}};
+    StudyCampaign c = parse(d);
+    SimFarm f;
+    size_t n = 0, wgmma = 0;
+    for (int i = 0; i < 8; ++i) {
+      auto jobs = f.fill(c, 8, "nvidia h100 80gb hbm3");
+      for (const auto& j : jobs) {
+        ++n;
+        wgmma += j.config.count("AK_WGMMA") && j.config.at("AK_WGMMA") != 0;
+      }
+      f.complete(f.flight.size(), [](const JobSpec&) { return 100.0; });
+    }
+    EXPECT_EQ(n, 64u) << dtype;
+    if (std::string(dtype) == "fp32")
+      EXPECT_EQ(wgmma, 0u);
+    else
+      EXPECT_GT(wgmma, 0u) << "bf16 keeps both settings in its space";
+  }
+}
+
 TEST(StudyTest, TheSharedMemoryLimitIsWhatWorkersAnnouncedAndTheNameOnlyWhereNoneDid) {
   Capabilities h200;
   h200.gpu_name = "NVIDIA H200";
