@@ -11,11 +11,11 @@ Writes the profile (models/README.md, "The profile") to --out and prints a ranke
 points, ...); 4 it ran out of GPU memory; 5 it raised while running. For 3-5 the reason is the
 last line of stderr and the "error" field of --out.
 
-How time is attributed. On CUDA, every device activity (kernel, memcpy, memset) the profiler saw is
-linked by its correlation id to the CPU op that launched it (the innermost ATen op), and each is
-counted once there: an op's own time is the sum of its activities, never its children's. That time
-is then credited to one op of the launching op's ancestry: the outermost "ak::<type>" region (a
-hint, models/classify.py), else the outermost ATen op that classifies into a kernel type (so
+How time is attributed. On CUDA, every device activity (kernel, memcpy, memset) in the profiler's
+own list is taken once and credited to the CPU event that launched it (_device_activities): an
+op's own time is the sum of its activities, never its children's. That time is then credited to
+one op of the launching op's ancestry: the outermost "ak::<type>" region (a hint,
+models/classify.py), else the outermost ATen op that classifies into a kernel type (so
 aten::linear, not the aten::addmm under it), else the outermost ATen op (kernel type "other").
 On the CPU, an op's own time is its self CPU time, credited the same way. The total is measured
 independently (the sum of all device activities; on the CPU the inclusive time of the top-level
@@ -110,6 +110,48 @@ class Attribution:
         return anchor, anchor.name, "other", [], {}, self.run_dtype
 
 
+def _device_activities(prof, events):
+    """[(CPU event, [(activity name, us)])]: each device activity of the profiler's list once, under
+    the CPU event that launched it; activities with no such event are left out (unattributed).
+
+    An activity names its launching op by the op's correlation id, but ids are not unique among
+    CPU events: a CUDA runtime call made outside any op (torch.cuda.synchronize) carries CUPTI's
+    own id, which can equal an op's, and FunctionEvent.kernels then credits the op's activities to
+    both (pytorch/pytorch#196282, after torch 2.11). That is the likely cause of what the H200 showed
+    on 2026-12-06 with those lists: per-op times of hf:bert and of a small CNN summing to 1.06% and
+    4.5% over the device total. Here the launcher is the event of that id whose time range holds the
+    activity's launch call (the runtime event of the activity's own CUPTI id), the innermost if
+    several do; an activity listed twice is counted once."""
+    results = prof.profiler.kineto_results
+    trace0 = results.trace_start_ns()
+    kineto = list(results.events())
+    launch_us = {k.correlation_id(): (k.start_ns() - trace0) / 1000.0 for k in kineto
+                 if k.device_type() == DeviceType.CPU and k.linked_correlation_id() > 0}
+    by_id = defaultdict(list)
+    for e in events:
+        if e.device_type == DeviceType.CPU and not e.is_async and e.id > 0:
+            by_id[e.id].append(e)
+    by_event = {}  # id(event): (event, activities)
+    seen = set()
+    for k in kineto:
+        if k.device_type() != DeviceType.CUDA or k.is_user_annotation() or k.name().startswith("ak::"):
+            continue
+        key = (k.device_index(), k.device_resource_id(), k.start_ns(), k.end_ns(), k.name())
+        if key in seen:
+            continue
+        seen.add(key)
+        candidates = by_id.get(k.linked_correlation_id(), [])
+        t = launch_us.get(k.correlation_id())
+        if t is not None:
+            candidates = [e for e in candidates if e.time_range.start <= t <= e.time_range.end]
+        if not candidates:
+            continue
+        launcher = max(candidates, key=lambda e: len(_chain(e)))
+        activity = (torch._C._demangle(k.name()), (k.end_ns() - k.start_ns()) / 1000.0)
+        by_event.setdefault(id(launcher), (launcher, []))[1].append(activity)
+    return list(by_event.values())
+
+
 def profile(model, inputs, device, run_dtype, iters, warmup):
     cuda = device.startswith("cuda")
     with torch.inference_mode():
@@ -141,9 +183,7 @@ def profile(model, inputs, device, run_dtype, iters, warmup):
         # start to its last one's end (gaps included): not an activity of its own.
         total = sum(e.time_range.elapsed_us() for e in events
                     if e.device_type == DeviceType.CUDA and not _is_annotation(e))
-        spans = {e.name for e in events if e.device_type == DeviceType.CUDA and _is_annotation(e)}
-        holders = [(e, [(k.name, float(k.duration)) for k in e.kernels if k.name not in spans])
-                   for e in events if e.device_type == DeviceType.CPU and e.kernels]
+        holders = _device_activities(prof, events)
     else:
         tops = [e for e in events if _is_op(e) and not any(_is_op(a) for a in _chain(e)[1:])]
         total = float(sum(e.cpu_time_total for e in tops))

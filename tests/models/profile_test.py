@@ -168,6 +168,53 @@ class Profile(unittest.TestCase):
         self.assertIn("softmax", {t["kernel_type"] for t in report["targets"]})
 
 
+class DeviceAttribution(unittest.TestCase):
+    """_device_activities on a profiler's lists built by hand (runs without a GPU): the collision
+    that made torch's per-op kernel lists count an op's kernels twice (pytorch/pytorch#196282)."""
+
+    class Kineto:
+        def __init__(self, device, name, corr, linked, start_ns, end_ns, stream=7):
+            self.d, self.n, self.c, self.l, self.s, self.e, self.r = device, name, corr, linked, start_ns, end_ns, stream
+
+        def device_type(self): return self.d
+        def name(self): return self.n
+        def correlation_id(self): return self.c
+        def linked_correlation_id(self): return self.l
+        def start_ns(self): return self.s
+        def end_ns(self): return self.e
+        def device_index(self): return 0
+        def device_resource_id(self): return self.r
+        def is_user_annotation(self): return False
+
+    def test_an_unlinked_runtime_call_sharing_an_ops_id_takes_none_of_its_kernels(self):
+        from types import SimpleNamespace as NS
+        from torch.autograd import DeviceType
+        K, CPU, CUDA = self.Kineto, DeviceType.CPU, DeviceType.CUDA
+        t0 = 1_000_000
+
+        def event(eid, name, start_us, end_us, parent=None):
+            return NS(id=eid, name=name, device_type=CPU, is_async=False, cpu_parent=parent,
+                      time_range=NS(start=start_us, end=end_us))
+
+        # aten::mm (torch's id 5) launches gemm through cudaLaunchKernel (CUPTI's id 40, linked to 5);
+        # later, outside any op, cudaDeviceSynchronize has CUPTI's id 5 and no link.
+        mm = event(5, "aten::mm", 10.0, 20.0)
+        launch = event(40, "cudaLaunchKernel", 12.0, 13.0, parent=mm)
+        outer = event(0, "synchronize", 49.0, 61.0)  # the Python call around it: one level deeper than aten::mm
+        sync = event(5, "cudaDeviceSynchronize", 50.0, 60.0, parent=outer)
+        kineto = [K(CPU, "aten::mm", 5, 0, t0 + 10_000, t0 + 20_000),
+                  K(CPU, "cudaLaunchKernel", 40, 5, t0 + 12_000, t0 + 13_000),
+                  K(CPU, "cudaDeviceSynchronize", 5, 0, t0 + 50_000, t0 + 60_000),
+                  K(CUDA, "gemm", 40, 5, t0 + 14_000, t0 + 44_000),
+                  K(CUDA, "gemm", 40, 5, t0 + 14_000, t0 + 44_000),   # the same activity listed twice
+                  K(CUDA, "stray", 41, 0, t0 + 45_000, t0 + 46_000)]  # launched outside any op
+        prof = NS(profiler=NS(kineto_results=NS(events=lambda: kineto, trace_start_ns=lambda: t0)))
+        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, mm, launch])}
+        # the event of id 5 that holds the launch is aten::mm; the synchronize gets nothing, the
+        # duplicate is dropped and the stray activity is left unattributed
+        self.assertEqual(got, {"aten::mm": [("gemm", 30.0)]})
+
+
 class Summary(unittest.TestCase):
     def test_a_model_of_many_small_ops_keeps_the_largest_and_sums_the_rest(self):
         # A result travels in one frame: past MAX_OPS rows the smallest ops become one row.
