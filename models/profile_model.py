@@ -127,6 +127,7 @@ def _device_activities(prof, events):
     kineto = list(results.events())
     launch_us = {k.correlation_id(): (k.start_ns() - trace0) / 1000.0 for k in kineto
                  if k.device_type() == DeviceType.CPU and k.linked_correlation_id() > 0}
+    ops = [e for e in events if _is_op(e)]
     by_id = defaultdict(list)
     for e in events:
         if e.device_type == DeviceType.CPU and not e.is_async and e.id > 0:
@@ -140,9 +141,13 @@ def _device_activities(prof, events):
         if key in seen:
             continue
         seen.add(key)
-        candidates = by_id.get(k.linked_correlation_id(), [])
         t = launch_us.get(k.correlation_id())
-        if t is not None:
+        candidates = by_id.get(k.linked_correlation_id(), [])
+        if not candidates and t is not None:
+            # torch drops an op nested in one of its own name as its parent's only child (the
+            # parent takes its kernels): the ops around the launch, as in one thread's forward
+            candidates = [e for e in ops if e.time_range.start <= t <= e.time_range.end]
+        elif t is not None:
             candidates = [e for e in candidates if e.time_range.start <= t <= e.time_range.end]
         if not candidates:
             continue

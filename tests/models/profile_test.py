@@ -213,6 +213,13 @@ class DeviceAttribution(unittest.TestCase):
         # the event of id 5 that holds the launch is aten::mm; the synchronize gets nothing, the
         # duplicate is dropped and the stray activity is left unattributed
         self.assertEqual(got, {"aten::mm": [("gemm", 30.0)]})
+        # torch dropped the aten::copy_ nested in aten::copy_ (id 9, under id 8): its kernel goes to
+        # the op around its launch
+        copy = event(8, "aten::copy_", 70.0, 80.0)
+        kineto += [K(CPU, "cudaLaunchKernel", 42, 9, t0 + 72_000, t0 + 73_000),
+                   K(CUDA, "copy", 42, 9, t0 + 74_000, t0 + 75_000)]
+        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, mm, launch, copy])}
+        self.assertEqual(got, {"aten::mm": [("gemm", 30.0)], "aten::copy_": [("copy", 1.0)]})
 
 
 class Summary(unittest.TestCase):
