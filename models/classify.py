@@ -11,7 +11,8 @@ several) is None: its time is "other", never a wrong target.
 
 Regions marked torch.profiler.record_function("ak::<type>") in a model are hints (HINTS) for the
 types no single ATen op implements (rotary_embedding, fused_mlp); their shape is read from the
-first op inside the region (hint_shape).
+first op inside the region (hint_shape), and for the rotary embedding the heads from the op that
+did the work, so a query and a key of different heads are two targets.
 """
 import math
 
@@ -175,11 +176,27 @@ def classify(name, shapes, concrete):
     return None
 
 
-def hint_shape(kernel_type, first_shapes):
-    """The shape of a hinted region from its first op's input shapes, or None."""
+def _first_tensor(shapes):
+    """The first tensor's shape among an op's recorded input shapes (a list's first, for a list)."""
+    for x in shapes or []:
+        if isinstance(x, (list, tuple)) and x:
+            if all(isinstance(v, int) for v in x):
+                return list(x)
+            if isinstance(x[0], (list, tuple)):
+                return _first_tensor(x)
+    return None
+
+
+def hint_shape(kernel_type, first_shapes, launcher_shapes=None):
+    """The shape of a hinted region from its first op's input shapes, or None. launcher_shapes,
+    the input shapes of the op in the region that launched the work being credited, tells the
+    rotary embedding's query from its key: they differ in heads under grouped-query attention."""
     s = [list(x) for x in (first_shapes or []) if isinstance(x, (list, tuple))]
     if kernel_type == "rotary_embedding" and s and len(s[0]) == 4:
         b, h, t, d = s[0]  # q or k as [batch, heads, seq, head_dim]
+        x = _first_tensor(launcher_shapes)
+        if x and len(x) == 4 and x[0] == b and x[2] == t:
+            h = x[1]  # this op works on the tensor of x[1] heads (its last dim may be a half)
         return [b * t, h, d]
     if kernel_type == "fused_mlp" and len(s) >= 2 and len(s[0]) >= 1 and len(s[1]) == 2:
         return [_prod(s[0][:-1]), s[0][-1], s[1][0]]  # x [..., H], gate weight [F, H]

@@ -312,8 +312,15 @@ class Plug:
                 got = [self._rope_one(t, cos, sin, unsqueeze_dim) for t in (q, k)]
             if got[0] is not None and got[1] is not None:
                 return got[0], got[1]
-            oq, ok = orig(q, k, cos, sin, *args, **kwargs)
-            return (got[0] if got[0] is not None else oq), (got[1] if got[1] is not None else ok)
+            if got[0] is None and got[1] is None:
+                return orig(q, k, cos, sin, *args, **kwargs)
+            # One tensor left to the original: paired with itself when that is less work than
+            # with the other (a grouped-query key is a fraction of its query).
+            x, other = (q, k) if got[0] is None else (k, q)
+            pair = (x, x) if x.numel() <= other.numel() else ((x, other) if x is q else (other, x))
+            done = orig(*pair, cos, sin, *args, **kwargs)
+            left = done[0] if pair[0] is x else done[1]
+            return (left, got[1]) if got[0] is None else (got[0], left)
         return apply_rotary_pos_emb
 
     def _mlp_forward(self, module, parts, orig):

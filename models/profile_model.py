@@ -97,7 +97,8 @@ class Attribution:
         if hints:
             region = hints[-1]
             t = _hint(region)
-            shape = classify.hint_shape(t, _first_op_shapes(region))
+            inner = [c for c in chain[:chain.index(region)] if _is_op(c)]
+            shape = classify.hint_shape(t, _first_op_shapes(region), inner[0].input_shapes if inner else None)
             if shape:
                 return region, region.name, t, shape, {}, self.run_dtype
         ops = [c for c in chain if _is_op(c)]

@@ -13,6 +13,8 @@ import sys
 import tempfile
 import unittest
 
+import torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PROFILE = os.path.join(ROOT, "models", "profile_model.py")
@@ -149,7 +151,10 @@ class Profile(unittest.TestCase):
         for t in ("matmul", "rmsnorm_e5", "rotary_embedding", "fused_mlp", "flash_attention_causal"):
             self.assertIn(t, by_type)
         self.assertEqual(by_type["fused_mlp"]["shape"], [64, 64, 172])
-        self.assertEqual(by_type["rotary_embedding"]["shape"], [64, 4, 16])
+        # the query (4 heads) and the key (2, grouped-query attention) are a target each
+        rotary = {tuple(t["shape"]): t["share"] for t in report["targets"] if t["kernel_type"] == "rotary_embedding"}
+        self.assertEqual(set(rotary), {(64, 4, 16), (64, 2, 16)})
+        self.assertGreater(rotary[(64, 4, 16)], rotary[(64, 2, 16)])
         self.assertEqual(by_type["flash_attention_causal"]["layout"], {"kv_heads": 2})
         self.assertEqual(by_type["flash_attention_causal"]["shape"], [2, 4, 32, 16])
         self.assertEqual(by_type["rmsnorm_e5"]["layout"], {})  # the decoder's eps 1e-5 is a type of its own
@@ -281,6 +286,33 @@ class PlugPatterns(unittest.TestCase):
         found = [g for g in plug._model_globals(llama.build_model("tiny")) if "apply_rotary_pos_emb" in g]
         self.assertEqual(len(found), 1)
         self.assertIs(found[0]["apply_rotary_pos_emb"], llama.apply_rotary_pos_emb)
+
+
+    def test_a_rotary_half_left_to_the_original_costs_only_its_own_tensor(self):
+        # A kernel tuned for the query (8 heads) but not the key (2): the key alone goes through
+        # the model's function, paired with itself, and the query is not computed twice.
+        sys.path.insert(0, os.path.join(ROOT, "models", "examples"))
+        import llama
+        q, k = torch.randn(1, 8, 4, 16), torch.randn(1, 2, 4, 16)
+        cos, sin = torch.randn(4, 16), torch.randn(4, 16)
+        want_q, want_k = llama.apply_rotary_pos_emb(q, k, cos, sin)
+        seen = []
+
+        def orig(a, b, c, s):
+            seen.append((a.shape[1], b.shape[1]))
+            return llama.apply_rotary_pos_emb(a, b, c, s)
+
+        p = plug.Plug.__new__(plug.Plug)
+        for tuned in (8, 2):  # the query's kernel, then the key's
+            seen.clear()
+            p._rope_one = lambda x, c, s, u, tuned=tuned: (llama.apply_rotary_pos_emb(x, x, c, s)[0]
+                                                            if x.shape[1] == tuned else None)
+            with torch.no_grad():
+                got_q, got_k = p._rotary(orig)(q, k, cos, sin)
+            torch.testing.assert_close(got_q, want_q)
+            torch.testing.assert_close(got_k, want_k)
+            # the key (2 heads) with itself; the query (8) with the key, the smaller partner
+            self.assertEqual(seen, [(2, 2)] if tuned == 8 else [(8, 2)])
 
 
 class BadInput(unittest.TestCase):
