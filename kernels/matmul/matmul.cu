@@ -53,7 +53,7 @@
 //   AK_STAGES   shared-memory stages     4     {2, 3, 4, 5}
 //   AK_GROUP_M  tile rows per L2 group   8     {1, 8}
 //   AK_WGMMA    warpgroup MMA (sm_90a)   0     {0, 1}   (wgmma.cuh; fp16/bf16 on sm_90a only, else
-//                                                      ignored; not yet verified on a GPU)
+//                                                      ignored; default 1 for bf16; refused in fp32)
 // Rejected at compile time (#error), so the compile stage drops them from a sweep:
 //   all:       a tile size not a power of two; AK_STAGES outside [2, 8]; AK_GROUP_M < 1; more
 //              than 1024 threads; shared memory (formula above) over 227 KiB.

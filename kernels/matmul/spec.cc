@@ -144,7 +144,10 @@ KernelSpec make_spec() {
       cuda_space(),
       {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 11008, 4096}, {1000, 1023, 1025}},
       // fp32 (SIMT): 2 x 4 warps keep the thread tile at 8 x 8 without spills; 2 x 2 spills.
-      {{DType::kF32, {{"AK_WARPS_N", 4}}}},
+      // bf16: the Hopper path where it applies (ignored elsewhere): on the H200 on 2026-12-06 it
+      // passed and ran 4096^3 in 324.5 us against mma.sync's 365.9 at the same tile
+      // (bench/results/h200-2026-12-06.md). fp16 keeps mma.sync until it is measured there.
+      {{DType::kF32, {{"AK_WARPS_N", 4}}}, {DType::kBF16, {{"AK_WGMMA", 1}}}},
   };
   // fp32 at BK 32 and 3 stages needs 96 KiB of shared memory; fp16/bf16 half that.
   k.backends[Backend::kTriton] = BackendSource{
