@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
+from torch.autograd.profiler_util import _filter_name  # noqa: E402
 
 import classify  # noqa: E402
 import model_loader  # noqa: E402
@@ -136,7 +137,8 @@ def _device_activities(prof, events):
     by_event = {}  # id(event): (event, activities)
     seen = set()
     for k in kineto:
-        if k.device_type() != DeviceType.CUDA or k.is_user_annotation() or k.name().startswith("ak::"):
+        if k.device_type() != DeviceType.CUDA or k.is_user_annotation() or k.name().startswith("ak::") \
+                or _filter_name(k.name()) or k.is_hidden_event():  # what torch leaves out of its events
             continue
         key = (k.device_index(), k.device_resource_id(), k.start_ns(), k.end_ns(), k.name())
         if key in seen:

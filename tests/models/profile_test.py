@@ -190,6 +190,7 @@ class DeviceAttribution(unittest.TestCase):
         def device_index(self): return 0
         def device_resource_id(self): return self.r
         def is_user_annotation(self): return False
+        def is_hidden_event(self): return False
 
     def test_an_unlinked_runtime_call_sharing_an_ops_id_takes_none_of_its_kernels(self):
         from types import SimpleNamespace as NS
