@@ -61,8 +61,9 @@
 //              k16 steps); a warp tile (AK_BM / AK_WARPS_M) x (AK_BN / AK_WARPS_N) under 16 in
 //              either dimension or over 64 x 64 elements in area (128 accumulators a thread);
 //              AK_BN / 8 not dividing the thread count.
-//   fp32:      AK_BK < 4; a thread tile TM or TN (above) under 4, or TM * TN over 128.
-// The defaults differ in AK_WARPS_N only. fp16/bf16: 2 x 2 warps of 64 x 64, two blocks an SM.
+//   fp32:      AK_BK < 4; a thread tile TM or TN (above) under 4, or TM * TN over 128; AK_WGMMA=1.
+// The defaults differ in AK_WARPS_N, and in AK_WGMMA (1 for bf16). fp16/bf16: 2 x 2 warps of
+// 64 x 64, two blocks an SM.
 // fp32: 2 x 4 warps of 64 x 32 (8 x 8 outputs a thread); at 2 x 2 it is valid but spills (128
 // outputs a thread plus the four-byte copies of A) and runs at less than half the speed.
 
@@ -130,6 +131,9 @@
 #define AK_TN (AK_WN / AK_LANES_N)
 #if AK_BK < 4
 #error "fp32: AK_BK must be >= 4"
+#endif
+#if AK_WGMMA
+#error "AK_WGMMA=1 is for fp16/bf16 (fp32 runs the SIMT path either way)"
 #endif
 #if AK_TM < 4 || AK_TN < 4 || AK_TM * AK_TN > 128
 #error "fp32: the thread tile (BM/WARPS_M/lanes_m) x (BN/WARPS_N/lanes_n) must be >= 4 x 4 and <= 128 outputs"
