@@ -173,8 +173,10 @@ void WorkerAgent::send_heartbeat(Session& s) {
   hb.worker_id = options_.worker_id;
   hb.instance = s.instance;
   for (const auto& [id, attempt] : s.held) hb.in_flight.push_back({id, attempt});
-  send(s, hb);
+  // The next one is due an interval from now, read before this one leaves: read after, a clock
+  // moved by the peer on receiving it (a test's) would put the next one an interval too late.
   s.next_heartbeat_ms = clock_.now_ms() + options_.heartbeat_ms;
+  send(s, hb);
 }
 
 void WorkerAgent::dispatch(Session& s) {
