@@ -391,8 +391,8 @@ Status WorkerAgent::run(std::atomic<bool>& stop) {
   spdlog::info("worker {}: {} ({}), {} slot(s), {} compile thread(s), coordinator {}", options_.worker_id,
                caps_.gpu_name, backend_name(options_.backend), options_.slots, options_.compile_threads,
                options_.coordinator_endpoint);
+  s.next_heartbeat_ms = clock_.now_ms() + options_.heartbeat_ms;  // before READY leaves (send_heartbeat)
   send_ready(s);
-  s.next_heartbeat_ms = clock_.now_ms() + options_.heartbeat_ms;
 
   for (;;) {
     if (!s.stopping && (stop.load() || !s.refused.ok())) {
