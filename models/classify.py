@@ -176,27 +176,31 @@ def classify(name, shapes, concrete):
     return None
 
 
-def _first_tensor(shapes):
-    """The first tensor's shape among an op's recorded input shapes (a list's first, for a list)."""
+def tensors_4d(shapes):
+    """The 4-d shapes among an op's recorded input shapes (a list's too, where it was recorded)."""
+    out = []
     for x in shapes or []:
         if isinstance(x, (list, tuple)) and x:
             if all(isinstance(v, int) for v in x):
-                return list(x)
-            if isinstance(x[0], (list, tuple)):
-                return _first_tensor(x)
-    return None
+                if len(x) == 4:
+                    out.append(list(x))
+            elif isinstance(x[0], (list, tuple)):
+                out += tensors_4d(x)
+    return out
 
 
 def hint_shape(kernel_type, first_shapes, launcher_shapes=None):
     """The shape of a hinted region from its first op's input shapes, or None. launcher_shapes,
-    the input shapes of the op in the region that launched the work being credited, tells the
-    rotary embedding's query from its key: they differ in heads under grouped-query attention."""
+    the input shapes of the op in the region that did the work being credited, tells the rotary
+    embedding's query from its key: they differ in heads under grouped-query attention."""
     s = [list(x) for x in (first_shapes or []) if isinstance(x, (list, tuple))]
     if kernel_type == "rotary_embedding" and s and len(s[0]) == 4:
         b, h, t, d = s[0]  # q or k as [batch, heads, seq, head_dim]
-        x = _first_tensor(launcher_shapes)
-        if x and len(x) == 4 and x[0] == b and x[2] == t:
-            h = x[1]  # this op works on the tensor of x[1] heads (its last dim may be a half)
+        # the tensor's heads, not its tables' (cos [B or 1, 1, S, D] broadcast against it); its
+        # last dim may be a half (rotate_half)
+        heads = [x[1] for x in tensors_4d(launcher_shapes) if x[0] in (b, 1) and x[2] == t]
+        if heads:
+            h = max(heads)
         return [b * t, h, d]
     if kernel_type == "fused_mlp" and len(s) >= 2 and len(s[0]) >= 1 and len(s[1]) == 2:
         return [_prod(s[0][:-1]), s[0][-1], s[1][0]]  # x [..., H], gate weight [F, H]

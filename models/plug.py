@@ -315,7 +315,8 @@ class Plug:
             if got[0] is None and got[1] is None:
                 return orig(q, k, cos, sin, *args, **kwargs)
             # One tensor left to the original: paired with itself when that is less work than
-            # with the other (a grouped-query key is a fraction of its query).
+            # with the other (a grouped-query key is a fraction of its query). The original is
+            # taken to treat q and k alike and out of place, as Hugging Face's does.
             x, other = (q, k) if got[0] is None else (k, q)
             pair = (x, x) if x.numel() <= other.numel() else ((x, other) if x is q else (other, x))
             done = orig(*pair, cos, sin, *args, **kwargs)

@@ -24,6 +24,7 @@ ops), and what no op claims is reported as unattributed.
 import argparse
 import json
 import os
+import re
 import sys
 from collections import defaultdict
 
@@ -31,11 +32,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 from torch.autograd import DeviceType  # noqa: E402
-from torch.autograd.profiler_util import _filter_name  # noqa: E402
+from torch.autograd.profiler_util import _filter_name, _rewrite_name  # noqa: E402
 
 import classify  # noqa: E402
 import model_loader  # noqa: E402
 
+_RUNTIME_CALL = re.compile(r"cu(da)?[A-Z]")  # CUPTI's names of runtime and driver API calls
 MAX_OPS = 400  # rows of "ops"; the rest are summed into the last
 _DTYPE_NAMES = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16", "Half": "fp16", "BFloat16": "bf16"}
 
@@ -85,6 +87,25 @@ def _first_op_shapes(region):
     return ops[0].input_shapes if ops else None
 
 
+def _work_shapes(region, op):
+    """The input shapes that say which tensor op works on: its own, or where they hold no 4-d
+    tensor (aten::cat records its list as empty) those of the last op of the region before it that
+    does (rotate_half's neg before its cat)."""
+    if classify.tensors_4d(op.input_shapes):
+        return op.input_shapes
+    before = []
+
+    def walk(e):
+        for c in e.cpu_children:
+            if _is_op(c) and c is not op and c.time_range.start <= op.time_range.start \
+                    and classify.tensors_4d(c.input_shapes):
+                before.append(c)
+            walk(c)
+
+    walk(region)
+    return max(before, key=lambda c: c.time_range.start).input_shapes if before else op.input_shapes
+
+
 class Attribution:
     """Where each event's own time is credited: (op name, kernel type, shape, layout, anchor)."""
 
@@ -99,7 +120,7 @@ class Attribution:
             region = hints[-1]
             t = _hint(region)
             inner = [c for c in chain[:chain.index(region)] if _is_op(c)]
-            shape = classify.hint_shape(t, _first_op_shapes(region), inner[0].input_shapes if inner else None)
+            shape = classify.hint_shape(t, _first_op_shapes(region), _work_shapes(region, inner[0]) if inner else None)
             if shape:
                 return region, region.name, t, shape, {}, self.run_dtype
         ops = [c for c in chain if _is_op(c)]
@@ -123,7 +144,7 @@ def _device_activities(prof, events):
     on 2026-12-06 with those lists: per-op times of hf:bert and of a small CNN summing to 1.06% and
     4.5% over the device total. Here the launcher is the event of that id whose time range holds the
     activity's launch call (the runtime event of the activity's own CUPTI id), the innermost if
-    several do; an activity listed twice is counted once."""
+    several do. Every activity the total counts is taken as listed, so the two stay comparable."""
     results = prof.profiler.kineto_results
     trace0 = results.trace_start_ns()
     kineto = list(results.events())
@@ -135,27 +156,25 @@ def _device_activities(prof, events):
         if e.device_type == DeviceType.CPU and not e.is_async and e.id > 0:
             by_id[e.id].append(e)
     by_event = {}  # id(event): (event, activities)
-    seen = set()
     for k in kineto:
         if k.device_type() != DeviceType.CUDA or k.is_user_annotation() or k.name().startswith("ak::") \
                 or _filter_name(k.name()) or k.is_hidden_event():  # what torch leaves out of its events
             continue
-        key = (k.device_index(), k.device_resource_id(), k.start_ns(), k.end_ns(), k.name())
-        if key in seen:
-            continue
-        seen.add(key)
         t = launch_us.get(k.correlation_id())
-        candidates = by_id.get(k.linked_correlation_id(), [])
-        if not candidates and t is not None:
-            # torch drops an op nested in one of its own name as its parent's only child (the
-            # parent takes its kernels): the ops around the launch, as in one thread's forward
-            candidates = [e for e in ops if e.time_range.start <= t <= e.time_range.end]
-        elif t is not None:
-            candidates = [e for e in candidates if e.time_range.start <= t <= e.time_range.end]
+        # A CUDA runtime or driver call (cudaLaunchKernel, cuLaunchKernel) is never the launcher:
+        # the op or region around it is. Among those of the activity's id, the one holding its launch.
+        candidates = [e for e in by_id.get(k.linked_correlation_id(), []) if not _RUNTIME_CALL.match(e.name)]
+        if t is not None:
+            holding = [e for e in candidates if e.time_range.start <= t <= e.time_range.end]
+            if not candidates:
+                # torch drops an op nested in one of its own name as its parent's only child (the
+                # parent takes its kernels): the ops around the launch, as in one thread's forward
+                holding = [e for e in ops if e.time_range.start <= t <= e.time_range.end]
+            candidates = holding or candidates
         if not candidates:
             continue
         launcher = max(candidates, key=lambda e: len(_chain(e)))
-        activity = (torch._C._demangle(k.name()), (k.end_ns() - k.start_ns()) / 1000.0)
+        activity = (_rewrite_name(k.name(), with_wildcard=True), (k.end_ns() - k.start_ns()) / 1000.0)
         by_event.setdefault(id(launcher), (launcher, []))[1].append(activity)
     return list(by_event.values())
 
@@ -178,7 +197,9 @@ def profile(model, inputs, device, run_dtype, iters, warmup):
     dtypes_by_id = {}
     try:
         for k in prof.profiler.kineto_results.events():
-            dtypes_by_id[k.correlation_id()] = list(k.dtypes())
+            # ops only (no linked id): a runtime call can carry an op's id (_device_activities)
+            if k.device_type() == DeviceType.CPU and k.linked_correlation_id() == 0 and k.dtypes():
+                dtypes_by_id.setdefault(k.correlation_id(), list(k.dtypes()))
     except Exception:  # older or newer profilers without per-event dtypes: the run's dtype
         pass
     events = prof.events()

@@ -103,6 +103,16 @@ class Classification(unittest.TestCase):
         self.assertEqual(classify.flops_bytes("layernorm_e12", [6, 768], "bf16"),
                          classify.flops_bytes("layernorm", [6, 768], "bf16"))
 
+    def test_a_rotary_op_is_the_heads_of_the_tensor_it_works_on(self):
+        q = [[2, 8, 32, 16], [1, 1, 32, 16]]  # the region's first op: q * cos
+        # the key's ops: k first, cos first (broadcast, 1 head), and halves (rotate_half)
+        for launcher in ([[2, 2, 32, 16], [1, 1, 32, 16]], [[1, 1, 32, 16], [2, 2, 32, 16]], [[2, 2, 32, 8]],
+                         [[[2, 2, 32, 8], [2, 2, 32, 8]], []]):
+            self.assertEqual(classify.hint_shape("rotary_embedding", q, launcher), [64, 2, 16], launcher)
+        # a multi-query key keeps its one head; an op with no 4-d input keeps the first op's heads
+        self.assertEqual(classify.hint_shape("rotary_embedding", q, [[2, 1, 32, 16], [1, 1, 32, 16]]), [64, 1, 16])
+        self.assertEqual(classify.hint_shape("rotary_embedding", q, [[], []]), [64, 8, 16])
+
     def test_roofline_intensity_follows_the_kernel_specs(self):
         flops, nbytes = classify.flops_bytes("matmul", [4096, 4096, 4096], "bf16")
         self.assertEqual(flops, 2.0 * 4096 ** 3)
@@ -203,29 +213,50 @@ class DeviceAttribution(unittest.TestCase):
                       time_range=NS(start=start_us, end=end_us))
 
         # aten::mm (torch's id 5) launches gemm through cudaLaunchKernel (CUPTI's id 40, linked to 5);
-        # later, outside any op, cudaDeviceSynchronize has CUPTI's id 5 and no link.
+        # later, outside any op, cudaDeviceSynchronize has CUPTI's id 5 and no link, and so does an
+        # event of another name, one level deeper than aten::mm (what only the launch time tells apart).
         mm = event(5, "aten::mm", 10.0, 20.0)
         launch = event(40, "cudaLaunchKernel", 12.0, 13.0, parent=mm)
-        outer = event(0, "synchronize", 49.0, 61.0)  # the Python call around it: one level deeper than aten::mm
+        outer = event(0, "synchronize", 49.0, 91.0)
         sync = event(5, "cudaDeviceSynchronize", 50.0, 60.0, parent=outer)
+        other = event(5, "some_call", 80.0, 90.0, parent=outer)
         kineto = [K(CPU, "aten::mm", 5, 0, t0 + 10_000, t0 + 20_000),
                   K(CPU, "cudaLaunchKernel", 40, 5, t0 + 12_000, t0 + 13_000),
                   K(CPU, "cudaDeviceSynchronize", 5, 0, t0 + 50_000, t0 + 60_000),
+                  K(CPU, "some_call", 5, 0, t0 + 80_000, t0 + 90_000),
                   K(CUDA, "gemm", 40, 5, t0 + 14_000, t0 + 44_000),
-                  K(CUDA, "gemm", 40, 5, t0 + 14_000, t0 + 44_000),   # the same activity listed twice
                   K(CUDA, "stray", 41, 0, t0 + 45_000, t0 + 46_000)]  # launched outside any op
         prof = NS(profiler=NS(kineto_results=NS(events=lambda: kineto, trace_start_ns=lambda: t0)))
-        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, mm, launch])}
-        # the event of id 5 that holds the launch is aten::mm; the synchronize gets nothing, the
-        # duplicate is dropped and the stray activity is left unattributed
+        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, other, mm, launch])}
+        # the event of id 5 that holds the launch is aten::mm; the others of id 5 get nothing, and
+        # the stray activity is left unattributed
         self.assertEqual(got, {"aten::mm": [("gemm", 30.0)]})
         # torch dropped the aten::copy_ nested in aten::copy_ (id 9, under id 8): its kernel goes to
         # the op around its launch
         copy = event(8, "aten::copy_", 70.0, 80.0)
         kineto += [K(CPU, "cudaLaunchKernel", 42, 9, t0 + 72_000, t0 + 73_000),
                    K(CUDA, "copy", 42, 9, t0 + 74_000, t0 + 75_000)]
-        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, mm, launch, copy])}
+        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, other, mm, launch, copy])}
         self.assertEqual(got, {"aten::mm": [("gemm", 30.0)], "aten::copy_": [("copy", 1.0)]})
+
+
+class WorkShapes(unittest.TestCase):
+    def test_an_op_that_records_its_list_as_empty_is_the_tensor_of_the_op_before_it(self):
+        # rotate_half(k) in a rotary region: neg on k's second half, then cat, whose list of
+        # tensors the profiler records as empty shapes.
+        from types import SimpleNamespace as NS
+
+        def op(name, start, shapes):
+            return NS(name=name, device_type=profile_model.DeviceType.CPU, is_async=False, cpu_children=[],
+                      time_range=NS(start=start, end=start + 1), input_shapes=shapes)
+
+        mul_q = op("aten::mul", 1, [[1, 8, 32, 16], [1, 1, 32, 16]])
+        neg_k = op("aten::neg", 5, [[1, 2, 32, 8]])
+        cat_k = op("aten::cat", 6, [[], []])
+        later = op("aten::mul", 7, [[1, 8, 32, 16]])
+        region = NS(name="ak::rotary_embedding", cpu_children=[mul_q, neg_k, cat_k, later])
+        self.assertEqual(profile_model._work_shapes(region, cat_k), [[1, 2, 32, 8]])
+        self.assertEqual(profile_model._work_shapes(region, mul_q), mul_q.input_shapes)
 
 
 class Summary(unittest.TestCase):
