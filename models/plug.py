@@ -318,7 +318,7 @@ class Plug:
             # with the other (a grouped-query key is a fraction of its query). The original is
             # taken to treat q and k alike and out of place, as Hugging Face's does.
             x, other = (q, k) if got[0] is None else (k, q)
-            pair = (x, x) if x.numel() <= other.numel() else ((x, other) if x is q else (other, x))
+            pair = (x, x) if x.numel() <= other.numel() else (q, k)
             done = orig(*pair, cos, sin, *args, **kwargs)
             left = done[0] if pair[0] is x else done[1]
             return (left, got[1]) if got[0] is None else (got[0], left)
