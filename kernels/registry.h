@@ -53,6 +53,29 @@ struct LaunchGeometry {
   unsigned shared_bytes = 0;  // dynamic shared memory per block [bytes]
 };
 
+// One TMA tensor map (CUtensorMap, sm_90+) the sandbox builds for a cuda call: a tiled 2-D to 5-D
+// view of one of the call's tensors in its dtype, zero-filled out of bounds. See
+// KernelSpec::cuda_tensor_maps.
+struct TensorMapSpec {
+  int operand = 0;             // the call's input of that index; -1: its output
+  std::vector<uint64_t> dims;  // elements, innermost first (row-major [R, C]: {C, R}); product = numel
+  std::vector<uint32_t> box;   // the box one copy moves [elements], innermost first, each 1..256
+  int swizzle_bytes = 0;       // 0 (none), 32, 64 or 128; box[0] * element size must not exceed it
+};
+
+// Where a cuda module finds its tensor maps: a __device__ variable of this name,
+// kTensorMapSlots slots of tensor_map_slot_bytes(n) each (64-byte aligned). Slot layout: the n
+// maps (128 bytes each, in the spec's order), then a key of 8 u64: the n tensors' addresses, then
+// the call's shape (its dims, zero-padded). The sandbox fills a slot for each new key before the
+// call that needs it (outside any timed region, once per input set) and reuses it afterwards; a
+// kernel scans the keys for its own call and, finding none, must run without TMA (the maps are
+// absent when the driver lacks cuTensorMapEncodeTiled, when a tensor breaks TMA's rules: address
+// or a row stride not a multiple of 16 bytes, a dim of 2^31 or more; and in the torch library
+// that plugs tuned kernels into models, which may be captured by a CUDA graph).
+inline constexpr const char* kTensorMapSymbol = "ak_tensor_maps";
+inline constexpr int kTensorMapSlots = 8;
+inline constexpr size_t tensor_map_slot_bytes(size_t maps) { return maps * 128 + 64; }
+
 struct KernelSpec {
   std::string name;                      // "softmax"
   std::string family;                    // a norm at another eps: its base type (rmsnorm_e5: "rmsnorm")
@@ -101,6 +124,10 @@ struct KernelSpec {
   // address in bytes; integers: the value), for vector loads and asynchronous copies; the sandbox
   // launches it whenever every named value is. Empty: one build.
   std::vector<std::string> triton_divisible;
+  // cuda backend: the tensor maps (above) a configuration's kernel reads, for a call of `shape`;
+  // empty (or nullptr): none. Only the single-launch call (cuda_phases 1) has them.
+  std::vector<TensorMapSpec> (*cuda_tensor_maps)(const std::map<std::string, int64_t>& config,
+                                                 const std::vector<int64_t>& shape, DType dtype) = nullptr;
   // Sizes that are multiples of no tile (1, 127, 1023, 4097, ...): stage verify.edge runs the
   // candidate at each of them. Small enough for the CPU backend.
   std::vector<std::vector<int64_t>> edge_shapes;

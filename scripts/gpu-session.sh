@@ -10,7 +10,8 @@
 # (examples/campaigns/study_h200.toml) with its tuning-database export in $OUT/study, "confine" the
 # confinement layers this host gives the worker, as this user and as an unprivileged one,
 # "dashboards" the live dashboards test with the host's GPU; "wgmma" matmul's Hopper path against its
-# mma.sync path (examples/campaigns/matmul_wgmma_hopper.toml, cut by AK_WGMMA_SHAPES and AK_WGMMA_DTYPES), in $OUT/wgmma.
+# mma.sync path (examples/campaigns/matmul_wgmma_hopper.toml, cut by AK_WGMMA_SHAPES, AK_WGMMA_DTYPES and
+# AK_WGMMA_KEEP), in $OUT/wgmma.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
@@ -119,10 +120,12 @@ for step in $STEPS; do
       timeout "${AK_LIBRARY_TIMEOUT:-540}" bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
     wgmma)
       # matmul's Hopper path against its mma.sync path, each job verified, then timed against PyTorch.
-      # AK_WGMMA_SHAPES ('[[4096, 4096, 4096]]') and AK_WGMMA_DTYPES ('["fp16"]') cut the campaign to fit.
+      # AK_WGMMA_SHAPES ('[[4096, 4096, 4096]]'), AK_WGMMA_DTYPES ('["fp16"]') and AK_WGMMA_KEEP (an
+      # extended regex a config line must match: 'AK_WGMMA = 2') cut the campaign to fit.
       mkdir -p "$OUT/wgmma"
       sed -e "${AK_WGMMA_SHAPES:+s/^shapes = .*/shapes = $AK_WGMMA_SHAPES/}" \
         -e "${AK_WGMMA_DTYPES:+s/^dtypes = .*/dtypes = $AK_WGMMA_DTYPES/}" \
+        -E -e "${AK_WGMMA_KEEP:+/^  \{ AK_/{/$AK_WGMMA_KEEP/!d\}}" \
         examples/campaigns/matmul_wgmma_hopper.toml > "$OUT/wgmma/campaign.toml"
       (cd "$OUT/wgmma" && timeout "${AK_WGMMA_TIMEOUT:-400}" "$B/bin/autokernel" run --backend cuda \
         --campaign "$OUT/wgmma/campaign.toml" --data-dir "$OUT/wgmma/.ak" > run.log 2>&1)

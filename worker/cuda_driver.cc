@@ -71,6 +71,9 @@ Result<std::shared_ptr<const CudaDriver>> CudaDriver::load() {
   sym(d->cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
   sym(d->cuMemFreeHost, "cuMemFreeHost");
   sym(d->cuMemGetInfo, "cuMemGetInfo_v2");
+  sym(d->cuModuleGetGlobal, "cuModuleGetGlobal_v2");
+  sym(d->cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+  d->cuTensorMapEncodeTiled = reinterpret_cast<decltype(d->cuTensorMapEncodeTiled)>(dlsym(h, "cuTensorMapEncodeTiled"));
   sym(d->cuGetErrorName, "cuGetErrorName");
   sym(d->cuGetErrorString, "cuGetErrorString");
   if (missing) {

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #endif
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,14 @@ struct CudaDriver {
   CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int);
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuMemGetInfo)(size_t*, size_t*);
+  CUresult (*cuModuleGetGlobal)(CUdeviceptr*, size_t*, CUmodule, const char*);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  // Optional (nullptr on a driver without it): TMA tensor maps (kernels/registry.h,
+  // TensorMapSpec). The enum parameters (data type, interleave, swizzle, L2 promotion, out-of-bounds
+  // fill) are passed as their int values from cuda.h.
+  CUresult (*cuTensorMapEncodeTiled)(void* map, int data_type, unsigned rank, void* address, const uint64_t* dims,
+                                     const uint64_t* strides, const uint32_t* box, const uint32_t* element_strides,
+                                     int interleave, int swizzle, int l2_promotion, int oob_fill);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
 

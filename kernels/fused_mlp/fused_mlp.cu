@@ -27,9 +27,9 @@
 #define AK_MATMUL_NO_ENTRY
 #include "../matmul/matmul.cu"
 
-extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_fused_mlp(const void* x, const void* wg, const void* wu, const void* wd, void* out, long long M, long long H,
-             long long F, void* workspace, long long phase) {
+extern "C" __global__ void __launch_bounds__(AK_BLOCK_THREADS)
+    ak_fused_mlp(const void* x, const void* wg, const void* wu, const void* wd, void* out, long long M, long long H,
+                 long long F, void* workspace, long long phase) {
   extern __shared__ __align__(1024) unsigned char smem[];  // wgmma.cuh: swizzle period
   elem_t* g = (elem_t*)workspace;
   elem_t* h = g + (M * F + 127) / 128 * 128;

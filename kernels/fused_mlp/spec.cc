@@ -55,6 +55,16 @@ int64_t workspace_bytes(const std::vector<int64_t>& shape, DType dtype) {
   return ((mf + 127) / 128 * 128 + mf) * int64_t(dtype_bytes(dtype));
 }
 
+// matmul's constraints; and no TMA path (AK_WGMMA=2): the sandbox builds tensor maps for one
+// launch, and a phase's operands differ, so that setting would time the cp.async path behind an
+// idle warpgroup.
+std::string config_error(const std::map<std::string, int64_t>& config, DType dtype) {
+  auto it = config.find("AK_WGMMA");
+  if (it != config.end() && it->second == 2)
+    return "AK_WGMMA=2 (TMA) is matmul's only: fused_mlp's three phases get no tensor maps; use 0 or 1";
+  return matmul::gemm_config_error(config, dtype);
+}
+
 }  // namespace
 
 KernelSpec make_spec() {
@@ -85,7 +95,7 @@ KernelSpec make_spec() {
   k.bytes = bytes;
   k.check_shape = check_shape;
   k.cuda_geometry = first_phase_geometry;
-  k.cuda_config_error = matmul::gemm_config_error;
+  k.cuda_config_error = config_error;
   k.cuda_phases = 3;
   k.cuda_phase_geometry = phase_geometry;
   k.workspace_bytes = workspace_bytes;

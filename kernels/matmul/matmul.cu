@@ -97,12 +97,19 @@
 #endif
 
 #define AK_THREADS (AK_WARPS_M * AK_WARPS_N * 32)
+// AK_WGMMA=2 (fp16/bf16): a producer warpgroup follows the AK_THREADS computing threads
+// (wgmma_tma.cuh); the other paths leave it idle, and their barriers count AK_THREADS only.
+#if defined(AK_DTYPE) && AK_DTYPE != 0 && AK_WGMMA == 2
+#define AK_BLOCK_THREADS (AK_THREADS + 128)
+#else
+#define AK_BLOCK_THREADS AK_THREADS
+#endif
 
 #if AK_BM < 1 || (AK_BM & (AK_BM - 1)) != 0 || AK_BN < 1 || (AK_BN & (AK_BN - 1)) != 0 || AK_BK < 1 || \
     (AK_BK & (AK_BK - 1)) != 0
 #error "AK_BM, AK_BN and AK_BK must be powers of two"
 #endif
-#if AK_WARPS_M < 1 || AK_WARPS_N < 1 || AK_THREADS > 1024
+#if AK_WARPS_M < 1 || AK_WARPS_N < 1 || AK_BLOCK_THREADS > 1024
 #error "AK_WARPS_M and AK_WARPS_N must be >= 1 with at most 1024 threads in all"
 #endif
 #if AK_STAGES < 2 || AK_STAGES > 8
@@ -170,6 +177,15 @@ __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsign
 // 4-byte copy (cached in L1: neighbouring threads read the same sectors); src_bytes 0 or 4.
 __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, unsigned src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// A barrier of the computing threads (all but AK_WGMMA=2's producer warpgroup).
+__device__ __forceinline__ void block_sync() {
+#if AK_BLOCK_THREADS != AK_THREADS
+  asm volatile("bar.sync 1, %0;\n" ::"n"(AK_THREADS) : "memory");
+#else
+  __syncthreads();
+#endif
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -425,7 +441,7 @@ __device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const e
   unsigned af[2][AK_MI][4];
   unsigned bf[2][AK_NI][2];
   cp_async_wait<AK_STAGES - 2>();
-  __syncthreads();
+  block_sync();
   load_frags(af[0], bf[0], sa0, sb0, a0, b0, 0, lane, wn0);
 
   // Stage kt % S is read while tile kt + S - 1 is copied into stage (kt - 1) % S, which every
@@ -444,7 +460,7 @@ __device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const e
       }
       if (kk == kSteps - 1) {
         cp_async_wait<AK_STAGES - 2>();  // tile kt + 1 has landed (this thread's copies) ...
-        __syncthreads();                 // ... everyone's; stage rs is no longer read
+        block_sync();                    // ... everyone's; stage rs is no longer read
         rs = rs + 1 == AK_STAGES ? 0 : rs + 1;
       }
       // Past the last tile this reads a stage nobody writes any more; the values go unused.
@@ -474,6 +490,7 @@ __device__ __forceinline__ void block_gemm(const elem_t* __restrict__ A, const e
 }
 
 #include "../matmul/wgmma.cuh"
+#include "../matmul/wgmma_tma.cuh"
 
 // The variants with a guarded operand, kept out of line so that ptxas allocates their registers
 // on their own: inlined next to the fast variant, all four spilled at the default tile.
@@ -484,21 +501,20 @@ __device__ __noinline__ void block_gemm_guarded(const elem_t* __restrict__ A, co
   block_gemm<kAVec, kBVec>(A, B, C, gate, M, N, K, m0, n0, sbase);
 }
 
-// This block's tile of C = A @ B (see the top of the file), gated when gate is not null.
-__device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c, const void* gate, long long M,
-                                          long long N, long long K, unsigned char* smem) {
-  long long tile_m, tile_n;
-  block_tile(M, N, tile_m, tile_n);
-  const elem_t* A = (const elem_t*)a;
-  const elem_t* B = (const elem_t*)b;
-  elem_t* C = (elem_t*)c;
-  const long long m0 = tile_m * AK_BM;
-  const long long n0 = tile_n * AK_BN;
-  const unsigned sbase = smem_u32(smem);
+// The paths without TMA, for the computing threads. Beside the TMA path (which a block of more
+// than 256 threads gives fewer registers) they are a call of their own, so that their register
+// pressure does not spill into it.
+#if AK_TMA_ON
+#define AK_PATHS_INLINE __noinline__
+#else
+#define AK_PATHS_INLINE __forceinline__
+#endif
+__device__ AK_PATHS_INLINE void gemm_paths(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
+                                           elem_t* __restrict__ C, const elem_t* G, long long M, long long N,
+                                           long long K, long long m0, long long n0, unsigned sbase) {
   // Rows of A (B) start 16-byte aligned when K (N) is a multiple of 8 elements.
-  const bool a_vec = (K & 7) == 0 && ((unsigned long long)a & 15) == 0;
-  const bool b_vec = (N & 7) == 0 && ((unsigned long long)b & 15) == 0;
-  const elem_t* G = (const elem_t*)gate;
+  const bool a_vec = (K & 7) == 0 && ((unsigned long long)A & 15) == 0;
+  const bool b_vec = (N & 7) == 0 && ((unsigned long long)B & 15) == 0;
 #if AK_WGMMA_ON
   if (a_vec && b_vec && (sbase & 1023u) == 0) {
     block_gemm_wgmma(A, B, C, G, M, N, K, m0, n0, sbase);
@@ -513,6 +529,27 @@ __device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c,
     block_gemm_guarded<false, true>(A, B, C, G, M, N, K, m0, n0, sbase);
   else
     block_gemm_guarded<false, false>(A, B, C, G, M, N, K, m0, n0, sbase);
+}
+
+// This block's tile of C = A @ B (see the top of the file), gated when gate is not null.
+__device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c, const void* gate, long long M,
+                                          long long N, long long K, unsigned char* smem) {
+  long long tile_m, tile_n;
+  block_tile(M, N, tile_m, tile_n);
+  const long long m0 = tile_m * AK_BM;
+  const long long n0 = tile_n * AK_BN;
+  const unsigned sbase = smem_u32(smem);
+#if AK_TMA_ON
+  const int slot = tma_slot(a, b, M, N, K);
+  if (slot >= 0 && (sbase & 1023u) == 0) {
+    block_gemm_tma(ak_tensor_maps[slot], (elem_t*)c, (const elem_t*)gate, M, N, K, m0, n0, sbase);
+    return;
+  }
+#endif
+#if AK_BLOCK_THREADS != AK_THREADS
+  if (threadIdx.x >= AK_THREADS) return;  // the producer warpgroup: nothing to do on these paths
+#endif
+  gemm_paths((const elem_t*)a, (const elem_t*)b, (elem_t*)c, (const elem_t*)gate, M, N, K, m0, n0, sbase);
 }
 
 #else
@@ -696,8 +733,8 @@ __device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c,
 #endif
 
 #ifndef AK_MATMUL_NO_ENTRY
-extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long long K) {
+extern "C" __global__ void __launch_bounds__(AK_BLOCK_THREADS)
+    ak_matmul(const void* a, const void* b, void* c, long long M, long long N, long long K) {
   extern __shared__ __align__(1024) unsigned char smem[];  // wgmma.cuh: swizzle period
   gemm_tile(a, b, c, nullptr, M, N, K, smem);
 }

@@ -56,6 +56,18 @@ LaunchGeometry triton_grid(const std::map<std::string, int64_t>& config, const s
   return g;
 }
 
+// AK_WGMMA=2 (fp16/bf16): A's tiles as boxes of AK_BK (64) x AK_BM, B's as 64 x 64 column
+// blocks, both in 128-byte swizzle (wgmma_tma.cuh).
+std::vector<TensorMapSpec> cuda_tensor_maps(const std::map<std::string, int64_t>& config,
+                                            const std::vector<int64_t>& shape, DType dtype) {
+  static const std::vector<Tunable> space = cuda_space();
+  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) != 2) return {};
+  const uint64_t m = uint64_t(shape.at(0)), n = uint64_t(shape.at(1)), k = uint64_t(shape.at(2));
+  const uint32_t bm = uint32_t(config_value(config, space, "AK_BM", 128));
+  const uint32_t bk = uint32_t(config_value(config, space, "AK_BK", 64));
+  return {{0, {k, m}, {bk, bm}, 128}, {1, {n, k}, {64, bk}, 128}};
+}
+
 }  // namespace
 
 std::vector<Tunable> cuda_space() {
@@ -67,8 +79,9 @@ std::vector<Tunable> cuda_space() {
       {"AK_WARPS_N", {1, 2, 4}, 2},
       {"AK_STAGES", {2, 3, 4, 5}, 4},
       {"AK_GROUP_M", {1, 8}, 8},
-      // fp16/bf16 on sm_90a: warpgroup MMA (wgmma.cuh); ignored on other GPUs, refused in fp32.
-      {"AK_WGMMA", {0, 1}, 0},
+      // fp16/bf16 on sm_90a: warpgroup MMA (wgmma.cuh), fed by cp.async (1) or by TMA from a
+      // producer warpgroup (2, wgmma_tma.cuh); ignored on other GPUs, refused in fp32.
+      {"AK_WGMMA", {0, 1, 2}, 0},
   };
 }
 
@@ -79,9 +92,12 @@ LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64
   const int64_t tiles = ((rows + bm - 1) / bm) * ((cols + bn - 1) / bn);
   const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
                                             : stages * (bm * bk + bk * bn) * 2;
+  // AK_WGMMA=2: the producer warpgroup after the computing warps (in every path; off Hopper it
+  // returns at once).
+  const int64_t producer = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) == 2 ? 128 : 0;
   LaunchGeometry g;
   g.grid[0] = unsigned(std::clamp<int64_t>(tiles, 1, 0x7fffffff));
-  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32, 1 << 20));
+  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32 + producer, 1 << 20));
   g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
   return g;
 }
@@ -110,7 +126,11 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
     if (wm < 16 || wn < 16 || wm * wn > 64 * 64)
       return "fp16/bf16: the warp tile must be at least 16 x 16 and at most 4096 elements";
     if (threads % (bn / 8) != 0) return "fp16/bf16: AK_BN / 8 must divide the thread count";
-    if (v("AK_WGMMA") != 0) {
+    const int64_t wgmma = v("AK_WGMMA");
+    if (wgmma < 0 || wgmma > 2) return "AK_WGMMA must be 0, 1 or 2";
+    if (wgmma == 2 && (bk != 64 || threads + 128 > 1024))
+      return "AK_WGMMA=2 (TMA) needs AK_BK 64 and at most 896 computing threads (a producer warpgroup joins them)";
+    if (wgmma != 0) {
       const int64_t groups = threads / 128;
       if (threads % 128 != 0 || bm % (64 * std::max<int64_t>(groups, 1)) != 0 || (bn != 64 && bn != 128 && bn != 256) ||
           stages < 3 || bm / std::max<int64_t>(groups, 1) / 64 * bn / 2 > 128)
@@ -181,6 +201,7 @@ KernelSpec make_spec() {
   k.check_shape = check_shape;
   k.cuda_geometry = cuda_geometry;
   k.cuda_config_error = gemm_config_error;
+  k.cuda_tensor_maps = cuda_tensor_maps;
   // {130, 264, 200}: K and N multiples of 8 (the wgmma path's condition) with ragged tiles in M, N
   // and K.
   k.edge_shapes = {{1, 1, 1},    {127, 1, 1},    {1, 127, 1},    {1, 1, 127},

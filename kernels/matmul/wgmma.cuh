@@ -150,6 +150,42 @@ __device__ __forceinline__ unsigned wg_b_offset(int k, int c) {
   return (unsigned)((c >> 3) * AK_WG_B_BLOCK + k * 128 + (((c & 7) ^ (k & 7)) << 4));
 }
 
+// Issues the warpgroup's wgmma of one stage (AK_BK / 16 k16 steps): its rows of A from sa (the
+// stage's A tile plus its first row), B from sb (the stage's B tile).
+__device__ __forceinline__ void wg_issue(float (&acc)[AK_WG_MI][AK_WG_ACC], unsigned sa, unsigned sb) {
+  constexpr unsigned kAMode = AK_BK == 64 ? 1u : 2u;
+#pragma unroll
+  for (int kk = 0; kk < AK_BK / 16; ++kk) {
+    const unsigned long long db = wg_desc(sb + kk * 16 * 128, AK_WG_B_BLOCK, 8 * 128, 1u);
+#pragma unroll
+    for (int i = 0; i < AK_WG_MI; ++i)
+      wgmma(acc[i], wg_desc(sa + i * 64 * AK_WG_A_ROW + kk * 32, 16, 8 * AK_WG_A_ROW, kAMode), db);
+  }
+}
+
+// Writes the accumulators of computing thread threadIdx.x (< AK_THREADS) to its rows and columns of
+// the tile at (m0, n0). Accumulators of m64nN: warp w of the warpgroup holds rows 16 w .. 16 w + 15;
+// lane 4 g + t holds, for each n8 column step j, rows g and g + 8 at columns 8 j + 2 t and
+// 8 j + 2 t + 1 (registers 4 j, 4 j + 1 and 4 j + 2, 4 j + 3), the layout of mma.sync's m16n8 per
+// step.
+__device__ __forceinline__ void wg_store(float (&acc)[AK_WG_MI][AK_WG_ACC], elem_t* __restrict__ C, const elem_t* gate,
+                                         long long M, long long N, long long m0, long long n0) {
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const long long row0 = m0 + (tid >> 7) * (AK_BM / AK_WG_COUNT) + ((tid >> 5) & 3) * 16 + g;
+#pragma unroll
+  for (int i = 0; i < AK_WG_MI; ++i) {
+    const long long row = row0 + i * 64;
+#pragma unroll
+    for (int j = 0; j < AK_BN / 8; ++j) {
+      const long long col = n0 + j * 8 + 2 * t;
+      store_pair(C, gate, M, N, row, col, acc[i][4 * j], acc[i][4 * j + 1]);
+      store_pair(C, gate, M, N, row + 8, col, acc[i][4 * j + 2], acc[i][4 * j + 3]);
+    }
+  }
+}
+
 // This block's tile by wgmma; A, B, C and gate as in block_gemm, K and N multiples of 8.
 __device__ __forceinline__ void block_gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
                                                  elem_t* __restrict__ C, const elem_t* gate, long long M, long long N,
@@ -200,13 +236,12 @@ __device__ __forceinline__ void block_gemm_wgmma(const elem_t* __restrict__ A, c
 
   const int wg = tid >> 7;
   const unsigned a_row0 = (unsigned)(wg * (AK_BM / AK_WG_COUNT)) * AK_WG_A_ROW;
-  constexpr unsigned kAMode = AK_BK == 64 ? 1u : 2u;
   int rs = 0;              // stage of tile kt
   int ws = AK_STAGES - 2;  // stage of tile kt + S - 2
   for (int kt = 0; kt < ktiles; ++kt) {
     cp_async_wait<AK_STAGES - 3>();  // tile kt has landed (this thread's copies) ...
     fence_proxy_async();             // ... is visible to the tensor cores ...
-    __syncthreads();                 // ... everyone's; tile kt - 2's wgmma are done everywhere
+    block_sync();                    // ... everyone's; tile kt - 2's wgmma are done everywhere
     const int next = kt + AK_STAGES - 2;
     if (next < ktiles) copy_tile(ws, next);
     cp_async_commit();
@@ -216,13 +251,7 @@ __device__ __forceinline__ void block_gemm_wgmma(const elem_t* __restrict__ A, c
     const unsigned sb = sb0 + rs * AK_B_STAGE_BYTES;
     hold(acc);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < AK_BK / 16; ++kk) {
-      const unsigned long long db = wg_desc(sb + kk * 16 * 128, AK_WG_B_BLOCK, 8 * 128, 1u);
-#pragma unroll
-      for (int i = 0; i < AK_WG_MI; ++i)
-        wgmma(acc[i], wg_desc(sa + i * 64 * AK_WG_A_ROW + kk * 32, 16, 8 * AK_WG_A_ROW, kAMode), db);
-    }
+    wg_issue(acc, sa, sb);
     wgmma_commit();
     wgmma_wait<1>();
     hold(acc);
@@ -231,22 +260,6 @@ __device__ __forceinline__ void block_gemm_wgmma(const elem_t* __restrict__ A, c
   wgmma_wait<0>();
   hold(acc);
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-
-  // Accumulators of m64nN: warp w of the warpgroup holds rows 16 w .. 16 w + 15; lane 4 g + t
-  // holds, for each n8 column step j, rows g and g + 8 at columns 8 j + 2 t and 8 j + 2 t + 1
-  // (registers 4 j, 4 j + 1 and 4 j + 2, 4 j + 3), the layout of mma.sync's m16n8 per step.
-  const int lane = tid & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const long long row0 = m0 + wg * (AK_BM / AK_WG_COUNT) + ((tid >> 5) & 3) * 16 + g;
-#pragma unroll
-  for (int i = 0; i < AK_WG_MI; ++i) {
-    const long long row = row0 + i * 64;
-#pragma unroll
-    for (int j = 0; j < AK_BN / 8; ++j) {
-      const long long col = n0 + j * 8 + 2 * t;
-      store_pair(C, gate, M, N, row, col, acc[i][4 * j], acc[i][4 * j + 1]);
-      store_pair(C, gate, M, N, row + 8, col, acc[i][4 * j + 2], acc[i][4 * j + 3]);
-    }
-  }
+  wg_store(acc, C, gate, M, N, m0, n0);
 }
 #endif  // AK_WGMMA_ON

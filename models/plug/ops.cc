@@ -95,6 +95,7 @@ int64_t load(std::string manifest_path) {
     (void)at::empty({1}, at::TensorOptions().device(device));
     cuda.drv = drv.get();
     cuda.arch = doc.value("arch", "");
+    cuda.tensor_maps = false;  // a CUDA graph may capture these calls (sandbox/candidate.h)
     CUdevice dev = 0;
     drv->cuDeviceGet(&dev, device.index() < 0 ? 0 : device.index());
     drv->cuDeviceGetAttribute(&cuda.max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "kernels/registry.h"
 #include "worker/compiler.h"
@@ -231,6 +232,46 @@ TEST_F(CompilerTest, MatmulsWgmmaPathBuildsAtSm90aAndItsConstraintsHoldThereAlon
     if (!c.builds && !art.ok()) {
       EXPECT_NE(art.status().message().find("AK_WGMMA=1 needs"), std::string::npos) << art.status().message();
     }
+  }
+}
+
+// matmul's TMA path (AK_WGMMA=2, kernels/matmul/wgmma_tma.cuh) builds at sm_90a with the tensor
+// map slots the sandbox fills (kernels/registry.h, kTensorMapSymbol), and at sm_80, where only
+// the other paths exist (the producer warpgroup returns at once, no slots); with AK_BK 32 the
+// path's #error refuses it as gemm_config_error predicts.
+TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtSm80) {
+  const kernels::KernelSpec* mm = kernels::find("matmul");
+  const std::map<std::string, int64_t> tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
+                                              {"AK_BK", 64},     {"AK_STAGES", 4},  {"AK_WGMMA", 2}};
+  std::map<std::string, int64_t> bk32 = tma;
+  bk32["AK_BK"] = 32;
+  struct Case {
+    std::map<std::string, int64_t> config;
+    const char* arch;
+    bool builds;
+    bool slots = false;
+  };
+  const std::vector<Case> cases = {{tma, "sm_90a", true, true}, {tma, "sm_80", true, false}, {bk32, "sm_90a", false}};
+  for (const Case& c : cases) {
+    const kernels::BackendSource& src = mm->backends.at(Backend::kCuda);
+    JobSpec j = job(Backend::kCuda, DType::kBF16);
+    j.kernel_type = "matmul";
+    j.shape = src.default_shapes.at(0);
+    j.source = src.source;
+    j.config = c.config;
+    j.timeout_ms = 600'000;
+    auto art = compiler_->compile(j, gpu_caps(c.arch));
+    ASSERT_EQ(art.ok(), c.builds) << c.arch << " " << config_string(c.config) << ": "
+                                  << (art.ok() ? "ok" : art.status().message().substr(0, 300));
+    if (!c.builds) {
+      EXPECT_NE(art.status().message().find("AK_WGMMA=2 (TMA) needs AK_BK 64"), std::string::npos)
+          << art.status().message();
+      EXPECT_NE(mm->cuda_config_error(c.config, DType::kBF16), "");
+      continue;
+    }
+    std::ifstream in(art.value().path, std::ios::binary);
+    const std::string cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(cubin.find(kernels::kTensorMapSymbol) != std::string::npos, c.slots) << c.arch;
   }
 }
 

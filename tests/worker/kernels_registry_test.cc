@@ -186,6 +186,57 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
   for (const auto& shape_ : k->edge_shapes) EXPECT_EQ(k->check_shape(shape_), "");
 }
 
+// matmul's TMA path (AK_WGMMA=2, fp16/bf16): the sandbox builds A's map in boxes of AK_BK x AK_BM
+// and B's in 64 x AK_BK, both 128-byte swizzled; the block gains the producer warpgroup; the
+// path's constraints are refused before a compile; fused_mlp, whose phases get no maps, refuses
+// the setting; fp32 and the other settings ask for no maps.
+TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
+  const KernelSpec* k = find("matmul");
+  ASSERT_NE(k, nullptr);
+  ASSERT_NE(k->cuda_tensor_maps, nullptr);
+  const std::map<std::string, int64_t> tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
+                                              {"AK_BK", 64},     {"AK_STAGES", 4},  {"AK_WGMMA", 2}};
+  const std::vector<int64_t> shape = {300, 264, 200};  // [M, N, K]
+  const std::vector<TensorMapSpec> maps = k->cuda_tensor_maps(tma, shape, DType::kBF16);
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(maps[0].operand, 0);
+  EXPECT_EQ(maps[0].dims, (std::vector<uint64_t>{200, 300}));  // A [M, K], innermost first
+  EXPECT_EQ(maps[0].box, (std::vector<uint32_t>{64, 128}));
+  EXPECT_EQ(maps[1].operand, 1);
+  EXPECT_EQ(maps[1].dims, (std::vector<uint64_t>{264, 200}));  // B [K, N]
+  EXPECT_EQ(maps[1].box, (std::vector<uint32_t>{64, 64}));
+  EXPECT_EQ(maps[0].swizzle_bytes, 128);
+  EXPECT_EQ(maps[1].swizzle_bytes, 128);
+  EXPECT_EQ(tensor_map_slot_bytes(maps.size()) % 64, 0u) << "each slot's maps stay 64-byte aligned";
+
+  EXPECT_EQ(k->cuda_config_error(tma, DType::kBF16), "");
+  EXPECT_EQ(k->cuda_geometry(tma, shape, DType::kBF16).block[0], 256u + 128u);
+  std::map<std::string, int64_t> cp_async = tma;
+  cp_async["AK_WGMMA"] = 1;
+  EXPECT_EQ(k->cuda_geometry(cp_async, shape, DType::kBF16).block[0], 256u);
+  EXPECT_TRUE(k->cuda_tensor_maps(cp_async, shape, DType::kBF16).empty());
+  EXPECT_TRUE(k->cuda_tensor_maps(tma, shape, DType::kF32).empty());
+  EXPECT_NE(k->cuda_config_error(tma, DType::kF32), "") << "fp32 runs the SIMT path either way";
+
+  std::map<std::string, int64_t> bk32 = tma;
+  bk32["AK_BK"] = 32;
+  EXPECT_NE(k->cuda_config_error(bk32, DType::kF16).find("AK_WGMMA=2 (TMA) needs AK_BK 64"), std::string::npos);
+  std::map<std::string, int64_t> wide = tma;  // 4 x 8 warps: 1024 computing threads, no room for the producer
+  wide["AK_WARPS_M"] = 4;
+  wide["AK_WARPS_N"] = 8;
+  EXPECT_NE(k->cuda_config_error(wide, DType::kF16).find("at most 896 computing threads"), std::string::npos);
+  std::map<std::string, int64_t> three = tma;
+  three["AK_WGMMA"] = 3;
+  EXPECT_NE(k->cuda_config_error(three, DType::kF16), "");
+
+  const KernelSpec* f = find("fused_mlp");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->cuda_tensor_maps, nullptr);
+  EXPECT_NE(f->cuda_config_error(tma, DType::kBF16).find("fused_mlp's three phases get no tensor maps"),
+            std::string::npos);
+  EXPECT_EQ(f->cuda_config_error(cp_async, DType::kBF16), "");
+}
+
 // Only the literal as a whole number is replaced: not inside another number.
 TEST(KernelsRegistry, WithEpsReplacesTheLiteralOnlyAsAWholeNumber) {
   KernelSpec base = *find("rmsnorm");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -69,11 +70,124 @@ void cuda_phase_params(const kernels::KernelSpec& spec, const kernels::TorchHarn
   if (phases > 1) params.add_i64(phase);
 }
 
+// The TMA tensor maps of a cuda candidate (kernels/registry.h, TensorMapSpec): slots of the
+// module's kTensorMapSymbol filled round-robin, one for each new key (the tensors' addresses and
+// the shape). The kernel checks the key, so a slot that was never written, or one whose tensors
+// broke TMA's rules and were left out, only costs it the fast path, never a wrong result.
+class TensorMaps {
+ public:
+  // Off unless `wanted`, the type has maps for this configuration (at a shape of the type's
+  // defaults), the driver can encode them and the module defines the symbol; a symbol too small
+  // for the slots fails at "load".
+  TensorMaps(const CudaDriver& drv, CUmodule mod, const kernels::KernelSpec& spec,
+             const std::map<std::string, int64_t>& config, DType dtype, bool wanted)
+      : drv_(drv), spec_(spec), config_(config), dtype_(dtype) {
+    if (!wanted || !spec.cuda_tensor_maps || spec.cuda_phases > 1 || !drv.cuTensorMapEncodeTiled) return;
+    const auto& shapes = spec.backends.at(Backend::kCuda).default_shapes;
+    if (shapes.empty()) return;
+    maps_ = spec.cuda_tensor_maps(config, shapes.front(), dtype).size();
+    if (maps_ == 0) return;
+    size_t bytes = 0;
+    if (drv.cuModuleGetGlobal(&base_, &bytes, mod, kernels::kTensorMapSymbol) != CUDA_SUCCESS) {
+      maps_ = 0;  // a source that reads no tensor maps
+      return;
+    }
+    slot_bytes_ = kernels::tensor_map_slot_bytes(maps_);
+    if (bytes < kernels::kTensorMapSlots * slot_bytes_ || base_ % 64 != 0)
+      fail("load", std::string("the module's ") + kernels::kTensorMapSymbol + " holds " + std::to_string(bytes) +
+                       " bytes; " + std::to_string(kernels::kTensorMapSlots) + " slots of " + std::to_string(maps_) +
+                       " tensor maps need " + std::to_string(kernels::kTensorMapSlots * slot_bytes_) +
+                       ", 64-byte aligned");
+  }
+
+  // Makes sure a slot holds the maps of this call, copying them on `stream` if none does.
+  void prepare(const std::vector<at::Tensor>& inputs, const at::Tensor& out, const std::vector<int64_t>& shape,
+               CUstream stream) {
+    if (maps_ == 0) return;
+    if (shape != specs_shape_) {
+      specs_ = spec_.cuda_tensor_maps(config_, shape, dtype_);
+      specs_shape_ = shape;
+    }
+    if (specs_.size() != maps_ || maps_ + shape.size() > 8) return;
+    std::array<uint64_t, 8> key{};
+    for (size_t i = 0; i < maps_; ++i) key[i] = uint64_t(operand(inputs, out, specs_[i]).data_ptr());
+    for (size_t d = 0; d < shape.size(); ++d) key[maps_ + d] = uint64_t(shape[d]);
+    for (const auto& k : keys_)
+      if (k == key) return;
+    std::vector<unsigned char> slot(slot_bytes_, 0);
+    for (size_t i = 0; i < maps_; ++i)
+      if (!encode(operand(inputs, out, specs_[i]), specs_[i], slot.data() + 128 * i)) return;
+    std::memcpy(slot.data() + 128 * maps_, key.data(), sizeof key);
+    // From pageable memory: the call returns once `slot` is staged, so it may go out of scope.
+    const CUresult r = drv_.cuMemcpyHtoDAsync(base_ + next_ * slot_bytes_, slot.data(), slot_bytes_, stream);
+    if (r != CUDA_SUCCESS) fail("", "cannot copy the tensor maps to the device: " + drv_.error_text(r));
+    if (keys_.size() < size_t(kernels::kTensorMapSlots))
+      keys_.push_back(key);
+    else
+      keys_[next_] = key;
+    next_ = (next_ + 1) % kernels::kTensorMapSlots;
+  }
+
+ private:
+  static const at::Tensor& operand(const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                                   const kernels::TensorMapSpec& m) {
+    if (m.operand < 0) return out;
+    if (size_t(m.operand) >= inputs.size())
+      fail("", "tensor map of input " + std::to_string(m.operand) + ": the call has " + std::to_string(inputs.size()));
+    return inputs[size_t(m.operand)];
+  }
+
+  // Encodes one map into `dst`; false when the tensor breaks TMA's rules (the kernel then runs
+  // without it). A map the spec describes wrongly fails the call.
+  bool encode(const at::Tensor& t, const kernels::TensorMapSpec& m, unsigned char* dst) const {
+    const size_t rank = m.dims.size();
+    if (rank < 1 || rank > 5 || m.box.size() != rank)
+      fail("", "tensor map with " + std::to_string(rank) + " dims and " + std::to_string(m.box.size()) +
+                   " box dims (1 to 5, equal)");
+    const uint64_t esize = uint64_t(t.element_size());
+    uint64_t numel = 1;
+    for (uint64_t d : m.dims) numel *= d;
+    if (!t.is_contiguous() || numel != uint64_t(t.numel()))
+      fail("", "tensor map dims do not cover a contiguous tensor of " + std::to_string(t.numel()) + " elements");
+    if (uint64_t(t.data_ptr()) % 16 != 0) return false;
+    uint64_t strides[5];
+    uint64_t stride = esize;
+    for (size_t d = 0; d < rank; ++d) {
+      if (m.dims[d] >= (uint64_t{1} << 31)) return false;
+      stride *= m.dims[d];
+      if (d + 1 < rank) {
+        if (stride % 16 != 0) return false;
+        strides[d] = stride;
+      }
+    }
+    const uint32_t ones[5] = {1, 1, 1, 1, 1};
+    const int dtype = dtype_ == DType::kF32 ? 7 : dtype_ == DType::kF16 ? 6 : 9;  // FLOAT32, FLOAT16, BFLOAT16
+    const int swizzle = m.swizzle_bytes == 128 ? 3 : m.swizzle_bytes == 64 ? 2 : m.swizzle_bytes == 32 ? 1 : 0;
+    // L2 promotion 256 B (3), out-of-bounds elements read as zero (fill 0), no interleave (0).
+    const CUresult r = drv_.cuTensorMapEncodeTiled(dst, dtype, unsigned(rank), t.data_ptr(), m.dims.data(), strides,
+                                                   m.box.data(), ones, 0, swizzle, 3, 0);
+    if (r != CUDA_SUCCESS) fail("", "cuTensorMapEncodeTiled failed: " + drv_.error_text(r));
+    return true;
+  }
+
+  const CudaDriver& drv_;
+  const kernels::KernelSpec& spec_;
+  std::map<std::string, int64_t> config_;
+  DType dtype_;
+  size_t maps_ = 0;  // 0: off
+  size_t slot_bytes_ = 0;
+  CUdeviceptr base_ = 0;
+  std::vector<std::array<uint64_t, 8>> keys_;  // slot i's key
+  int next_ = 0;
+  std::vector<int64_t> specs_shape_;
+  std::vector<kernels::TensorMapSpec> specs_;
+};
+
 class CudaCandidate final : public Candidate {
  public:
   CudaCandidate(const CudaDriver& drv, CUmodule mod, CUfunction fn, const kernels::KernelSpec& spec,
                 std::map<std::string, int64_t> config, DType dtype, int max_threads, int max_shared,
-                const kernels::TorchHarness* th)
+                const kernels::TorchHarness* th, std::unique_ptr<TensorMaps> maps)
       : drv_(drv),
         mod_(mod),
         fn_(fn),
@@ -82,11 +196,17 @@ class CudaCandidate final : public Candidate {
         dtype_(dtype),
         max_threads_(max_threads),
         max_shared_(max_shared),
-        th_(th) {}
+        th_(th),
+        maps_(std::move(maps)) {}
   ~CudaCandidate() override { drv_.cuModuleUnload(mod_); }
   void set_stream(void* stream) override { stream_ = static_cast<CUstream>(stream); }
+  void prepare(const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+               const std::vector<int64_t>& shape) override {
+    maps_->prepare(inputs, out, shape, stream_);
+  }
 
   void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
+    maps_->prepare(inputs, out, shape, stream_);  // nothing to do when prepare() ran for this call
     // The harness, not the candidate, decides the launch: geometry from the kernel type's
     // spec, on the harness's stream, within the device's limits. A multi-phase type
     // (kernels/registry.h, cuda_phases) is that many launches with the workspace and the phase
@@ -137,6 +257,7 @@ class CudaCandidate final : public Candidate {
   int max_shared_;
   unsigned granted_shared_ = 48 * 1024;
   const kernels::TorchHarness* th_;
+  std::unique_ptr<TensorMaps> maps_;
   at::Tensor workspace_;  // grown to the largest shape's spec_.workspace_bytes, kept across calls
   CUstream stream_ = nullptr;
 };
@@ -332,8 +453,15 @@ std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std:
   }
   int max_threads = 0;
   dev.drv->cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
+  std::unique_ptr<TensorMaps> maps;
+  try {
+    maps = std::make_unique<TensorMaps>(*dev.drv, mod, spec, config, dtype, dev.tensor_maps);
+  } catch (...) {
+    dev.drv->cuModuleUnload(mod);
+    throw;
+  }
   return std::make_unique<CudaCandidate>(*dev.drv, mod, fn, spec, config, dtype, max_threads, dev.max_shared_optin,
-                                         kernels::find_harness(spec.name));
+                                         kernels::find_harness(spec.name), std::move(maps));
 }
 
 // The cubin and its metadata (<stem>.json), and the 16-divisible build <stem>.div16.* if present.

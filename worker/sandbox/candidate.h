@@ -44,6 +44,10 @@ class Candidate {
   // cuda and triton: the stream later launches go to (a CUstream; nullptr, the default, is the
   // legacy default stream). cpu: ignored.
   virtual void set_stream(void* stream) {}
+  // What launch() would set up on the device before a call on these tensors (cuda: TMA tensor
+  // maps, kernels/registry.h), done now so that a timed launch() finds it ready. Optional.
+  virtual void prepare(const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                       const std::vector<int64_t>& shape) {}
 };
 
 // The device a cuda or Triton candidate is loaded on; its context must be current on the calling
@@ -52,6 +56,9 @@ struct CudaDevice {
   const CudaDriver* drv = nullptr;
   std::string arch;                  // "sm_90a", for error messages
   int max_shared_optin = 48 * 1024;  // the most dynamic shared memory a block may have [bytes]
+  // Build the TMA tensor maps a kernel asks for (kernels/registry.h). Off in the torch library,
+  // whose calls a CUDA graph may capture: a host-to-device copy cannot be part of one.
+  bool tensor_maps = true;
 };
 
 // Each throws StageError at stage "load" when the artefact cannot be read or loaded, or lacks its

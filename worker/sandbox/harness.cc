@@ -391,6 +391,11 @@ class HarnessBase : public Harness {
     auto cand_call = [&](int i) { job.cand->launch(sets[size_t(i % sets_n)], o, spec.shape); };
     auto base_call = [&](int i) { job.th->baseline(sets[size_t(i % sets_n)], o); };
     auto poison = [&] { out.poison(); };
+    // Outside the timed region: the poison, and what the candidate sets up for these tensors.
+    auto cand_prepare = [&](int i) {
+      out.poison();
+      job.cand->prepare(sets[size_t(i % sets_n)], o, spec.shape);
+    };
 
     for (int i = 0; i < mo.warmup; ++i) {
       poison();
@@ -402,8 +407,11 @@ class HarnessBase : public Harness {
     const bool cold = mo.cold && can_flush();
     const auto t0 = Clock::now();
     measure::PairedSamples samples = measure::sample_alternating(
-        mo, [&](int i) { return time_call(poison, [&] { cand_call(i); }, cold); },
-        [&](int i) { return time_call({}, [&] { base_call(i); }, cold); },
+        mo, [&](int i) { return time_call([&] { cand_prepare(i); }, [&] { cand_call(i); }, cold); },
+        [&](int i) {
+          return time_call(
+              {}, [&] { base_call(i); }, cold);
+        },
         [&] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); });
     synchronize(stage);
     const Telemetry after = telemetry();
@@ -424,7 +432,7 @@ class HarnessBase : public Harness {
     for (size_t t = 0; t < fresh.size(); ++t) sets[0][t].copy_(fresh[t]);
     fresh.clear();
     at::Tensor ref = job.th->reference(sets[0]);
-    const double audit_us = time_call(poison, [&] { cand_call(0); }, cold);
+    const double audit_us = time_call([&] { cand_prepare(0); }, [&] { cand_call(0); }, cold);
     synchronize(stage);
     out.check_guards(stage);
     try {

@@ -1,0 +1,165 @@
+// The Hopper path fed by TMA (fp16/bf16, sm_90a, AK_WGMMA=2): wgmma.cuh's warpgroup MMA and
+// shared-memory layout, with the tiles brought in by the Tensor Memory Accelerator from a producer
+// warpgroup. Included by matmul.cu after wgmma.cuh; compiled only where AK_TMA_ON is 1.
+//
+// Roles. The block is AK_THREADS computing threads (wgmma.cuh's warpgroups) and one producer
+// warpgroup after them (threadIdx.x >= AK_THREADS), of which one thread issues every copy; the
+// producer gives its registers to the computing warpgroups (setmaxnreg).
+//
+// Tensor maps. The sandbox builds them (kernels/registry.h, TensorMapSpec; the matmul spec's
+// cuda_tensor_maps): A [M, K] in boxes of AK_BK (64) x AK_BM, B [K, N] in boxes of 64 x 64, both
+// with the 128-byte swizzle, which is wgmma.cuh's layout: a stage's A tile is one box, its B
+// tile AK_BN / 64 boxes, one per 64-column block. Out-of-bounds elements arrive as zeros, so
+// ragged tiles need no guards. They live in the module's `ak_tensor_maps` slots with a key (A's
+// and B's addresses, M, N, K); a block whose call has no slot (maps left out: TMA's rules
+// broken, no driver support, the torch library) takes matmul.cu's other paths.
+//
+// Pipeline: an mbarrier pair per stage. full[s]: the producer's arrive with the stage's byte
+// count, completed by the copies. empty[s]: one arrive from each computing warp once the wgmma
+// reading the stage have finished (wgmma.wait_group 1 after issuing the next stage). Tile kt
+// uses stage kt % S in round kt / S, whose parity the waits name; the producer's first round
+// waits on the parity before the barrier's first phase, which passes at once. Up to S tiles are
+// in flight, and one wgmma group while the next stage's group is issued.
+//
+// Constraints (on top of wgmma.cuh's; gemm_config_error says them): AK_BK 64, at most 896
+// computing threads.
+
+#if AK_WGMMA_ON && AK_WGMMA == 2
+#if AK_BK != 64
+#error "AK_WGMMA=2 (TMA) needs AK_BK 64 (one 128-byte swizzled row of A per tile row)"
+#endif
+#define AK_TMA_ON 1
+
+#define AK_TMA_SLOTS 8  // kernels/registry.h, kTensorMapSlots
+
+// Registers a thread: what the launch bound gives each (a multiple of 8), and what a computing
+// thread takes once the producer warpgroup has given back all but 40 (at most 232). Blocks of
+// 256 threads or fewer start with the most a thread can have and skip the exchange.
+#if AK_BLOCK_THREADS > 256
+#define AK_TMA_REGS ((65536 / AK_BLOCK_THREADS) / 8 * 8)
+#define AK_TMA_REGS_MORE (AK_TMA_REGS + (AK_TMA_REGS - 40) * 128 / AK_THREADS / 8 * 8)
+#define AK_TMA_CONSUMER_REGS (AK_TMA_REGS_MORE > 232 ? 232 : AK_TMA_REGS_MORE)
+#endif
+
+// kernels/registry.h's slot for two maps: the maps, then the key.
+struct __align__(64) ak_tma_slot {
+  unsigned long long map[2][16];  // CUtensorMap of A, then of B
+  unsigned long long key[8];      // A's address, B's address, M, N, K, 0, 0, 0
+};
+extern "C" {
+__device__ ak_tma_slot ak_tensor_maps[AK_TMA_SLOTS];
+}
+
+// The slot holding this call's maps, or -1; every lane of the calling warp gets the same answer.
+__device__ __forceinline__ int tma_slot(const void* a, const void* b, long long M, long long N, long long K) {
+  const int lane = threadIdx.x & 31;
+  bool hit = false;
+  if (lane < AK_TMA_SLOTS) {
+    const unsigned long long* k = ak_tensor_maps[lane].key;
+    hit = k[0] == (unsigned long long)a && k[1] == (unsigned long long)b && k[2] == (unsigned long long)M &&
+          k[3] == (unsigned long long)N && k[4] == (unsigned long long)K && k[5] == 0;
+  }
+  const unsigned found = __ballot_sync(0xffffffffu, hit);
+  return found ? __ffs(found) - 1 : -1;
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Returns once the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nAK_MBAR_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra AK_MBAR_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// The box at (c0 innermost, c1) of `map` into shared memory at dst, completing bytes on bar.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// This block's tile (m0, n0) of C = A @ B (gated when gate is not null), A and B read through the
+// maps of `slot`. Every thread of the block calls it.
+__device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* __restrict__ C, const elem_t* gate,
+                                               long long M, long long N, long long K, long long m0, long long n0,
+                                               unsigned sbase) {
+  __shared__ __align__(8) unsigned long long bars[2 * AK_STAGES];  // full[0..S), then empty[0..S)
+  const int tid = threadIdx.x;
+  const unsigned full0 = smem_u32(bars);
+  const unsigned empty0 = full0 + AK_STAGES * 8;
+  const unsigned sa0 = sbase;
+  const unsigned sb0 = sbase + AK_STAGES * AK_A_STAGE_BYTES;
+  const int ktiles = (int)((K + AK_BK - 1) / AK_BK);
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < AK_STAGES; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, AK_THREADS / 32);
+    }
+    // The barriers' initialisation is visible to the other threads and to the async proxy.
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (tid >= AK_THREADS) {  // the producer warpgroup
+#if AK_BLOCK_THREADS > 256
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+#endif
+    if (tid == AK_THREADS) {
+      const void* map_a = slot.map[0];
+      const void* map_b = slot.map[1];
+      for (int kt = 0; kt < ktiles; ++kt) {
+        const int s = kt % AK_STAGES;
+        const unsigned round = (unsigned)(kt / AK_STAGES);
+        mbar_wait(empty0 + 8 * s, (round & 1u) ^ 1u);  // the stage's previous tile is consumed
+        const unsigned full = full0 + 8 * s;
+        mbar_arrive_expect_tx(full, AK_A_STAGE_BYTES + AK_B_STAGE_BYTES);
+        tma_load_2d(sa0 + s * AK_A_STAGE_BYTES, map_a, kt * AK_BK, (int)m0, full);
+#pragma unroll
+        for (int j = 0; j < AK_BN / 64; ++j)
+          tma_load_2d(sb0 + s * AK_B_STAGE_BYTES + j * AK_WG_B_BLOCK, map_b, (int)n0 + 64 * j, kt * AK_BK, full);
+      }
+    }
+    return;
+  }
+
+#if AK_BLOCK_THREADS > 256
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(AK_TMA_CONSUMER_REGS) : "memory");
+#endif
+  float acc[AK_WG_MI][AK_WG_ACC];
+#pragma unroll
+  for (int i = 0; i < AK_WG_MI; ++i)
+#pragma unroll
+    for (int j = 0; j < AK_WG_ACC; ++j) acc[i][j] = 0.0f;
+  const unsigned a_row0 = (unsigned)((tid >> 7) * (AK_BM / AK_WG_COUNT)) * AK_WG_A_ROW;
+  const bool signals = (tid & 31) == 0;
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int s = kt % AK_STAGES;
+    mbar_wait(full0 + 8 * s, (unsigned)(kt / AK_STAGES) & 1u);  // the stage's copies have landed
+    hold(acc);
+    wgmma_fence();
+    wg_issue(acc, sa0 + s * AK_A_STAGE_BYTES + a_row0, sb0 + s * AK_B_STAGE_BYTES);
+    wgmma_commit();
+    wgmma_wait<1>();  // the previous tile's group is done: its stage may be refilled
+    hold(acc);
+    if (kt > 0 && signals) mbar_arrive(empty0 + 8 * ((kt - 1) % AK_STAGES));
+  }
+  wgmma_wait<0>();
+  hold(acc);
+  wg_store(acc, C, gate, M, N, m0, n0);
+}
+#else
+#define AK_TMA_ON 0
+#endif  // AK_WGMMA_ON && AK_WGMMA == 2
