@@ -10,7 +10,8 @@
 //   result is bitwise identical from run to run.
 //
 // Launch geometry (the harness computes it from the tunables):
-//   block = AK_WARPS_M * AK_WARPS_N * 32 threads, 1-D
+//   block = AK_WARPS_M * AK_WARPS_N * 32 threads, 1-D, plus a producer warpgroup of 128 with
+//           AK_WGMMA=2 in fp16/bf16
 //   grid  = (ceil(M / AK_BM) * ceil(N / AK_BN), 1, 1), 1-D; the kernel maps blockIdx.x to a tile
 //           in groups of AK_GROUP_M tile rows (each group is walked column by column), so that
 //           consecutive blocks share A and B tiles in L2. AK_GROUP_M = 1 is plain row-major order.
@@ -39,6 +40,8 @@
 //
 // Hopper (sm_90a, fp16/bf16, AK_WGMMA=1): wgmma.cuh, warpgroup MMA from swizzled shared memory,
 // for aligned operands whose K and N are multiples of 8; the other cases keep the path above.
+// AK_WGMMA=2: wgmma_tma.cuh, the same MMA fed by TMA from a producer warpgroup, where the sandbox
+// gave the call its tensor maps; otherwise the paths above.
 //
 // Reuse: gemm_tile() computes one block's tile; a source that defines AK_MATMUL_NO_ENTRY before
 // including this file (kernels/fused_mlp/fused_mlp.cu) gets the GEMM without the ak_matmul entry,
@@ -52,8 +55,9 @@
 //   AK_WARPS_N  warps along N            2     {1, 2, 4}         (default 4 for fp32)
 //   AK_STAGES   shared-memory stages     4     {2, 3, 4, 5}
 //   AK_GROUP_M  tile rows per L2 group   8     {1, 8}
-//   AK_WGMMA    warpgroup MMA (sm_90a)   0     {0, 1}   (wgmma.cuh; fp16/bf16 on sm_90a only, else
-//                                                      ignored; default 1 for bf16; refused in fp32)
+//   AK_WGMMA    warpgroup MMA (sm_90a)   0     {0, 1, 2}   (wgmma.cuh; 2: TMA, wgmma_tma.cuh;
+//                                                      fp16/bf16 on sm_90a only, else ignored;
+//                                                      default 1 for bf16; refused in fp32)
 // Rejected at compile time (#error), so the compile stage drops them from a sweep:
 //   all:       a tile size not a power of two; AK_STAGES outside [2, 8]; AK_GROUP_M < 1; more
 //              than 1024 threads; shared memory (formula above) over 227 KiB.
