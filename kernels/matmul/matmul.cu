@@ -12,7 +12,8 @@
 // Launch geometry (the harness computes it from the tunables):
 //   block = AK_WARPS_M * AK_WARPS_N * 32 threads, 1-D, plus a producer warpgroup of 128 with
 //           AK_WGMMA=2 in fp16/bf16
-//   grid  = (ceil(M / AK_BM) * ceil(N / AK_BN), 1, 1), 1-D; the kernel maps blockIdx.x to a tile
+//   grid  = (ceil(M / AK_BM) * ceil(N / AK_BN), 1, 1), 1-D, at most AK_MAX_BLOCKS when that is not
+//           0; block b computes tiles b, b + gridDim.x, ...; the kernel maps a tile id to a tile
 //           in groups of AK_GROUP_M tile rows (each group is walked column by column), so that
 //           consecutive blocks share A and B tiles in L2. AK_GROUP_M = 1 is plain row-major order.
 //   dynamic shared memory [bytes]
@@ -55,6 +56,8 @@
 //   AK_WARPS_N  warps along N            2     {1, 2, 4}         (default 4 for fp32)
 //   AK_STAGES   shared-memory stages     4     {2, 3, 4, 5}
 //   AK_GROUP_M  tile rows per L2 group   8     {1, 8}
+//   AK_MAX_BLOCKS  blocks at most        0     {0, 132, 264}   (0: a block per tile; otherwise
+//                                                      each block loops over tiles; launch only)
 //   AK_WGMMA    warpgroup MMA (sm_90a)   0     {0, 1, 2}   (wgmma.cuh; 2: TMA, wgmma_tma.cuh;
 //                                                      fp16/bf16 on sm_90a only, else ignored;
 //                                                      default 1 for bf16; refused in fp32)
@@ -199,12 +202,17 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Tile (row, column) of C for this block: groups of AK_GROUP_M tile rows, column-major inside a
+// How many tiles of C there are; a block computes tiles blockIdx.x, blockIdx.x + gridDim.x, ...
+// (one each unless AK_MAX_BLOCKS caps the grid).
+__device__ __forceinline__ long long tile_count(long long M, long long N) {
+  return ((M + AK_BM - 1) / AK_BM) * ((N + AK_BN - 1) / AK_BN);
+}
+
+// Tile (row, column) of C for tile id pid: groups of AK_GROUP_M tile rows, column-major inside a
 // group, so that the blocks resident at one time reuse a few rows of A and columns of B in L2.
-__device__ __forceinline__ void block_tile(long long M, long long N, long long& tm, long long& tn) {
+__device__ __forceinline__ void block_tile(long long pid, long long M, long long N, long long& tm, long long& tn) {
   const long long grid_m = (M + AK_BM - 1) / AK_BM;
   const long long grid_n = (N + AK_BN - 1) / AK_BN;
-  const long long pid = blockIdx.x;
   const long long per_group = (long long)AK_GROUP_M * grid_n;
   const long long first_m = pid / per_group * AK_GROUP_M;
   const long long rows = grid_m - first_m < AK_GROUP_M ? grid_m - first_m : AK_GROUP_M;
@@ -505,9 +513,10 @@ __device__ __noinline__ void block_gemm_guarded(const elem_t* __restrict__ A, co
   block_gemm<kAVec, kBVec>(A, B, C, gate, M, N, K, m0, n0, sbase);
 }
 
-// The paths without TMA, for the computing threads. Beside the TMA path (which a block of more
-// than 256 threads gives fewer registers) they are a call of their own, so that their register
-// pressure does not spill into it.
+// The paths without TMA, for the computing threads. Beside the TMA path they are a call of their
+// own, so that their register pressure (a block of more than 256 threads has fewer registers)
+// does not spill into it, and they leave out the cp.async wgmma path: ptxas serialises every
+// wgmma of a kernel whose wgmma run inside a called function (its warning C7510).
 #if AK_TMA_ON
 #define AK_PATHS_INLINE __noinline__
 #else
@@ -519,7 +528,7 @@ __device__ AK_PATHS_INLINE void gemm_paths(const elem_t* __restrict__ A, const e
   // Rows of A (B) start 16-byte aligned when K (N) is a multiple of 8 elements.
   const bool a_vec = (K & 7) == 0 && ((unsigned long long)A & 15) == 0;
   const bool b_vec = (N & 7) == 0 && ((unsigned long long)B & 15) == 0;
-#if AK_WGMMA_ON
+#if AK_WGMMA_ON && !AK_TMA_ON
   if (a_vec && b_vec && (sbase & 1023u) == 0) {
     block_gemm_wgmma(A, B, C, G, M, N, K, m0, n0, sbase);
     return;
@@ -535,25 +544,28 @@ __device__ AK_PATHS_INLINE void gemm_paths(const elem_t* __restrict__ A, const e
     block_gemm_guarded<false, false>(A, B, C, G, M, N, K, m0, n0, sbase);
 }
 
-// This block's tile of C = A @ B (see the top of the file), gated when gate is not null.
+// This block's tiles of C = A @ B (see the top of the file), gated when gate is not null.
 __device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c, const void* gate, long long M,
                                           long long N, long long K, unsigned char* smem) {
-  long long tile_m, tile_n;
-  block_tile(M, N, tile_m, tile_n);
-  const long long m0 = tile_m * AK_BM;
-  const long long n0 = tile_n * AK_BN;
   const unsigned sbase = smem_u32(smem);
 #if AK_TMA_ON
   const int slot = tma_slot(a, b, M, N, K);
   if (slot >= 0 && (sbase & 1023u) == 0) {
-    block_gemm_tma(ak_tensor_maps[slot], (elem_t*)c, (const elem_t*)gate, M, N, K, m0, n0, sbase);
+    block_gemm_tma(ak_tensor_maps[slot], (elem_t*)c, (const elem_t*)gate, M, N, K, sbase);
     return;
   }
 #endif
 #if AK_BLOCK_THREADS != AK_THREADS
   if (threadIdx.x >= AK_THREADS) return;  // the producer warpgroup: nothing to do on these paths
 #endif
-  gemm_paths((const elem_t*)a, (const elem_t*)b, (elem_t*)c, (const elem_t*)gate, M, N, K, m0, n0, sbase);
+  const long long tiles = tile_count(M, N);
+  for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
+    if (pid != blockIdx.x) block_sync();  // everyone is done with the previous tile's shared memory
+    long long tile_m, tile_n;
+    block_tile(pid, M, N, tile_m, tile_n);
+    gemm_paths((const elem_t*)a, (const elem_t*)b, (elem_t*)c, (const elem_t*)gate, M, N, K, tile_m * AK_BM,
+               tile_n * AK_BN, sbase);
+  }
 }
 
 #else
@@ -614,15 +626,15 @@ __device__ __forceinline__ void load_b_tile(const float* __restrict__ B, unsigne
   }
 }
 
-// This block's tile of C = A @ B (see the top of the file), gated when gate is not null.
-__device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c, const void* gate, long long M,
-                                          long long N, long long K, unsigned char* smem) {
+// Tile pid of C = A @ B (see the top of the file), gated when gate is not null.
+__device__ __forceinline__ void gemm_one(long long pid, const void* a, const void* b, void* c, const void* gate,
+                                         long long M, long long N, long long K, unsigned char* smem) {
   const float* A = (const float*)a;
   const float* B = (const float*)b;
   float* C = (float*)c;
 
   long long tile_m, tile_n;
-  block_tile(M, N, tile_m, tile_n);
+  block_tile(pid, M, N, tile_m, tile_n);
   const long long m0 = tile_m * AK_BM;
   const long long n0 = tile_n * AK_BN;
 
@@ -732,6 +744,18 @@ __device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c,
         }
       }
     }
+  }
+}
+#endif
+
+#if AK_DTYPE == 0
+// This block's tiles of C = A @ B, gated when gate is not null.
+__device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c, const void* gate, long long M,
+                                          long long N, long long K, unsigned char* smem) {
+  const long long tiles = tile_count(M, N);
+  for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
+    if (pid != blockIdx.x) __syncthreads();  // everyone is done with the previous tile's shared memory
+    gemm_one(pid, a, b, c, gate, M, N, K, smem);
   }
 }
 #endif

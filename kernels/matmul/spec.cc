@@ -82,6 +82,9 @@ std::vector<Tunable> cuda_space() {
       // fp16/bf16 on sm_90a: warpgroup MMA (wgmma.cuh), fed by cp.async (1) or by TMA from a
       // producer warpgroup (2, wgmma_tma.cuh); ignored on other GPUs, refused in fp32.
       {"AK_WGMMA", {0, 1, 2}, 0},
+      // At most this many blocks, each computing every gridDim-th tile (0: a block per tile). The
+      // H100's and H200's 132 SMs, once or twice; other GPUs' studies find their own value.
+      {"AK_MAX_BLOCKS", {0, 132, 264}, 0},
   };
 }
 
@@ -95,8 +98,9 @@ LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64
   // AK_WGMMA=2: the producer warpgroup after the computing warps (in every path; off Hopper it
   // returns at once).
   const int64_t producer = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) == 2 ? 128 : 0;
+  const int64_t cap = config_value(config, space, "AK_MAX_BLOCKS", 0);
   LaunchGeometry g;
-  g.grid[0] = unsigned(std::clamp<int64_t>(tiles, 1, 0x7fffffff));
+  g.grid[0] = unsigned(std::clamp<int64_t>(cap > 0 ? std::min(tiles, cap) : tiles, 1, 0x7fffffff));
   g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32 + producer, 1 << 20));
   g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
   return g;
@@ -113,6 +117,7 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
   if (wm_n < 1 || wn_n < 1 || threads > 1024) return "AK_WARPS_M and AK_WARPS_N must be >= 1 with at most 1024 threads";
   if (stages < 2 || stages > 8) return "AK_STAGES must be in [2, 8]";
   if (group_m < 1) return "AK_GROUP_M must be >= 1";
+  if (v("AK_MAX_BLOCKS") < 0) return "AK_MAX_BLOCKS must be >= 0 (0: a block per tile)";
   const int64_t wm = bm / wm_n, wn = bn / wn_n;  // warp tile (integer division, as the preprocessor's)
   if (dtype == DType::kF32) {
     // The setting changes nothing in fp32: a study that tried both would time one kernel twice.

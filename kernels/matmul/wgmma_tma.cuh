@@ -19,7 +19,8 @@
 // reading the stage have finished (wgmma.wait_group 1 after issuing the next stage). Tile kt
 // uses stage kt % S in round kt / S, whose parity the waits name; the producer's first round
 // waits on the parity before the barrier's first phase, which passes at once. Up to S tiles are
-// in flight, and one wgmma group while the next stage's group is issued.
+// in flight, and one wgmma group while the next stage's group is issued. The ring and its
+// counts run on across a block's tiles (more than one with AK_MAX_BLOCKS).
 //
 // Constraints (on top of wgmma.cuh's; gemm_config_error says them): AK_BK 64, at most 896
 // computing threads.
@@ -90,11 +91,11 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
       : "memory");
 }
 
-// This block's tile (m0, n0) of C = A @ B (gated when gate is not null), A and B read through the
-// maps of `slot`. Every thread of the block calls it.
+// This block's tiles of C = A @ B (gated when gate is not null), A and B read through the maps of
+// `slot`. Every thread of the block calls it. The ring runs on across the block's tiles: the
+// producer fetches the next tile's stages while the computing warpgroups store the last one.
 __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* __restrict__ C, const elem_t* gate,
-                                               long long M, long long N, long long K, long long m0, long long n0,
-                                               unsigned sbase) {
+                                               long long M, long long N, long long K, unsigned sbase) {
   __shared__ __align__(8) unsigned long long bars[2 * AK_STAGES];  // full[0..S), then empty[0..S)
   const int tid = threadIdx.x;
   const unsigned full0 = smem_u32(bars);
@@ -102,6 +103,7 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
   const unsigned sa0 = sbase;
   const unsigned sb0 = sbase + AK_STAGES * AK_A_STAGE_BYTES;
   const int ktiles = (int)((K + AK_BK - 1) / AK_BK);
+  const long long tiles = tile_count(M, N);
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < AK_STAGES; ++s) {
@@ -120,16 +122,21 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
     if (tid == AK_THREADS) {
       const void* map_a = slot.map[0];
       const void* map_b = slot.map[1];
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int s = kt % AK_STAGES;
-        const unsigned round = (unsigned)(kt / AK_STAGES);
-        mbar_wait(empty0 + 8 * s, (round & 1u) ^ 1u);  // the stage's previous tile is consumed
-        const unsigned full = full0 + 8 * s;
-        mbar_arrive_expect_tx(full, AK_A_STAGE_BYTES + AK_B_STAGE_BYTES);
-        tma_load_2d(sa0 + s * AK_A_STAGE_BYTES, map_a, kt * AK_BK, (int)m0, full);
+      unsigned it = 0;  // k-tiles issued so far, over all of the block's tiles
+      for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
+        long long tile_m, tile_n;
+        block_tile(pid, M, N, tile_m, tile_n);
+        const int m0 = (int)(tile_m * AK_BM), n0 = (int)(tile_n * AK_BN);
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+          const unsigned s = it % AK_STAGES;
+          mbar_wait(empty0 + 8 * s, ((it / AK_STAGES) & 1u) ^ 1u);  // the stage's previous tile is consumed
+          const unsigned full = full0 + 8 * s;
+          mbar_arrive_expect_tx(full, AK_A_STAGE_BYTES + AK_B_STAGE_BYTES);
+          tma_load_2d(sa0 + s * AK_A_STAGE_BYTES, map_a, kt * AK_BK, m0, full);
 #pragma unroll
-        for (int j = 0; j < AK_BN / 64; ++j)
-          tma_load_2d(sb0 + s * AK_B_STAGE_BYTES + j * AK_WG_B_BLOCK, map_b, (int)n0 + 64 * j, kt * AK_BK, full);
+          for (int j = 0; j < AK_BN / 64; ++j)
+            tma_load_2d(sb0 + s * AK_B_STAGE_BYTES + j * AK_WG_B_BLOCK, map_b, n0 + 64 * j, kt * AK_BK, full);
+        }
       }
     }
     return;
@@ -138,27 +145,33 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
 #if AK_BLOCK_THREADS > 256
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(AK_TMA_CONSUMER_REGS) : "memory");
 #endif
-  float acc[AK_WG_MI][AK_WG_ACC];
-#pragma unroll
-  for (int i = 0; i < AK_WG_MI; ++i)
-#pragma unroll
-    for (int j = 0; j < AK_WG_ACC; ++j) acc[i][j] = 0.0f;
   const unsigned a_row0 = (unsigned)((tid >> 7) * (AK_BM / AK_WG_COUNT)) * AK_WG_A_ROW;
   const bool signals = (tid & 31) == 0;
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int s = kt % AK_STAGES;
-    mbar_wait(full0 + 8 * s, (unsigned)(kt / AK_STAGES) & 1u);  // the stage's copies have landed
+  unsigned it = 0;  // k-tiles consumed so far, as the producer counts them
+  for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
+    float acc[AK_WG_MI][AK_WG_ACC];
+#pragma unroll
+    for (int i = 0; i < AK_WG_MI; ++i)
+#pragma unroll
+      for (int j = 0; j < AK_WG_ACC; ++j) acc[i][j] = 0.0f;
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const unsigned s = it % AK_STAGES;
+      mbar_wait(full0 + 8 * s, (it / AK_STAGES) & 1u);  // the stage's copies have landed
+      hold(acc);
+      wgmma_fence();
+      wg_issue(acc, sa0 + s * AK_A_STAGE_BYTES + a_row0, sb0 + s * AK_B_STAGE_BYTES);
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous k-tile's group is done: its stage may be refilled
+      hold(acc);
+      if (kt > 0 && signals) mbar_arrive(empty0 + 8 * ((it - 1) % AK_STAGES));
+    }
+    wgmma_wait<0>();
     hold(acc);
-    wgmma_fence();
-    wg_issue(acc, sa0 + s * AK_A_STAGE_BYTES + a_row0, sb0 + s * AK_B_STAGE_BYTES);
-    wgmma_commit();
-    wgmma_wait<1>();  // the previous tile's group is done: its stage may be refilled
-    hold(acc);
-    if (kt > 0 && signals) mbar_arrive(empty0 + 8 * ((kt - 1) % AK_STAGES));
+    if (signals) mbar_arrive(empty0 + 8 * ((it - 1) % AK_STAGES));  // the tile's last stage
+    long long tile_m, tile_n;
+    block_tile(pid, M, N, tile_m, tile_n);
+    wg_store(acc, C, gate, M, N, tile_m * AK_BM, tile_n * AK_BN);
   }
-  wgmma_wait<0>();
-  hold(acc);
-  wg_store(acc, C, gate, M, N, m0, n0);
 }
 #else
 #define AK_TMA_ON 0

@@ -189,7 +189,7 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
 // matmul's TMA path (AK_WGMMA=2, fp16/bf16): the sandbox builds A's map in boxes of AK_BK x AK_BM
 // and B's in 64 x AK_BK, both 128-byte swizzled; the block gains the producer warpgroup; the
 // path's constraints are refused before a compile; fused_mlp, whose phases get no maps, refuses
-// the setting; fp32 and the other settings ask for no maps.
+// the setting; fp32 and the other settings ask for no maps. AK_MAX_BLOCKS caps the grid.
 TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
   const KernelSpec* k = find("matmul");
   ASSERT_NE(k, nullptr);
@@ -214,6 +214,14 @@ TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
   std::map<std::string, int64_t> cp_async = tma;
   cp_async["AK_WGMMA"] = 1;
   EXPECT_EQ(k->cuda_geometry(cp_async, shape, DType::kBF16).block[0], 256u);
+  // AK_MAX_BLOCKS caps the grid (each block then loops over tiles): 4096^2 in 128 x 256 tiles is 512.
+  std::map<std::string, int64_t> persistent = tma;
+  persistent["AK_MAX_BLOCKS"] = 132;
+  EXPECT_EQ(k->cuda_geometry(tma, {4096, 4096, 4096}, DType::kBF16).grid[0], 512u);
+  EXPECT_EQ(k->cuda_geometry(persistent, {4096, 4096, 4096}, DType::kBF16).grid[0], 132u);
+  EXPECT_EQ(k->cuda_geometry(persistent, shape, DType::kBF16).grid[0], 3u * 2u) << "fewer tiles than the cap";
+  persistent["AK_MAX_BLOCKS"] = -1;
+  EXPECT_NE(k->cuda_config_error(persistent, DType::kBF16), "");
   EXPECT_TRUE(k->cuda_tensor_maps(cp_async, shape, DType::kBF16).empty());
   EXPECT_TRUE(k->cuda_tensor_maps(tma, shape, DType::kF32).empty());
   EXPECT_NE(k->cuda_config_error(tma, DType::kF32), "") << "fp32 runs the SIMT path either way";
