@@ -160,6 +160,17 @@ void print_verify(const json& r) {
     else
       std::printf("greedy decoding: parts at token %d of %d (the original's margin there %.3g)\n",
                   d.value("first_difference", -1), d.value("tokens", 0), num(d, "margin_at_difference"));
+    if (!d.value("identical", false) && d.contains("forced") && d["forced"].is_object()) {
+      const json& f = d["forced"];
+      if (f.value("identical_but_ties", false))
+        std::printf(
+            "  along the original's tokens: %d agree, %d differ only where the original's best logit is an "
+            "exact tie\n",
+            f.value("agree", 0), f.value("ties", 0));
+      else
+        std::printf("  along the original's tokens: %d agree, %d ties, and a real difference at token %d\n",
+                    f.value("agree", 0), f.value("ties", 0), f.value("first_difference", -1));
+    }
   }
   const json& t = r.value("time", json::object());
   const double eager = t.contains("eager") ? num(t["eager"], "median_us") : 0;

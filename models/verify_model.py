@@ -14,6 +14,9 @@ In one process on one device, with the same weights and inputs (models/README.md
      from the original and from the tuned model, each step the argmax of the last position over a
      window of the last S tokens (the shapes the kernels were tuned for); token-identical or the
      first position where they part, with the original's margin between its two best logits there.
+     Then the tuned model along the original's tokens (each window the original's): every step's
+     choice must be the original's, or another token that ties with it exactly for the original's
+     best logit (a tie in the dtype, which any change of rounding may break either way).
   3. time: eager, torch.compile (unless --no-compile) and the tuned model, interleaved round by
      round, each forward timed alone (CUDA events after a synchronize; on the CPU the wall clock),
      medians with p10 and p90.
@@ -81,17 +84,54 @@ def _is_language_model(inputs, out):
 
 
 def _decode(model, ids, tokens):
-    """Greedy decoding over a window of ids' length; the tokens and each step's top-2 margin."""
+    """Greedy decoding over a window of ids' length; the tokens, each step's top-2 margin, and each
+    step's best logit value with the set of tokens that reach it (more than one: a tie)."""
     window = ids.clone()
-    out, margins = [], []
+    out, margins, best = [], [], []
     for _ in range(tokens):
         logits = _tensors(model(window))[0][:, -1].float()
         top = logits.topk(2, dim=-1)
         nxt = top.indices[:, :1]
         out.append(nxt[:, 0].tolist())
         margins.append((top.values[:, 0] - top.values[:, 1]).min().item())
+        best.append([set((row == row.max()).nonzero()[:, 0].tolist()) for row in logits])
         window = torch.cat([window[:, 1:], nxt.to(window.dtype)], dim=1)
-    return out, margins
+    return out, margins, best
+
+
+def _forced(model, ids, tokens):
+    """The model's greedy choice at each step when its window follows `tokens` (another run's
+    choices) instead of its own."""
+    window = ids.clone()
+    out = []
+    for step in tokens:
+        logits = _tensors(model(window))[0][:, -1].float()
+        out.append(logits.argmax(dim=-1).tolist())
+        nxt = torch.tensor(step, dtype=window.dtype, device=window.device)[:, None]
+        window = torch.cat([window[:, 1:], nxt], dim=1)
+    return out
+
+
+def compare_decoding(want, margins, best, got, forced):
+    """The decode report: the original's tokens (want, with each step's top-2 margin and its set of
+    best tokens), the tuned model's free run (got) and its choices along the original's tokens
+    (forced); each a list of steps, a step a list over the batch."""
+    first = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), None)
+    agree = ties = 0
+    differ = []
+    for i, step in enumerate(forced):
+        for b, t in enumerate(step):
+            if t == want[i][b]:
+                agree += 1
+            elif t in best[i][b]:
+                ties += 1
+            elif not differ or differ[-1] != i:
+                differ.append(i)
+    return {"tokens": len(want), "identical": first is None, "first_difference": first, "original": want,
+            "tuned": got, "margin_at_difference": margins[first] if first is not None else None,
+            "smallest_margin": min(margins) if margins else None,
+            "forced": {"tuned": forced, "agree": agree, "ties": ties,
+                       "first_difference": differ[0] if differ else None, "identical_but_ties": not differ}}
 
 
 class Timer:
@@ -142,9 +182,15 @@ def table(r):
              f"original {r['outputs']['original_error']:.3g}, limit {r['outputs']['limit']:.3g})"]
     d = r.get("decode")
     if d:
-        lines.append(f"greedy decoding: {d['tokens']} tokens " +
-                     ("identical" if d["identical"] else f"part at token {d['first_difference']} "
-                      f"(original's margin there {d['margin_at_difference']:.3g})"))
+        line = (f"greedy decoding: {d['tokens']} tokens " +
+                ("identical" if d["identical"] else f"part at token {d['first_difference']} "
+                 f"(original's margin there {d['margin_at_difference']:.3g})"))
+        f = d.get("forced")
+        if f and not d["identical"]:
+            line += (f"; along the original's tokens {f['agree']} agree, {f['ties']} differ only at an exact tie "
+                     "of the original's best logits" +
+                     ("" if f["identical_but_ties"] else f", and they part for real at token {f['first_difference']}"))
+        lines.append(line)
     t = r["time"]
     lines.append(f"{'variant':<10} {'median us':>12} {'p10':>10} {'p90':>10} {'speedup':>8}")
     for name in ("eager", "compile", "tuned"):
@@ -249,14 +295,15 @@ def _run(a, model, inputs, p, profile):
     # 2. greedy decoding
     if a.decode_tokens and _is_language_model(inputs, original):
         ids = inputs[0]
-        want, margins = _decode(model, ids, a.decode_tokens)
+        want, margins, best = _decode(model, ids, a.decode_tokens)
         with p:
-            got, _ = _decode(model, ids, a.decode_tokens)
-        first = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), None)
-        r["decode"] = {"tokens": a.decode_tokens, "window": int(ids.shape[1]), "identical": first is None,
-                       "first_difference": first, "original": want, "tuned": got,
-                       "margin_at_difference": margins[first] if first is not None else None,
-                       "smallest_margin": min(margins)}
+            got, _, _ = _decode(model, ids, a.decode_tokens)
+            # Along the original's tokens: once the two runs part, free decoding compares different
+            # windows. A step where the original's best logit is reached by two tokens (an exact tie
+            # in the dtype) may go either way without any error; every other step must agree.
+            forced = _forced(model, ids, want)
+        r["decode"] = compare_decoding(want, margins, best, got, forced)
+        r["decode"]["window"] = int(ids.shape[1])
     # 3. time
     timer = Timer(a.device)
     # Each variant: its forward and the context it runs in. The tuned one is the model's forward with

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "models"))
 import classify  # noqa: E402
 import plug  # noqa: E402
 import profile_model  # noqa: E402
+import verify_model  # noqa: E402
 
 GPU = "--gpu" in sys.argv
 DEVICE = "cuda" if GPU else "cpu"
@@ -377,6 +378,62 @@ class BadInput(unittest.TestCase):
         p, report = run_profile(os.path.join(HERE, "models", "huge_allocation.py"))
         self.assertEqual(p.returncode, 4, p.stderr)
         self.assertIn("ran out of GPU memory", report["error"])
+
+
+class Decoding(unittest.TestCase):
+    """models/verify_model.py's greedy-decoding check: free runs, then the tuned model along the
+    original's tokens, where only an exact tie of the original's best logits may differ."""
+
+    class Chain(torch.nn.Module):
+        """A language model whose next token is the last one plus 1 (mod 10), except that after a 3
+        the tokens 4 and 6 tie exactly; `tie_to` breaks that tie towards one of them, as a kernel
+        that rounds differently may."""
+
+        def __init__(self, tie_to=None, wrong_after=None):
+            super().__init__()
+            self.tie_to, self.wrong_after = tie_to, wrong_after
+
+        def forward(self, ids):
+            last = ids[:, -1]
+            logits = torch.zeros(ids.shape[0], ids.shape[1], 10)
+            for b, t in enumerate(last.tolist()):
+                logits[b, -1, (t + 1) % 10] = 5.0
+                if t == 3:
+                    logits[b, -1, 6] = 5.0  # the tie
+                    if self.tie_to is not None:
+                        logits[b, -1, self.tie_to] = 5.0 + 1e-6
+                if self.wrong_after is not None and t == self.wrong_after:
+                    logits[b, -1, 0] = 9.0
+            return logits
+
+    def test_a_tie_of_the_original_is_the_only_difference_allowed_along_its_tokens(self):
+        ids = torch.tensor([[1, 2]])
+        want, margins, best = verify_model._decode(self.Chain(), ids, 6)
+        self.assertEqual(want[0], [3])
+        self.assertEqual(best[1], [{4, 6}], "after a 3 the original's best logit is reached by 4 and 6")
+        self.assertEqual(margins[1], 0.0)
+        tuned = self.Chain(tie_to=4 if want[1] == [6] else 6)  # the other way from the original's
+        got, _, _ = verify_model._decode(tuned, ids, 6)
+        forced = verify_model._forced(tuned, ids, want)
+        r = verify_model.compare_decoding(want, margins, best, got, forced)
+        self.assertFalse(r["identical"])
+        self.assertEqual(r["first_difference"], 1)
+        self.assertEqual(r["forced"]["ties"], 1)
+        self.assertEqual(r["forced"]["agree"], 5)
+        self.assertTrue(r["forced"]["identical_but_ties"])
+        self.assertIsNone(r["forced"]["first_difference"])
+
+    def test_a_difference_that_is_no_tie_is_reported_at_its_token(self):
+        ids = torch.tensor([[3, 4]])  # 5, 6, 7, ...: no tie on the way
+        want, margins, best = verify_model._decode(self.Chain(), ids, 6)
+        tuned = self.Chain(wrong_after=5)  # after a 5 the tuned model says 0, the original 6
+        got, _, _ = verify_model._decode(tuned, ids, 6)
+        forced = verify_model._forced(tuned, ids, want)
+        r = verify_model.compare_decoding(want, margins, best, got, forced)
+        self.assertFalse(r["forced"]["identical_but_ties"])
+        self.assertEqual(want[:2], [[5], [6]])
+        self.assertEqual(r["forced"]["first_difference"], 1)
+        self.assertEqual(r["first_difference"], 1)
 
 
 if __name__ == "__main__":
