@@ -281,10 +281,22 @@ def main():
             "the compile cache answered a repeat": "sum(autokernel_worker_compile_cache_hits_total) > 0",
         }
         pending_checks = dict(checks)
+        values = {}  # what each answered query returned, quoted in the output
+
+        def quote(series):
+            parts = []
+            for x in series[:3]:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(x.get("metric", {}).items())
+                                  if k in ("gpu", "worker", "state", "kind", "backend", "le"))
+                parts.append((labels + " " if labels else "") + str(x.get("value", [None, "?"])[1]))
+            return "; ".join(parts) + (f"; +{len(series) - 3} series" if len(series) > 3 else "")
+
         while (pending or pending_checks) and time.monotonic() < deadline:
             for q, expr in list(pending.items()):
-                if query(expr):
+                got = query(expr)
+                if got:
                     results[q] = "ok"
+                    values[q] = quote(got)
                     del pending[q]
             for name, expr in list(pending_checks.items()):
                 if query(expr):
@@ -296,7 +308,7 @@ def main():
             verdict = results.get(q, "NO DATA")
             failed |= verdict == "NO DATA"
             if verdict == "ok":
-                print(f"ok       {q[0]} panel '{q[1]}' {q[2]}")
+                print(f"ok       {q[0]} panel '{q[1]}' {q[2]}: {values.get(q, '')}")
             elif verdict == "NO DATA":
                 print(f"NO DATA  {q[0]} panel '{q[1]}' {q[2]}: {q[3]}")
             else:
