@@ -56,7 +56,7 @@ int64_t workspace_bytes(const std::vector<int64_t>& shape, DType dtype) {
 }
 
 // matmul's constraints; and no TMA path (AK_WGMMA=2): the sandbox builds tensor maps for one
-// launch, and a phase's operands differ, so that setting would time the cp.async path behind an
+// launch, and a phase's operands differ, so that setting would time the mma.sync path behind an
 // idle warpgroup.
 std::string config_error(const std::map<std::string, int64_t>& config, DType dtype) {
   auto it = config.find("AK_WGMMA");

@@ -133,8 +133,9 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
     if (threads % (bn / 8) != 0) return "fp16/bf16: AK_BN / 8 must divide the thread count";
     const int64_t wgmma = v("AK_WGMMA");
     if (wgmma < 0 || wgmma > 2) return "AK_WGMMA must be 0, 1 or 2";
-    if (wgmma == 2 && (bk != 64 || threads + 128 > 1024))
-      return "AK_WGMMA=2 (TMA) needs AK_BK 64 and at most 896 computing threads (a producer warpgroup joins them)";
+    if (wgmma == 2 && (bk != 64 || bm > 256 || threads + 128 > 1024))
+      return "AK_WGMMA=2 (TMA) needs AK_BK 64, AK_BM <= 256 (a TMA box) and at most 896 computing threads (a "
+             "producer warpgroup joins them)";
     if (wgmma != 0) {
       const int64_t groups = threads / 128;
       if (threads % 128 != 0 || bm % (64 * std::max<int64_t>(groups, 1)) != 0 || (bn != 64 && bn != 128 && bn != 256) ||

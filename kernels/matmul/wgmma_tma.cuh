@@ -22,24 +22,26 @@
 // in flight, and one wgmma group while the next stage's group is issued. The ring and its
 // counts run on across a block's tiles (more than one with AK_MAX_BLOCKS).
 //
-// Constraints (on top of wgmma.cuh's; gemm_config_error says them): AK_BK 64, at most 896
-// computing threads.
+// Constraints (on top of wgmma.cuh's; gemm_config_error says them): AK_BK 64, AK_BM <= 256, at
+// most 896 computing threads.
 
 #if AK_WGMMA_ON && AK_WGMMA == 2
-#if AK_BK != 64
-#error "AK_WGMMA=2 (TMA) needs AK_BK 64 (one 128-byte swizzled row of A per tile row)"
+#if AK_BK != 64 || AK_BM > 256
+#error "AK_WGMMA=2 (TMA) needs AK_BK 64 (one 128-byte swizzled row of A per tile row) and AK_BM <= 256 (a TMA box)"
 #endif
 #define AK_TMA_ON 1
 
 #define AK_TMA_SLOTS 8  // kernels/registry.h, kTensorMapSlots
 
-// Registers a thread: what the launch bound gives each (a multiple of 8), and what a computing
-// thread takes once the producer warpgroup has given back all but 40 (at most 232). Blocks of
-// 256 threads or fewer start with the most a thread can have and skip the exchange.
-#if AK_BLOCK_THREADS > 256
-#define AK_TMA_REGS ((65536 / AK_BLOCK_THREADS) / 8 * 8)
-#define AK_TMA_REGS_MORE (AK_TMA_REGS + (AK_TMA_REGS - 40) * 128 / AK_THREADS / 8 * 8)
-#define AK_TMA_CONSUMER_REGS (AK_TMA_REGS_MORE > 232 ? 232 : AK_TMA_REGS_MORE)
+// Registers: at 384 threads (two computing warpgroups) the launch bound gives each thread 168;
+// the producer warpgroup keeps 40 and the computing ones take 232, which balances the register
+// file exactly (168 * 384 = 40 * 128 + 232 * 256). setmaxnreg.inc waits until the registers are
+// free, so a block whose sums were not checked on a GPU skips the exchange (AK_TMA_REGS 0); so do
+// blocks of 256 threads or fewer, which start with the most a thread can have.
+#if AK_BLOCK_THREADS == 384
+#define AK_TMA_REGS 1
+#else
+#define AK_TMA_REGS 0
 #endif
 
 // kernels/registry.h's slot for two maps: the maps, then the key.
@@ -51,17 +53,23 @@ extern "C" {
 __device__ ak_tma_slot ak_tensor_maps[AK_TMA_SLOTS];
 }
 
-// The slot holding this call's maps, or -1; every lane of the calling warp gets the same answer.
+// The slot holding this call's maps, or -1, one answer for the whole block (warp 0 reads the
+// keys; every thread of the block must call it).
 __device__ __forceinline__ int tma_slot(const void* a, const void* b, long long M, long long N, long long K) {
-  const int lane = threadIdx.x & 31;
-  bool hit = false;
-  if (lane < AK_TMA_SLOTS) {
-    const unsigned long long* k = ak_tensor_maps[lane].key;
-    hit = k[0] == (unsigned long long)a && k[1] == (unsigned long long)b && k[2] == (unsigned long long)M &&
-          k[3] == (unsigned long long)N && k[4] == (unsigned long long)K && k[5] == 0;
+  __shared__ int slot;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    bool hit = false;
+    if (lane < AK_TMA_SLOTS) {
+      const unsigned long long* k = ak_tensor_maps[lane].key;
+      hit = k[0] == (unsigned long long)a && k[1] == (unsigned long long)b && k[2] == (unsigned long long)M &&
+            k[3] == (unsigned long long)N && k[4] == (unsigned long long)K && k[5] == 0;
+    }
+    const unsigned found = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) slot = found ? __ffs(found) - 1 : -1;
   }
-  const unsigned found = __ballot_sync(0xffffffffu, hit);
-  return found ? __ffs(found) - 1 : -1;
+  __syncthreads();
+  return slot;
 }
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
@@ -116,12 +124,16 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
   __syncthreads();
 
   if (tid >= AK_THREADS) {  // the producer warpgroup
-#if AK_BLOCK_THREADS > 256
+#if AK_TMA_REGS
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 #endif
     if (tid == AK_THREADS) {
       const void* map_a = slot.map[0];
       const void* map_b = slot.map[1];
+      // The maps were written by a host copy before the launch: make them visible to the
+      // tensormap proxy the copies read them through.
+      asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_a) : "memory");
+      asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_b) : "memory");
       unsigned it = 0;  // k-tiles issued so far, over all of the block's tiles
       for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
         long long tile_m, tile_n;
@@ -142,8 +154,8 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
     return;
   }
 
-#if AK_BLOCK_THREADS > 256
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(AK_TMA_CONSUMER_REGS) : "memory");
+#if AK_TMA_REGS
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 #endif
   const unsigned a_row0 = (unsigned)((tid >> 7) * (AK_BM / AK_WG_COUNT)) * AK_WG_A_ROW;
   const bool signals = (tid & 31) == 0;

@@ -229,6 +229,12 @@ TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
   std::map<std::string, int64_t> bk32 = tma;
   bk32["AK_BK"] = 32;
   EXPECT_NE(k->cuda_config_error(bk32, DType::kF16).find("AK_WGMMA=2 (TMA) needs AK_BK 64"), std::string::npos);
+  std::map<std::string, int64_t> tall = tma;  // a 512-row box is past TMA's 256
+  tall["AK_BM"] = 512;
+  tall["AK_BN"] = 64;
+  tall["AK_WARPS_M"] = 4;
+  tall["AK_WARPS_N"] = 2;
+  EXPECT_NE(k->cuda_config_error(tall, DType::kF16).find("AK_BM <= 256"), std::string::npos);
   std::map<std::string, int64_t> wide = tma;  // 4 x 8 warps: 1024 computing threads, no room for the producer
   wide["AK_WARPS_M"] = 4;
   wide["AK_WARPS_N"] = 8;

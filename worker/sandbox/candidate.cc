@@ -114,9 +114,16 @@ class TensorMaps {
     for (size_t d = 0; d < shape.size(); ++d) key[maps_ + d] = uint64_t(shape[d]);
     for (const auto& k : keys_)
       if (k == key) return;
+    for (const auto& k : without_)
+      if (k == key) return;
     std::vector<unsigned char> slot(slot_bytes_, 0);
     for (size_t i = 0; i < maps_; ++i)
-      if (!encode(operand(inputs, out, specs_[i]), specs_[i], slot.data() + 128 * i)) return;
+      if (!encode(operand(inputs, out, specs_[i]), specs_[i], slot.data() + 128 * i)) {
+        // Remembered, so that later calls on these tensors skip the encoding.
+        without_[next_without_] = key;
+        next_without_ = (next_without_ + 1) % without_.size();
+        return;
+      }
     std::memcpy(slot.data() + 128 * maps_, key.data(), sizeof key);
     // From pageable memory: the call returns once `slot` is staged, so it may go out of scope.
     const CUresult r = drv_.cuMemcpyHtoDAsync(base_ + next_ * slot_bytes_, slot.data(), slot_bytes_, stream);
@@ -179,6 +186,8 @@ class TensorMaps {
   CUdeviceptr base_ = 0;
   std::vector<std::array<uint64_t, 8>> keys_;  // slot i's key
   int next_ = 0;
+  std::array<std::array<uint64_t, 8>, 4> without_{};  // recent keys whose tensors TMA cannot describe
+  size_t next_without_ = 0;
   std::vector<int64_t> specs_shape_;
   std::vector<kernels::TensorMapSpec> specs_;
 };
