@@ -155,6 +155,14 @@ Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const json& tu
     else if (e.m.speedup <= min_speedup)
       why = "no faster than PyTorch's op where it was tuned (" + std::to_string(e.m.speedup).substr(0, 5) +
             "x; min_speedup " + std::to_string(min_speedup).substr(0, 4) + ")";
+    else if (const kernels::KernelSpec* k = kernels::find(e.kernel_type);
+             e.backend == Backend::kCuda && k->cuda_tensor_maps &&
+             !k->cuda_tensor_maps(e.config, e.shape, e.dtype).empty())
+      // Its tuned figure came with the maps the sandbox builds; without them the kernel would run
+      // its slower fallback under the tuned figure's name.
+      why =
+          "its configuration reads TMA tensor maps, which the torch library does not build (a CUDA graph may "
+          "capture its calls)";
     JobSpec job;
     if (why.empty()) {
       job.job_id = "verify-" + std::to_string(i);

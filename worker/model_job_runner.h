@@ -59,7 +59,9 @@ struct ModelJobRunnerOptions {
 // (k<i>.cubin, with a Triton kernel's <stem>.json and .div16.* siblings): `entries` as the
 // manifest of libautokernel_ops.so lists them (models/plug/ops.cc), `skipped` each entry left out
 // with its reason (another GPU model or backend, an unknown type, no faster than PyTorch's op by
-// more than min_speedup, does not compile). Used by verify jobs and `autokernel export --hf`.
+// more than min_speedup, a configuration that reads TMA tensor maps (kernels/registry.h), which
+// the torch library does not build, does not compile). Used by verify jobs and `autokernel
+// export --hf`.
 struct PreparedKernels {
   nlohmann::json entries = nlohmann::json::array();
   nlohmann::json skipped = nlohmann::json::array();
