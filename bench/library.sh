@@ -8,6 +8,9 @@
 #   AK_LIBRARY_TRITON_TYPES=softmax,layernorm  (types also run on the triton backend; default: every type with a Triton source)
 #   AK_LIBRARY_COMPILE=all|largest|none        (default largest: one shape per type and dtype)
 #   AK_LIBRARY_DTYPES=bf16,fp16                 (dtypes of the torch.compile column; default all)
+#   AK_LIBRARY_VARIANTS=none                    (on a Hopper GPU (compute capability 9.x) the variants of
+#                                               bench/library_variants_hopper.json also run, each a row
+#                                               "<type> [<variant>]"; none: the starters only)
 # Writes under $OUT/library (default ./bench-out/library): results.tsv/json, table.md, compile.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +38,21 @@ for t in ${TRITON_TYPES//,/ }; do
   sed -e 's/"backend": "cuda"/"backend": "triton"/' -e "s/\"library-$t\"/\"library-$t-triton\"/" "$WORK/$t.json" > "$WORK/$t-triton.json"
   args+=(--campaign "$WORK/$t-triton.json")
 done
+# The variants the kernel READMEs' ladders name for Hopper, for the types asked for: campaigns of
+# their own, tagged bench/library/<variant>.
+if [ "${AK_LIBRARY_VARIANTS:-auto}" != none ] &&
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -1 | grep -q '^9\.'; then
+  while IFS= read -r f; do args+=(--campaign "$f"); done < <(python3 - "$WORK" "$TYPES" <<'PY'
+import json, sys
+work, types = sys.argv[1], sys.argv[2].split(",")
+for i, c in enumerate(json.load(open("bench/library_variants_hopper.json"))):
+    if c["kernel_type"] in types:
+        path = f"{work}/variant-{i}.json"
+        json.dump(c, open(path, "w"))
+        print(path)
+PY
+  )
+fi
 # A failed farm run (campaign rejected, interrupted, no results) ends the benchmark: its table
 # would be partial or empty. Failed jobs are rows, not a failed run.
 rc=0

@@ -128,13 +128,17 @@ def main():
     for r in rows:
         shape = [int(v) for v in r["shape"].split("x")]
         kind, dtype = r["kernel_type"], r["dtype"]
-        row = {"kernel_type": kind + ("" if r.get("backend", "cuda") == "cuda" else " (" + r["backend"] + ")"),
+        # A variant's campaign (bench/library.sh) is tagged bench/library/<variant>: its own row,
+        # without a torch.compile figure of its own (the starter's row has the op's).
+        variant = r.get("tag", "").split("bench/library/", 1)[1] if r.get("tag", "").startswith("bench/library/") else ""
+        row = {"kernel_type": kind + ("" if r.get("backend", "cuda") == "cuda" else " (" + r["backend"] + ")")
+               + (f" [{variant}]" if variant else ""),
                "shape": r["shape"], "dtype": dtype, "status": r["correctness"],
                "candidate_us": float(r["latency_us"] or 0), "eager_us": float(r["baseline_us"] or 0),
                "bound": r["bound"], "pct_peak": float(r["pct_peak"] or 0),
                "gbps": float(r["bandwidth_gbps"] or 0), "tflops": float(r["throughput_tflops"] or 0),
                "config": r["config"], "compile_us": None, "compile_s": None}
-        run = (not a.only_largest or shape == largest[(kind, dtype)]) and (want_dtypes is None or dtype in want_dtypes) and r.get("backend", "cuda") == "cuda"
+        run = (not a.only_largest or shape == largest[(kind, dtype)]) and (want_dtypes is None or dtype in want_dtypes) and r.get("backend", "cuda") == "cuda" and not variant
         if run:
             try:
                 row["compile_us"], row["compile_s"] = compile_us(kind, shape, dtype)
