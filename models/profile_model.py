@@ -133,7 +133,7 @@ class Attribution:
         return anchor, anchor.name, "other", [], {}, self.run_dtype
 
 
-def _device_activities(prof, events):
+def _device_activities(prof, events, kineto):
     """[(CPU event, [(activity name, us)])]: each device activity of the profiler's list once, under
     the CPU event that launched it; activities with no such event are left out (unattributed).
 
@@ -144,10 +144,9 @@ def _device_activities(prof, events):
     on 2026-12-06 with those lists: per-op times of hf:bert and of a small CNN summing to 1.06% and
     4.5% over the device total. Here the launcher is the event of that id whose time range holds the
     activity's launch call (the runtime event of the activity's own CUPTI id), the innermost if
-    several do. Every activity the total counts is taken as listed, so the two stay comparable."""
-    results = prof.profiler.kineto_results
-    trace0 = results.trace_start_ns()
-    kineto = list(results.events())
+    several do. Every activity the total counts is taken as listed, so the two stay comparable.
+    kineto: the profiler's kineto events, as a list."""
+    trace0 = prof.profiler.kineto_results.trace_start_ns()
     launch_us = {k.correlation_id(): (k.start_ns() - trace0) / 1000.0 for k in kineto
                  if k.device_type() == DeviceType.CPU and k.linked_correlation_id() > 0}
     ops = [e for e in events if _is_op(e)]
@@ -194,9 +193,10 @@ def profile(model, inputs, device, run_dtype, iters, warmup):
                 model(*inputs)
             if cuda:
                 torch.cuda.synchronize()
+    kineto = list(prof.profiler.kineto_results.events())  # read once: a long run has many
     dtypes_by_id = {}
     try:
-        for k in prof.profiler.kineto_results.events():
+        for k in kineto:
             # ops only (no linked id): a runtime call can carry an op's id (_device_activities)
             if k.device_type() == DeviceType.CPU and k.linked_correlation_id() == 0 and k.dtypes():
                 dtypes_by_id.setdefault(k.correlation_id(), list(k.dtypes()))
@@ -212,7 +212,7 @@ def profile(model, inputs, device, run_dtype, iters, warmup):
         # start to its last one's end (gaps included): not an activity of its own.
         total = sum(e.time_range.elapsed_us() for e in events
                     if e.device_type == DeviceType.CUDA and not _is_annotation(e))
-        holders = _device_activities(prof, events)
+        holders = _device_activities(prof, events, kineto)
     else:
         tops = [e for e in events if _is_op(e) and not any(_is_op(a) for a in _chain(e)[1:])]
         total = float(sum(e.cpu_time_total for e in tops))

@@ -83,33 +83,23 @@ def _is_language_model(inputs, out):
             and inputs[0].dim() == 2 and len(t) == 1 and t[0].dim() == 3 and t[0].shape[:2] == inputs[0].shape)
 
 
-def _decode(model, ids, tokens):
+def _decode(model, ids, tokens, follow=None):
     """Greedy decoding over a window of ids' length; the tokens, each step's top-2 margin, and each
-    step's best logit value with the set of tokens that reach it (more than one: a tie)."""
+    step's set of tokens that reach the best logit (more than one: a tie). With `follow` (another
+    run's tokens, one step each) the window takes those instead of this run's own choices."""
     window = ids.clone()
     out, margins, best = [], [], []
-    for _ in range(tokens):
+    for i in range(len(follow) if follow is not None else tokens):
         logits = _tensors(model(window))[0][:, -1].float()
         top = logits.topk(2, dim=-1)
         nxt = top.indices[:, :1]
         out.append(nxt[:, 0].tolist())
         margins.append((top.values[:, 0] - top.values[:, 1]).min().item())
         best.append([set((row == row.max()).nonzero()[:, 0].tolist()) for row in logits])
+        if follow is not None:
+            nxt = torch.tensor(follow[i], device=window.device)[:, None]
         window = torch.cat([window[:, 1:], nxt.to(window.dtype)], dim=1)
     return out, margins, best
-
-
-def _forced(model, ids, tokens):
-    """The model's greedy choice at each step when its window follows `tokens` (another run's
-    choices) instead of its own."""
-    window = ids.clone()
-    out = []
-    for step in tokens:
-        logits = _tensors(model(window))[0][:, -1].float()
-        out.append(logits.argmax(dim=-1).tolist())
-        nxt = torch.tensor(step, dtype=window.dtype, device=window.device)[:, None]
-        window = torch.cat([window[:, 1:], nxt], dim=1)
-    return out
 
 
 def compare_decoding(want, margins, best, got, forced):
@@ -301,7 +291,7 @@ def _run(a, model, inputs, p, profile):
             # Along the original's tokens: once the two runs part, free decoding compares different
             # windows. A step where the original's best logit is reached by two tokens (an exact tie
             # in the dtype) may go either way without any error; every other step must agree.
-            forced = _forced(model, ids, want)
+            forced, _, _ = _decode(model, ids, a.decode_tokens, follow=want)
         r["decode"] = compare_decoding(want, margins, best, got, forced)
         r["decode"]["window"] = int(ids.shape[1])
     # 3. time

@@ -146,18 +146,18 @@ Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const json& tu
       continue;
     }
     const bool ours = backend == Backend::kCpu ? e.backend == Backend::kCpu : e.backend != Backend::kCpu;
+    const kernels::KernelSpec* spec = kernels::find(e.kernel_type);
     if (!same_gpu_model(e.gpu_model, caps.gpu_name))
       why = "tuned on " + e.gpu_model + ", this worker is " + caps.gpu_name;
     else if (!ours)
       why = "a " + std::string(backend_name(e.backend)) + " kernel; this worker runs " + backend_name(backend);
-    else if (!kernels::find(e.kernel_type))
+    else if (!spec)
       why = "unknown kernel type '" + e.kernel_type + "'";
     else if (e.m.speedup <= min_speedup)
       why = "no faster than PyTorch's op where it was tuned (" + std::to_string(e.m.speedup).substr(0, 5) +
             "x; min_speedup " + std::to_string(min_speedup).substr(0, 4) + ")";
-    else if (const kernels::KernelSpec* k = kernels::find(e.kernel_type);
-             e.backend == Backend::kCuda && k->cuda_tensor_maps &&
-             !k->cuda_tensor_maps(e.config, e.shape, e.dtype).empty())
+    else if (e.backend == Backend::kCuda && spec->cuda_tensor_maps &&
+             !spec->cuda_tensor_maps(e.config, e.shape, e.dtype).empty())
       // Its tuned figure came with the maps the sandbox builds; without them the kernel would run
       // its slower fallback under the tuned figure's name.
       why =

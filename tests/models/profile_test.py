@@ -228,7 +228,8 @@ class DeviceAttribution(unittest.TestCase):
                   K(CUDA, "gemm", 40, 5, t0 + 14_000, t0 + 44_000),
                   K(CUDA, "stray", 41, 0, t0 + 45_000, t0 + 46_000)]  # launched outside any op
         prof = NS(profiler=NS(kineto_results=NS(events=lambda: kineto, trace_start_ns=lambda: t0)))
-        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, other, mm, launch])}
+        events = [outer, sync, other, mm, launch]
+        got = {e.name: acts for e, acts in profile_model._device_activities(prof, events, kineto)}
         # the event of id 5 that holds the launch is aten::mm; the others of id 5 get nothing, and
         # the stray activity is left unattributed
         self.assertEqual(got, {"aten::mm": [("gemm", 30.0)]})
@@ -237,7 +238,7 @@ class DeviceAttribution(unittest.TestCase):
         copy = event(8, "aten::copy_", 70.0, 80.0)
         kineto += [K(CPU, "cudaLaunchKernel", 42, 9, t0 + 72_000, t0 + 73_000),
                    K(CUDA, "copy", 42, 9, t0 + 74_000, t0 + 75_000)]
-        got = {e.name: acts for e, acts in profile_model._device_activities(prof, [outer, sync, other, mm, launch, copy])}
+        got = {e.name: acts for e, acts in profile_model._device_activities(prof, events + [copy], kineto)}
         self.assertEqual(got, {"aten::mm": [("gemm", 30.0)], "aten::copy_": [("copy", 1.0)]})
 
 
@@ -414,7 +415,7 @@ class Decoding(unittest.TestCase):
         self.assertEqual(margins[1], 0.0)
         tuned = self.Chain(tie_to=4 if want[1] == [6] else 6)  # the other way from the original's
         got, _, _ = verify_model._decode(tuned, ids, 6)
-        forced = verify_model._forced(tuned, ids, want)
+        forced, _, _ = verify_model._decode(tuned, ids, len(want), follow=want)
         r = verify_model.compare_decoding(want, margins, best, got, forced)
         self.assertFalse(r["identical"])
         self.assertEqual(r["first_difference"], 1)
@@ -428,7 +429,7 @@ class Decoding(unittest.TestCase):
         want, margins, best = verify_model._decode(self.Chain(), ids, 6)
         tuned = self.Chain(wrong_after=5)  # after a 5 the tuned model says 0, the original 6
         got, _, _ = verify_model._decode(tuned, ids, 6)
-        forced = verify_model._forced(tuned, ids, want)
+        forced, _, _ = verify_model._decode(tuned, ids, len(want), follow=want)
         r = verify_model.compare_decoding(want, margins, best, got, forced)
         self.assertFalse(r["forced"]["identical_but_ties"])
         self.assertEqual(want[:2], [[5], [6]])
