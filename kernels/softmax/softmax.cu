@@ -10,14 +10,20 @@
 //
 // Tunables:
 //   AK_THREADS       threads per block (128, 256, 512, 1024)
-//   AK_VEC           elements per load/store (1, 2, 4): 16-byte (fp32) or 8-byte (fp16/bf16) vector
-//                    accesses on the aligned part of each row, scalar head and tail
+//   AK_VEC           elements per load/store (1, 2, 4, 8) on the aligned part of each row, scalar
+//                    head and tail; a pack is at most 16 bytes (fp32 at 8 loads 4 at a time)
 //   AK_WARP_PER_ROW  0: one block per row, block-wide reduction (wide rows); 1: one warp per row,
 //                    AK_THREADS/32 rows per block, warp-shuffle reduction only (narrow rows)
+//   AK_CACHE         packs per thread kept in registers between the two passes (0, 2, 4, 8, 16): a
+//                    row of at most AK_CACHE packs per thread of its group is read from memory
+//                    once, every load issued before the first is used; a longer row, or 0, reads
+//                    it twice
 //
 // Algorithm: one read pass keeps a running (max, sum of exp) per thread, updated once per vector
 // (online softmax, Milakov & Gimelshein 2018), reduced across the group with warp shuffles; a
-// second read pass writes exp(x - max) / sum. All arithmetic in fp32. Exponents are formed as
+// second read pass writes exp(x - max) / sum. From the register cache, a thread first takes the
+// maximum of its values, then their sum of exp against it: no rescaling. All arithmetic in fp32.
+// Exponents are formed as
 // (x - max) * log2(e), never x * log2(e) - max * log2(e): the rounding of the two large products
 // biases terms by up to |max| * 2^-24 relative, which broke the fp32 tolerance on the H200 for
 // rows with a large offset.
@@ -31,20 +37,28 @@
 #ifndef AK_WARP_PER_ROW
 #define AK_WARP_PER_ROW 0
 #endif
+#ifndef AK_CACHE
+#define AK_CACHE 0
+#endif
 
 #if AK_THREADS % 32 != 0 || AK_THREADS < 32 || AK_THREADS > 1024
 #error "AK_THREADS must be a multiple of 32 in [32, 1024]"
 #endif
-#if AK_VEC != 1 && AK_VEC != 2 && AK_VEC != 4
-#error "AK_VEC must be 1, 2 or 4"
+#if AK_VEC != 1 && AK_VEC != 2 && AK_VEC != 4 && AK_VEC != 8
+#error "AK_VEC must be 1, 2, 4 or 8"
+#endif
+#if AK_CACHE < 0 || AK_CACHE > 16
+#error "AK_CACHE must be in [0, 16]"
 #endif
 
 #include "../common/elem.cuh"
 
 #define AK_LOG2E 1.4426950408889634f
 
-struct __align__(sizeof(elem_t) * AK_VEC) pack_t {
-  elem_t v[AK_VEC];
+// fp32 with 8 elements would be 32 bytes: loads stay at most 16 bytes wide.
+#define AK_PACK (AK_VEC * sizeof(elem_t) > 16 ? 16 / sizeof(elem_t) : AK_VEC)
+struct __align__(sizeof(elem_t) * AK_PACK) pack_t {
+  elem_t v[AK_PACK];
 };
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -98,38 +112,90 @@ __device__ __forceinline__ stats_t warp_reduce(stats_t st) {
   return st;
 }
 
-// Softmax of one row by a group of `nthreads` threads (a block or a warp); `t` is the thread's
-// index in the group. For a block group, smem holds one stats_t per warp plus the result.
-template <bool kBlock>
-__device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y,
-                                            long long cols, int t, int nthreads, stats_t* smem) {
-  // Split the row into a scalar head (until x is aligned to a whole pack), packs, and a tail.
-  const unsigned long long xaddr = (unsigned long long)x;
-  long long head = (long long)((sizeof(pack_t) - xaddr % sizeof(pack_t)) % sizeof(pack_t) / sizeof(elem_t));
-  if (head > cols) head = cols;
-  const long long npacks = (cols - head) / AK_VEC;
-  const long long tail_start = head + npacks * AK_VEC;
-  const pack_t* xp = (const pack_t*)(x + head);
-
-  stats_t st;
-  st.m = neg_inf();
-  st.s = 0.0f;
-  for (long long i = t; i < head; i += nthreads) {
-    float v = to_f32(x[i]);
-    accumulate(st, &v, 1);
+#if AK_CACHE > 0
+// The register cache: each pack as 32-bit words (a 16-bit pack of one element takes a word alone),
+// so that 16-bit elements stay two to a register. Elements are converted where they are used;
+// fence() makes the words opaque to the compiler, which would otherwise keep every converted
+// value alive from one sweep over the cache to the next (two registers per 16-bit element).
+#define AK_WORDS ((sizeof(pack_t) + 3) / 4)
+struct cache_t {
+  unsigned w[AK_CACHE][AK_WORDS];
+  // Pack i of xp, or one of -inf where i is past the row's packs.
+  __device__ __forceinline__ void load(int j, const pack_t* xp, long long i, long long npacks) {
+    const bool in = i < npacks;
+#if AK_DTYPE == 0
+    const unsigned ninf = 0xff800000u;
+#elif AK_DTYPE == 1
+    const unsigned ninf = 0xfc00fc00u;
+#else
+    const unsigned ninf = 0xff80ff80u;
+#endif
+    if (sizeof(pack_t) == 16) {
+      const uint4 v = in ? *(const uint4*)(xp + i) : make_uint4(ninf, ninf, ninf, ninf);
+      w[j][0] = v.x;
+      w[j][1 % AK_WORDS] = v.y;
+      w[j][2 % AK_WORDS] = v.z;
+      w[j][3 % AK_WORDS] = v.w;
+    } else if (sizeof(pack_t) == 8) {
+      const uint2 v = in ? *(const uint2*)(xp + i) : make_uint2(ninf, ninf);
+      w[j][0] = v.x;
+      w[j][1 % AK_WORDS] = v.y;
+    } else if (sizeof(pack_t) == 4) {
+      w[j][0] = in ? *(const unsigned*)(xp + i) : ninf;
+    } else {
+      w[j][0] = in ? *(const unsigned short*)(xp + i) : (ninf & 0xffffu);
+    }
   }
-  for (long long i = t; i < npacks; i += nthreads) {
-    pack_t p = xp[i];
-    float v[AK_VEC];
+  __device__ __forceinline__ float get(int j, int k) const {
+#if AK_DTYPE == 0
+    return __uint_as_float(w[j][k]);
+#else
+    return to_f32((elem_t)(w[j][k / 2] >> (16 * (k % 2))));
+#endif
+  }
+  __device__ __forceinline__ void fence() {
 #pragma unroll
-    for (int k = 0; k < AK_VEC; ++k) v[k] = to_f32(p.v[k]);
-    accumulate(st, v, AK_VEC);
+    for (int j = 0; j < AK_CACHE; ++j)
+#pragma unroll
+      for (int q = 0; q < (int)AK_WORDS; ++q) asm volatile("" : "+r"(w[j][q]));
   }
-  for (long long i = tail_start + t; i < cols; i += nthreads) {
-    float v = to_f32(x[i]);
-    accumulate(st, &v, 1);
-  }
+};
 
+// (max, sum of exp) of a thread's cached packs, those past the row holding -inf: the maximum first,
+// then the sum against it, so no term is rescaled; merged into st. A NaN reaches the sum (or, among
+// nothing but -inf, the maximum) as in accumulate().
+__device__ __forceinline__ void accumulate_cache(stats_t& st, cache_t& c) {
+  float cm = neg_inf();
+  bool nan = false;
+#pragma unroll
+  for (int j = 0; j < AK_CACHE; ++j)
+#pragma unroll
+    for (int k = 0; k < AK_PACK; ++k) {
+      const float v = c.get(j, k);
+      cm = fmaxf(cm, v);
+      nan |= v != v;
+    }
+  c.fence();
+  stats_t own;
+  own.m = cm;
+  own.s = 0.0f;
+  if (cm == neg_inf()) {
+    if (nan) own.m = __int_as_float(0x7fffffff);
+  } else {
+#pragma unroll
+    for (int j = 0; j < AK_CACHE; ++j)
+#pragma unroll
+      for (int k = 0; k < AK_PACK; ++k) own.s += exp2f((c.get(j, k) - cm) * AK_LOG2E);
+  }
+  c.fence();
+  st = combine(st, own);
+}
+#endif
+
+// The group's statistics from each thread's: warp shuffles, then for a block group one stats_t
+// per warp in smem plus the result.
+template <bool kBlock>
+__device__ __forceinline__ stats_t group_reduce(stats_t st, int t, int nthreads, stats_t* smem) {
   st = warp_reduce(st);
   if (kBlock) {
     const int warp = t >> 5;
@@ -149,30 +215,101 @@ __device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t
     __syncthreads();
     st = smem[32];
   }
+  return st;
+}
+
+__device__ __forceinline__ pack_t softmax_pack(pack_t p, float m, float inv) {
+  pack_t q;
+#pragma unroll
+  for (int k = 0; k < AK_PACK; ++k) q.v[k] = from_f32(exp2f((to_f32(p.v[k]) - m) * AK_LOG2E) * inv);
+  return q;
+}
+
+// Writes pack i of the row's pack region (y + head), element by element where y is misaligned
+// relative to x.
+__device__ __forceinline__ void store_pack(elem_t* y, long long head, long long i, bool ypacked, pack_t q) {
+  if (ypacked) {
+    ((pack_t*)(y + head))[i] = q;
+  } else {
+#pragma unroll
+    for (int k = 0; k < AK_PACK; ++k) y[head + i * AK_PACK + k] = q.v[k];
+  }
+}
+
+// Softmax of one row by a group of `nthreads` threads (a block or a warp); `t` is the thread's
+// index in the group. For a block group, smem holds one stats_t per warp plus the result.
+template <bool kBlock>
+__device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, long long cols, int t,
+                                            int nthreads, stats_t* smem) {
+  // Split the row into a scalar head (until x is aligned to a whole pack), packs, and a tail.
+  const unsigned long long xaddr = (unsigned long long)x;
+  long long head = (long long)((sizeof(pack_t) - xaddr % sizeof(pack_t)) % sizeof(pack_t) / sizeof(elem_t));
+  if (head > cols) head = cols;
+  const long long npacks = (cols - head) / AK_PACK;
+  const long long tail_start = head + npacks * AK_PACK;
+  const pack_t* xp = (const pack_t*)(x + head);
+  const bool ypacked = ((unsigned long long)(y + head)) % sizeof(pack_t) == 0;
+
+  stats_t st;
+  st.m = neg_inf();
+  st.s = 0.0f;
+  for (long long i = t; i < head; i += nthreads) {
+    float v = to_f32(x[i]);
+    accumulate(st, &v, 1);
+  }
+  for (long long i = tail_start + t; i < cols; i += nthreads) {
+    float v = to_f32(x[i]);
+    accumulate(st, &v, 1);
+  }
+#if AK_CACHE > 0
+  const bool cached = npacks <= (long long)AK_CACHE * nthreads;
+  cache_t c;
+  if (cached) {
+#pragma unroll
+    for (int j = 0; j < AK_CACHE; ++j) c.load(j, xp, t + (long long)j * nthreads, npacks);
+    accumulate_cache(st, c);
+  } else
+#endif
+    for (long long i = t; i < npacks; i += nthreads) {
+      pack_t p = xp[i];
+      float v[AK_PACK];
+#pragma unroll
+      for (int k = 0; k < AK_PACK; ++k) v[k] = to_f32(p.v[k]);
+      accumulate(st, v, AK_PACK);
+    }
+  st = group_reduce<kBlock>(st, t, nthreads, smem);
 
   const float m = st.m;
   const float inv = 1.0f / st.s;
-  // y may be misaligned relative to x; then the pack region is written element by element.
-  const bool ypacked = ((unsigned long long)(y + head)) % sizeof(pack_t) == 0;
   for (long long i = t; i < head; i += nthreads) y[i] = from_f32(exp2f((to_f32(x[i]) - m) * AK_LOG2E) * inv);
-  for (long long i = t; i < npacks; i += nthreads) {
-    pack_t p = xp[i];
-    pack_t q;
+#if AK_CACHE > 0
+  if (cached) {
 #pragma unroll
-    for (int k = 0; k < AK_VEC; ++k) q.v[k] = from_f32(exp2f((to_f32(p.v[k]) - m) * AK_LOG2E) * inv);
-    if (ypacked) {
-      ((pack_t*)(y + head))[i] = q;
-    } else {
+    for (int j = 0; j < AK_CACHE; ++j) {
+      const long long i = t + (long long)j * nthreads;
+      if (i < npacks) {
+        pack_t q;
 #pragma unroll
-      for (int k = 0; k < AK_VEC; ++k) y[head + i * AK_VEC + k] = q.v[k];
+        for (int k = 0; k < AK_PACK; ++k) q.v[k] = from_f32(exp2f((c.get(j, k) - m) * AK_LOG2E) * inv);
+        store_pack(y, head, i, ypacked, q);
+      }
     }
-  }
+  } else
+#endif
+    for (long long i = t; i < npacks; i += nthreads) store_pack(y, head, i, ypacked, softmax_pack(xp[i], m, inv));
   for (long long i = tail_start + t; i < cols; i += nthreads)
     y[i] = from_f32(exp2f((to_f32(x[i]) - m) * AK_LOG2E) * inv);
 }
 
-extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_softmax(const void* in, void* out, long long rows, long long cols) {
+// With a register cache, one block per SM may take every register: ptxas otherwise aims at two
+// blocks of 1024 threads and spills the cache.
+#if AK_CACHE > 0
+#define AK_MIN_BLOCKS 1
+#else
+#define AK_MIN_BLOCKS 0
+#endif
+extern "C" __global__ void __launch_bounds__(AK_THREADS, AK_MIN_BLOCKS)
+    ak_softmax(const void* in, void* out, long long rows, long long cols) {
   const elem_t* x = (const elem_t*)in;
   elem_t* y = (elem_t*)out;
 #if AK_WARP_PER_ROW
