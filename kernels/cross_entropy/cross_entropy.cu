@@ -14,6 +14,10 @@
 //   AK_THREADS       threads per block (128, 256, 512, 1024)
 //   AK_VEC           elements per load (1, 2, 4, 8) on the aligned part of a row; scalar head and tail
 //   AK_WARP_PER_ROW  0: one block per row; 1: one warp per row (narrow rows)
+//   AK_CHUNK         packs a thread loads before it uses any (1, 2, 4, 8): with more than one, the
+//                    chunk's maximum is taken first, the sum rescaled at most once a chunk, and the
+//                    chunk's exps summed in AK_PACK independent partial sums (no chain of
+//                    dependent adds); 1 is the element-by-element update below
 //
 // One pass over the logits: each thread keeps a running maximum m and the sum s of exp(x - m),
 // rescaled when m grows (online softmax); the pairs are merged across the group. The loss is
@@ -28,6 +32,12 @@
 #endif
 #ifndef AK_WARP_PER_ROW
 #define AK_WARP_PER_ROW 0
+#endif
+#ifndef AK_CHUNK
+#define AK_CHUNK 1
+#endif
+#if AK_CHUNK != 1 && AK_CHUNK != 2 && AK_CHUNK != 4 && AK_CHUNK != 8
+#error "AK_CHUNK must be 1, 2, 4 or 8"
 #endif
 
 #include "../common/elem.cuh"
@@ -58,6 +68,37 @@ __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   return {m, sa + sb};
 }
 
+#if AK_CHUNK > 1
+// Folds AK_CHUNK packs into a: the chunk's maximum first (a NaN is left to the sum, which it makes
+// NaN), the sum rescaled once if it grew, then every exp against it. -inf adds nothing (also
+// where the maximum is -inf, which would make the exponent NaN); +inf makes the maximum +inf and
+// its own term NaN, as in add().
+__device__ __forceinline__ void add_chunk(MaxSum& a, const pack_t* c) {
+  float cm = a.m;
+#pragma unroll
+  for (int j = 0; j < AK_CHUNK; ++j)
+#pragma unroll
+    for (int k = 0; k < AK_PACK; ++k) cm = fmaxf(cm, to_f32(c[j].v[k]));
+  if (cm > a.m) {
+    a.s *= exp2f((a.m - cm) * AK_LOG2E);
+    a.m = cm;
+  }
+  float part[AK_PACK];
+#pragma unroll
+  for (int k = 0; k < AK_PACK; ++k) part[k] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < AK_CHUNK; ++j)
+#pragma unroll
+    for (int k = 0; k < AK_PACK; ++k) {
+      const float v = to_f32(c[j].v[k]);
+      part[k] += v == __int_as_float(0xff800000) ? 0.0f : exp2f((v - a.m) * AK_LOG2E);
+    }
+#pragma unroll
+  for (int k = 1; k < AK_PACK; ++k) part[0] += part[k];
+  a.s += part[0];
+}
+#endif
+
 __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
@@ -67,8 +108,15 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
   return v;
 }
 
-extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_cross_entropy(const void* logits, const void* targets, void* loss, long long rows, long long cols) {
+// With chunks, one block per SM may take every register: ptxas otherwise aims at more blocks and
+// spills the chunk.
+#if AK_CHUNK > 1
+#define AK_MIN_BLOCKS 1
+#else
+#define AK_MIN_BLOCKS 0
+#endif
+extern "C" __global__ void __launch_bounds__(AK_THREADS, AK_MIN_BLOCKS)
+    ak_cross_entropy(const void* logits, const void* targets, void* loss, long long rows, long long cols) {
   const elem_t* X = (const elem_t*)logits;
   const long long* T = (const long long*)targets;
   elem_t* L = (elem_t*)loss;
@@ -87,11 +135,26 @@ ak_cross_entropy(const void* logits, const void* targets, void* loss, long long 
     const pack_t* xp = (const pack_t*)(x + head);
     MaxSum a = {__int_as_float(0xff800000), 0.0f};
     for (long long j = t; j < head; j += g.kThreads) add(a, to_f32(x[j]));
+#if AK_CHUNK > 1
+    pack_t ninf;
+#pragma unroll
+    for (int k = 0; k < AK_PACK; ++k) ninf.v[k] = from_f32(__int_as_float(0xff800000));
+    for (long long i0 = t; i0 < npacks; i0 += (long long)AK_CHUNK * g.kThreads) {
+      pack_t c[AK_CHUNK];
+#pragma unroll
+      for (int j = 0; j < AK_CHUNK; ++j) {
+        const long long i = i0 + (long long)j * g.kThreads;
+        c[j] = i < npacks ? xp[i] : ninf;
+      }
+      add_chunk(a, c);
+    }
+#else
     for (long long i = t; i < npacks; i += g.kThreads) {
       const pack_t p = xp[i];
 #pragma unroll
       for (int k = 0; k < AK_PACK; ++k) add(a, to_f32(p.v[k]));
     }
+#endif
     for (long long j = head + npacks * AK_PACK + t; j < cols; j += g.kThreads) add(a, to_f32(x[j]));
     a = warp_merge(a);
 #if !AK_WARP_PER_ROW

@@ -27,7 +27,11 @@ double bytes(const std::vector<int64_t>& shape, DType dtype) {
 
 std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("cross_entropy", shape); }
 
-std::vector<Tunable> cuda_space() { return row_cuda_space(512, {1, 2, 4, 8}, 8); }
+std::vector<Tunable> cuda_space() {
+  std::vector<Tunable> space = row_cuda_space(512, {1, 2, 4, 8}, 8);
+  space.push_back({"AK_CHUNK", {1, 2, 4, 8}, 1});
+  return space;
+}
 
 std::string triton_signature(DType d) {
   const std::string t = dtype_name(d);
