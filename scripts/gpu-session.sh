@@ -11,8 +11,8 @@
 # confinement layers this host gives the worker, as this user and as an unprivileged one,
 # "dashboards" the live dashboards test with the host's GPU; "wgmma" matmul's Hopper path against its
 # mma.sync path (examples/campaigns/matmul_wgmma_hopper.toml, cut by AK_WGMMA_SHAPES, AK_WGMMA_DTYPES and
-# AK_WGMMA_KEEP), in $OUT/wgmma; "rowwise" softmax's register cache and cross_entropy's chunks
-# against their earlier paths (examples/campaigns/rowwise_*.toml), in $OUT/rowwise.
+# AK_WGMMA_KEEP), in $OUT/wgmma; "rowwise" the row-wise types' register caches and chunks against
+# their earlier paths (examples/campaigns/rowwise_*.toml, cut by AK_ROWWISE), in $OUT/rowwise.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
@@ -120,12 +120,13 @@ for step in $STEPS; do
     library)
       timeout "${AK_LIBRARY_TIMEOUT:-540}" bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
     rowwise)
-      # softmax's register cache and cross_entropy's chunks against their earlier paths
-      # (examples/campaigns/rowwise_*.toml), each job verified, then timed against PyTorch; in $OUT/rowwise.
+      # the register caches (softmax, rmsnorm, layernorm) and cross_entropy's chunks against their
+      # earlier paths (examples/campaigns/rowwise_<type>.toml for each type of AK_ROWWISE, default
+      # all four), each job verified, then timed against PyTorch; in $OUT/rowwise.
       mkdir -p "$OUT/rowwise"
-      (cd "$OUT/rowwise" && timeout "${AK_ROWWISE_TIMEOUT:-300}" "$B/bin/autokernel" run --backend cuda \
-        --campaign "$OLDPWD/examples/campaigns/rowwise_softmax.toml" \
-        --campaign "$OLDPWD/examples/campaigns/rowwise_cross_entropy.toml" --data-dir "$OUT/rowwise/.ak" > run.log 2>&1)
+      rw=(); for t in ${AK_ROWWISE:-softmax cross_entropy rmsnorm layernorm}; do rw+=(--campaign "$PWD/examples/campaigns/rowwise_$t.toml"); done
+      (cd "$OUT/rowwise" && timeout "${AK_ROWWISE_TIMEOUT:-300}" "$B/bin/autokernel" run --backend cuda "${rw[@]}" \
+        --data-dir "$OUT/rowwise/.ak" > run.log 2>&1)
       echo "rowwise rc=$?"; rm -rf "$OUT/rowwise/.ak"
       awk -v cols=kernel_type,shape,dtype,config,correctness,latency_us,baseline_us,speedup_vs_pytorch,pct_peak \
         -f bench/tsv.awk "$OUT/rowwise/results.tsv" | cut -c1-220 ;;

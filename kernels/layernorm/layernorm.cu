@@ -14,6 +14,9 @@
 //   AK_VEC           elements per load and store (1, 2, 4, 8) when cols is a multiple of the pack
 //                    and x, w, b, y are aligned to it; otherwise scalar
 //   AK_WARP_PER_ROW  0: one block per row; 1: one warp per row (narrow rows)
+//   AK_CACHE         packs per thread held in registers (0, 2, 4, 8, 16; row.cuh's RowCache): a
+//                    vector row of at most AK_CACHE packs per thread is loaded once, every load in
+//                    flight at once, and the three passes run from registers
 //
 // Three passes over the row: the mean, the variance as the mean of (x - mean)^2 (no
 // cancellation when |mean| >> std, unlike E[x^2] - E[x]^2), then the output. Passes two and three
@@ -33,8 +36,8 @@
 #include "../common/elem.cuh"
 #include "../common/row.cuh"
 
-extern "C" __global__ void __launch_bounds__(AK_THREADS)
-ak_layernorm(const void* x_, const void* w_, const void* b_, void* y_, long long rows, long long cols) {
+extern "C" __global__ void __launch_bounds__(AK_THREADS, AK_MIN_BLOCKS)
+    ak_layernorm(const void* x_, const void* w_, const void* b_, void* y_, long long rows, long long cols) {
   const elem_t* __restrict__ X = (const elem_t*)x_;
   const elem_t* __restrict__ W = (const elem_t*)w_;
   const elem_t* __restrict__ B = (const elem_t*)b_;
@@ -49,6 +52,47 @@ ak_layernorm(const void* x_, const void* w_, const void* b_, void* y_, long long
   for (long long row = g.first_row(); row < rows; row += g.row_stride()) {
     const elem_t* x = X + row * cols;
     elem_t* y = Y + row * cols;
+#if AK_CACHE > 0
+    if (vec && RowCache::fits(npacks, g.kThreads)) {
+      // The three passes from registers: the row is read from memory once (zero padding adds
+      // nothing to the mean; the variance skips it).
+      RowCache c;
+      c.load((const pack_t*)x, t, g.kThreads, npacks, 0u);
+      float s2[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < AK_CACHE; ++j)
+#pragma unroll
+        for (int k = 0; k < AK_PACK; ++k) s2[k & 1] += c.get(j, k);
+      c.fence();
+      const float mean = g.sum(s2[0] + s2[1], smem) * inv_cols;
+      float ss2[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < AK_CACHE; ++j)
+        if (t + (long long)j * g.kThreads < npacks) {
+#pragma unroll
+          for (int k = 0; k < AK_PACK; ++k) {
+            const float d = c.get(j, k) - mean;
+            ss2[k & 1] = fmaf(d, d, ss2[k & 1]);
+          }
+        }
+      c.fence();
+      const float r = rsqrtf(g.sum(ss2[0] + ss2[1], smem) * inv_cols + AK_LN_EPS);
+#pragma unroll
+      for (int j = 0; j < AK_CACHE; ++j) {
+        const long long i = t + (long long)j * g.kThreads;
+        if (i < npacks) {
+          const pack_t q = ((const pack_t*)W)[i];
+          const pack_t b = ((const pack_t*)B)[i];
+          pack_t o;
+#pragma unroll
+          for (int k = 0; k < AK_PACK; ++k)
+            o.v[k] = from_f32(fmaf((c.get(j, k) - mean) * r, to_f32(q.v[k]), to_f32(b.v[k])));
+          ((pack_t*)y)[i] = o;
+        }
+      }
+      continue;
+    }
+#endif
     float s = 0.0f;
     if (vec) {
       for (long long i = t; i < npacks; i += g.kThreads) {

@@ -28,7 +28,11 @@ double bytes(const std::vector<int64_t>& shape, DType dtype) {
 
 std::string check_shape(const std::vector<int64_t>& shape) { return check_rows_cols("layernorm", shape); }
 
-std::vector<Tunable> cuda_space() { return row_cuda_space(256, {1, 2, 4, 8}, 8); }
+std::vector<Tunable> cuda_space() {
+  std::vector<Tunable> space = row_cuda_space(256, {1, 2, 4, 8}, 8);
+  space.push_back({"AK_CACHE", {0, 2, 4, 8, 16}, 0});
+  return space;
+}
 
 std::string triton_signature(DType d) {
   const std::string t = dtype_name(d);

@@ -41,25 +41,10 @@
 #define AK_CACHE 0
 #endif
 
-#if AK_THREADS % 32 != 0 || AK_THREADS < 32 || AK_THREADS > 1024
-#error "AK_THREADS must be a multiple of 32 in [32, 1024]"
-#endif
-#if AK_VEC != 1 && AK_VEC != 2 && AK_VEC != 4 && AK_VEC != 8
-#error "AK_VEC must be 1, 2, 4 or 8"
-#endif
-#if AK_CACHE < 0 || AK_CACHE > 16
-#error "AK_CACHE must be in [0, 16]"
-#endif
-
 #include "../common/elem.cuh"
+#include "../common/row.cuh"
 
 #define AK_LOG2E 1.4426950408889634f
-
-// fp32 with 8 elements would be 32 bytes: loads stay at most 16 bytes wide.
-#define AK_PACK (AK_VEC * sizeof(elem_t) > 16 ? 16 / sizeof(elem_t) : AK_VEC)
-struct __align__(sizeof(elem_t) * AK_PACK) pack_t {
-  elem_t v[AK_PACK];
-};
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
@@ -113,58 +98,10 @@ __device__ __forceinline__ stats_t warp_reduce(stats_t st) {
 }
 
 #if AK_CACHE > 0
-// The register cache: each pack as 32-bit words (a 16-bit pack of one element takes a word alone),
-// so that 16-bit elements stay two to a register. Elements are converted where they are used;
-// fence() makes the words opaque to the compiler, which would otherwise keep every converted
-// value alive from one sweep over the cache to the next (two registers per 16-bit element).
-#define AK_WORDS ((sizeof(pack_t) + 3) / 4)
-struct cache_t {
-  unsigned w[AK_CACHE][AK_WORDS];
-  // Pack i of xp, or one of -inf where i is past the row's packs.
-  __device__ __forceinline__ void load(int j, const pack_t* xp, long long i, long long npacks) {
-    const bool in = i < npacks;
-#if AK_DTYPE == 0
-    const unsigned ninf = 0xff800000u;
-#elif AK_DTYPE == 1
-    const unsigned ninf = 0xfc00fc00u;
-#else
-    const unsigned ninf = 0xff80ff80u;
-#endif
-    if (sizeof(pack_t) == 16) {
-      const uint4 v = in ? *(const uint4*)(xp + i) : make_uint4(ninf, ninf, ninf, ninf);
-      w[j][0] = v.x;
-      w[j][1 % AK_WORDS] = v.y;
-      w[j][2 % AK_WORDS] = v.z;
-      w[j][3 % AK_WORDS] = v.w;
-    } else if (sizeof(pack_t) == 8) {
-      const uint2 v = in ? *(const uint2*)(xp + i) : make_uint2(ninf, ninf);
-      w[j][0] = v.x;
-      w[j][1 % AK_WORDS] = v.y;
-    } else if (sizeof(pack_t) == 4) {
-      w[j][0] = in ? *(const unsigned*)(xp + i) : ninf;
-    } else {
-      w[j][0] = in ? *(const unsigned short*)(xp + i) : (ninf & 0xffffu);
-    }
-  }
-  __device__ __forceinline__ float get(int j, int k) const {
-#if AK_DTYPE == 0
-    return __uint_as_float(w[j][k]);
-#else
-    return to_f32((elem_t)(w[j][k / 2] >> (16 * (k % 2))));
-#endif
-  }
-  __device__ __forceinline__ void fence() {
-#pragma unroll
-    for (int j = 0; j < AK_CACHE; ++j)
-#pragma unroll
-      for (int q = 0; q < (int)AK_WORDS; ++q) asm volatile("" : "+r"(w[j][q]));
-  }
-};
-
 // (max, sum of exp) of a thread's cached packs, those past the row holding -inf: the maximum first,
 // then the sum against it, so no term is rescaled; merged into st. A NaN reaches the sum (or, among
 // nothing but -inf, the maximum) as in accumulate().
-__device__ __forceinline__ void accumulate_cache(stats_t& st, cache_t& c) {
+__device__ __forceinline__ void accumulate_cache(stats_t& st, RowCache& c) {
   float cm = neg_inf();
   bool nan = false;
 #pragma unroll
@@ -262,11 +199,17 @@ __device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t
     accumulate(st, &v, 1);
   }
 #if AK_CACHE > 0
-  const bool cached = npacks <= (long long)AK_CACHE * nthreads;
-  cache_t c;
+  const bool cached = RowCache::fits(npacks, nthreads);
+  RowCache c;
   if (cached) {
-#pragma unroll
-    for (int j = 0; j < AK_CACHE; ++j) c.load(j, xp, t + (long long)j * nthreads, npacks);
+    // padding of -inf: nothing to the maximum or the sum
+#if AK_DTYPE == 0
+    c.load(xp, t, nthreads, npacks, 0xff800000u);
+#elif AK_DTYPE == 1
+    c.load(xp, t, nthreads, npacks, 0xfc00fc00u);
+#else
+    c.load(xp, t, nthreads, npacks, 0xff80ff80u);
+#endif
     accumulate_cache(st, c);
   } else
 #endif
@@ -301,13 +244,6 @@ __device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t
     y[i] = from_f32(exp2f((to_f32(x[i]) - m) * AK_LOG2E) * inv);
 }
 
-// With a register cache, one block per SM may take every register: ptxas otherwise aims at two
-// blocks of 1024 threads and spills the cache.
-#if AK_CACHE > 0
-#define AK_MIN_BLOCKS 1
-#else
-#define AK_MIN_BLOCKS 0
-#endif
 extern "C" __global__ void __launch_bounds__(AK_THREADS, AK_MIN_BLOCKS)
     ak_softmax(const void* in, void* out, long long rows, long long cols) {
   const elem_t* x = (const elem_t*)in;
