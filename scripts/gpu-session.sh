@@ -122,9 +122,9 @@ for step in $STEPS; do
     rowwise)
       # the register caches (softmax, rmsnorm, layernorm) and cross_entropy's chunks against their
       # earlier paths (examples/campaigns/rowwise_<type>.toml for each type of AK_ROWWISE, default
-      # all four), each job verified, then timed against PyTorch; in $OUT/rowwise.
+      # all five), each job verified, then timed against PyTorch; in $OUT/rowwise.
       mkdir -p "$OUT/rowwise"
-      rw=(); for t in ${AK_ROWWISE:-softmax cross_entropy rmsnorm layernorm}; do rw+=(--campaign "$PWD/examples/campaigns/rowwise_$t.toml"); done
+      rw=(); for t in ${AK_ROWWISE:-softmax cross_entropy rmsnorm layernorm reduce}; do rw+=(--campaign "$PWD/examples/campaigns/rowwise_$t.toml"); done
       (cd "$OUT/rowwise" && timeout "${AK_ROWWISE_TIMEOUT:-300}" "$B/bin/autokernel" run --backend cuda "${rw[@]}" \
         --data-dir "$OUT/rowwise/.ak" > run.log 2>&1)
       echo "rowwise rc=$?"; rm -rf "$OUT/rowwise/.ak"
