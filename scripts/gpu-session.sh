@@ -21,7 +21,7 @@
 # AK_CTEST_TIMEOUT bounds the ctest step (default 560 s).
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 DEBS=${1:?usage: gpu-session.sh DEBS_DIR [ctest args]}
 shift
 OUT=${OUT:-$PWD/gpu-out}
