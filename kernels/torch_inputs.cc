@@ -104,6 +104,25 @@ std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, D
   return cases;
 }
 
+std::vector<HostileCase> reduction_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                                  uint64_t seed) {
+  std::vector<HostileCase> cases = row_hostile_inputs(shape, dtype, device, seed);
+  const int64_t rows = shape.at(0), cols = shape.at(1);
+  if (cols > 2) {
+    auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    at::manual_seed(seed ^ 0x4a4e);
+    at::Tensor r = at::arange(rows, f32.dtype(at::kLong)).reshape({rows, 1});
+    at::Tensor c = at::arange(cols, f32.dtype(at::kLong)).reshape({1, cols});
+    at::Tensor fin_col = c == r % cols;
+    at::Tensor nan_col = (c == (r % cols + 1 + (r * 7) % (cols - 1)) % cols) & (r % 2 == 0);
+    at::Tensor x = at::where(fin_col, at::randn({rows, cols}, f32) * 3.0,
+                             at::full({}, -std::numeric_limits<double>::infinity(), f32));
+    x = at::where(nan_col, at::full({}, std::nan(""), f32), x);
+    cases.push_back({"masked_nan", {x.to(torch_dtype(dtype)).contiguous()}});
+  }
+  return cases;
+}
+
 namespace {
 
 // entry(p[0], ..., p[P-1], d[0], ..., d[D-1], dtype) with P pointer and D int64_t parameters.

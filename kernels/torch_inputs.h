@@ -28,6 +28,13 @@ double dtype_max(DType d);
 std::vector<HostileCase> row_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                             uint64_t seed);
 
+// row_hostile_inputs and masked_nan, for the ops whose result is NaN wherever a row holds a NaN
+// (softmax, the reductions, cross_entropy): rows of -inf but for one finite element and, in every
+// other row, one NaN. A group reduction that merges a partial holding only NaN (and -inf) with an
+// empty one can drop the NaN, since fmax ignores it, and give the row a finite result.
+std::vector<HostileCase> reduction_hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
+                                                  uint64_t seed);
+
 // The same sets with near_max bounded: magnitudes near min(dtype max, max_magnitude) (rounded to
 // the dtype) with random signs, for ops whose result overflows before the inputs do. A norm
 // accumulates x^2 in fp32, which overflows beyond ~1e19 for any dtype whose max is larger (fp32,

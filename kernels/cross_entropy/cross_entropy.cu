@@ -110,6 +110,7 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
 
 // With chunks, one block per SM may take every register: ptxas otherwise aims at more blocks and
 // spills the chunk.
+#undef AK_MIN_BLOCKS  // row.cuh's, for its register cache
 #if AK_CHUNK > 1
 #define AK_MIN_BLOCKS 1
 #else

@@ -46,7 +46,8 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
 // The row-wise hostile logits (near the max, +-inf, NaN, ...) with real targets.
 std::vector<HostileCase> hostile_inputs(const std::vector<int64_t>& shape, DType dtype, c10::Device device,
                                         uint64_t seed) {
-  return with_params(row_hostile_inputs(shape, dtype, device, seed), {targets(shape.at(0), shape.at(1), device, seed)});
+  return with_params(reduction_hostile_inputs(shape, dtype, device, seed),
+                     {targets(shape.at(0), shape.at(1), device, seed)});
 }
 
 }  // namespace

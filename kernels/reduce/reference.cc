@@ -45,8 +45,8 @@ at::Tensor sum_scale(const std::vector<at::Tensor>& inputs) {
 }  // namespace
 
 extern const TorchHarness kSumHarness =
-    inputs_out_dims_harness(make_inputs, make_output, sum_reference, sum_baseline, row_hostile_inputs, sum_scale);
+    inputs_out_dims_harness(make_inputs, make_output, sum_reference, sum_baseline, reduction_hostile_inputs, sum_scale);
 extern const TorchHarness kMaxHarness =
-    inputs_out_dims_harness(make_inputs, make_output, max_reference, max_baseline, row_hostile_inputs);
+    inputs_out_dims_harness(make_inputs, make_output, max_reference, max_baseline, reduction_hostile_inputs);
 
 }  // namespace ak::kernels::reduce

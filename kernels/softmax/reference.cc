@@ -33,6 +33,6 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) {
 }  // namespace
 
 extern const TorchHarness kHarness =
-    inputs_out_dims_harness(make_inputs, make_output, reference, baseline, row_hostile_inputs);
+    inputs_out_dims_harness(make_inputs, make_output, reference, baseline, reduction_hostile_inputs);
 
 }  // namespace ak::kernels::softmax

@@ -56,7 +56,9 @@ struct stats_t {
 
 __device__ __forceinline__ stats_t combine(stats_t a, stats_t b) {
   float m = fmaxf(a.m, b.m);
-  if (m == neg_inf()) return a;  // both empty
+  // Both empty, or one a NaN among nothing but -inf (fmaxf dropped it): keep the NaN, which makes
+  // the row's sum NaN at the next merge with anything finite, and its output NaN.
+  if (m == neg_inf()) return b.m != b.m ? b : a;
   float sa = a.m == neg_inf() ? 0.0f : a.s * exp2f((a.m - m) * AK_LOG2E);
   float sb = b.m == neg_inf() ? 0.0f : b.s * exp2f((b.m - m) * AK_LOG2E);
   stats_t r;

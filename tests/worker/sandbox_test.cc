@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <string>
 
@@ -375,6 +376,56 @@ TEST_F(SandboxFixture, CandidateThatWritesGarbageFailsWithTheWorstError) {
   // the sandbox keeps serving after a failure
   JobSpec good = job(Backend::kCpu, DType::kF32, {8, 64}, {});
   expect_sane_pass(run(*p, good, cpu_caps()), good);
+}
+
+// A softmax that reduces a row in eight lanes, each a running (max, sum) whose NaN among nothing
+// but -inf is kept as a NaN maximum, merged by a combine that, like the CUDA starter's before its
+// fix, takes fmax of the two maxima and returns the first partial when that is -inf: a NaN-only
+// lane merged into empty ones is dropped. Rows with a NaN among finite values still come out NaN,
+// so only the hostile set masked_nan (kernels/torch_inputs.h) tells it from a correct softmax.
+TEST_F(SandboxFixture, ASoftmaxThatDropsANaNAmongMaskedElementsFailsTheHostileMaskedNanSet) {
+  SandboxHello hello;
+  auto p = start("cpu", &hello);
+  ASSERT_TRUE(hello.ready);
+  const std::string src =
+      "#include <cmath>\n"
+      "#include <cstdint>\n"
+      "struct St { float m, s; };\n"
+      "static St combine(St a, St b) {\n"
+      "  const float m = std::fmax(a.m, b.m);\n"
+      "  if (m == -INFINITY) return a;\n"
+      "  const float sa = a.m == -INFINITY ? 0.0f : a.s * std::exp(a.m - m);\n"
+      "  const float sb = b.m == -INFINITY ? 0.0f : b.s * std::exp(b.m - m);\n"
+      "  return {m, sa + sb};\n"
+      "}\n"
+      "extern \"C\" int ak_softmax_cpu(const void* in, void* out, int64_t rows, int64_t cols, int) {\n"
+      "  const float* x = static_cast<const float*>(in);\n"
+      "  float* y = static_cast<float*>(out);\n"
+      "  for (int64_t r = 0; r < rows; ++r) {\n"
+      "    const float* xr = x + r * cols;\n"
+      "    St all = {-INFINITY, 0.0f};\n"
+      "    for (int lane = 0; lane < 8; ++lane) {\n"
+      "      St st = {-INFINITY, 0.0f};\n"
+      "      for (int64_t i = lane; i < cols; i += 8) {\n"
+      "        const float v = xr[i];\n"
+      "        const float m = std::fmax(st.m, v);\n"
+      "        if (m == -INFINITY) { if (v != v) st.m = v; continue; }\n"
+      "        st.s = (st.m == -INFINITY ? 0.0f : st.s * std::exp(st.m - m)) + std::exp(v - m);\n"
+      "        st.m = m;\n"
+      "      }\n"
+      "      all = combine(all, st);\n"
+      "    }\n"
+      "    for (int64_t i = 0; i < cols; ++i) y[r * cols + i] = std::exp(xr[i] - all.m) / all.s;\n"
+      "  }\n"
+      "  return 0;\n"
+      "}\n";
+  JobSpec j = job(Backend::kCpu, DType::kF32, {64, 100}, {}, src);
+  SandboxReply r = run(*p, j, cpu_caps());
+  EXPECT_EQ(r.status, ResultStatus::kFail) << r.reason;
+  EXPECT_EQ(r.stage, "verify.hostile") << r.reason;
+  EXPECT_NE(r.reason.find("masked_nan"), std::string::npos) << r.reason;
+  EXPECT_NE(r.m.verification.find("sweep PASS"), std::string::npos) << r.m.verification;
+  std::cout << "masked_nan: " << r.stage << ": " << r.reason.substr(0, 300) << "\n";
 }
 
 TEST_F(SandboxFixture, CandidateThatModifiesItsInputIsRejected) {
