@@ -90,8 +90,10 @@ Status check_shape_size(const kernels::KernelSpec& spec, const std::vector<int64
 Result<PlannedCampaign> plan_campaign(const nlohmann::json& doc, const std::string& campaign_id, int64_t wall_ms,
                                       const PlanLimits& limits = {});
 
-// The campaign `autokernel run` submits when none is given: every configuration of the softmax
-// search space at the kernel's default shapes and dtypes on `backend`.
+// The campaign `autokernel run` submits when none is given: the softmax starter at the kernel's
+// default shapes and dtypes on `backend`, in every configuration of its search space on the cpu
+// and triton backends, and on cuda in the 24 of its two-pass path (AK_CACHE 0, AK_VEC at most 4:
+// 288 jobs, the fixed workload of bench/throughput.sh, as examples/campaigns/softmax_h200.toml).
 nlohmann::json default_campaign(Backend backend);
 
 }  // namespace ak

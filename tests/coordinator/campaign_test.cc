@@ -1,4 +1,5 @@
 #include "coordinator/campaign.h"
+#include "kernels/registry.h"
 
 #include <set>
 
@@ -8,6 +9,24 @@ namespace ak {
 namespace {
 
 using nlohmann::json;
+
+// On cuda the default campaign stays the 288-job workload of the throughput figures (the two-pass
+// path's 24 configurations) while the search space grows; examples/campaigns/softmax_h200.toml
+// lists the same 24.
+TEST(CampaignTest, DefaultCudaCampaignIsTheTwoPassPathsTwentyFourConfigurations) {
+  auto p = plan_campaign(default_campaign(Backend::kCuda), "c1", 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->jobs.size(), 288u);
+  std::set<std::string> configs;
+  for (const auto& j : p->jobs) {
+    EXPECT_EQ(j.config.count("AK_CACHE") ? j.config.at("AK_CACHE") : 0, 0);
+    EXPECT_LE(j.config.at("AK_VEC"), 4);
+    configs.insert(json(j.config).dump());
+  }
+  EXPECT_EQ(configs.size(), 24u);
+  const auto all = kernels::enumerate_space(kernels::find("softmax")->backends.at(Backend::kCuda).space);
+  EXPECT_GT(all.size(), 24u) << "the space itself holds the register cache and 16-byte packs";
+}
 
 TEST(CampaignTest, DefaultCpuCampaignTriesEveryConfigurationAtEveryDefaultShapeAndDtype) {
   auto p = plan_campaign(default_campaign(Backend::kCpu), "c1", 0);
