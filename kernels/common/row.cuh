@@ -19,6 +19,24 @@ __device__ __forceinline__ bool pack_aligned(const void* p) {
   return ((unsigned long long)p) % sizeof(pack_t) == 0;
 }
 
+// A row of x split for vector loads: a scalar head up to the first pack boundary (so that x need
+// not be aligned), whole packs from there, and a scalar tail from tail_start.
+struct RowSplit {
+  long long head;
+  long long npacks;
+  long long tail_start;
+  const pack_t* xp;
+};
+__device__ __forceinline__ RowSplit row_split(const elem_t* x, long long cols) {
+  RowSplit r;
+  r.head = (long long)((sizeof(pack_t) - (unsigned long long)x % sizeof(pack_t)) % sizeof(pack_t) / sizeof(elem_t));
+  if (r.head > cols) r.head = cols;
+  r.npacks = (cols - r.head) / AK_PACK;
+  r.tail_start = r.head + r.npacks * AK_PACK;
+  r.xp = (const pack_t*)(x + r.head);
+  return r;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);

@@ -128,12 +128,9 @@ extern "C" __global__ void __launch_bounds__(AK_THREADS, AK_MIN_BLOCKS)
   const int t = g.t();
   for (long long row = g.first_row(); row < rows; row += g.row_stride()) {
     const elem_t* x = X + row * cols;
-    // scalar head up to the first pack boundary, packs, scalar tail
-    long long head = (long long)((sizeof(pack_t) - (unsigned long long)x % sizeof(pack_t)) % sizeof(pack_t) /
-                                 sizeof(elem_t));
-    if (head > cols) head = cols;
-    const long long npacks = (cols - head) / AK_PACK;
-    const pack_t* xp = (const pack_t*)(x + head);
+    const RowSplit sp = row_split(x, cols);
+    const long long head = sp.head, npacks = sp.npacks;
+    const pack_t* xp = sp.xp;
     MaxSum a = {__int_as_float(0xff800000), 0.0f};
     for (long long j = t; j < head; j += g.kThreads) add(a, to_f32(x[j]));
 #if AK_CHUNK > 1

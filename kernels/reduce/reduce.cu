@@ -28,20 +28,8 @@
 #define AK_WARP_PER_ROW 0
 #endif
 
-#if AK_THREADS % 32 != 0 || AK_THREADS < 32 || AK_THREADS > 1024
-#error "AK_THREADS must be a multiple of 32 in [32, 1024]"
-#endif
-#if AK_VEC != 1 && AK_VEC != 2 && AK_VEC != 4 && AK_VEC != 8
-#error "AK_VEC must be 1, 2, 4 or 8"
-#endif
-
 #include "../common/elem.cuh"
-
-// fp32 with 8 elements would be 32 bytes: loads stay at most 16 bytes wide.
-#define AK_PACK (AK_VEC * sizeof(elem_t) > 16 ? 16 / sizeof(elem_t) : AK_VEC)
-struct __align__(sizeof(elem_t) * AK_PACK) pack_t {
-  elem_t v[AK_PACK];
-};
+#include "../common/row.cuh"
 
 #if AK_REDUCE_MAX
 __device__ __forceinline__ float identity() { return __int_as_float(0xff800000); }  // -inf
@@ -62,12 +50,9 @@ __device__ __forceinline__ float warp_reduce(float v) {
 template <bool kBlock>
 __device__ __forceinline__ float row_reduce(const elem_t* __restrict__ x, long long cols, int t, int nthreads,
                                             float* smem) {
-  const unsigned long long xaddr = (unsigned long long)x;
-  long long head = (long long)((sizeof(pack_t) - xaddr % sizeof(pack_t)) % sizeof(pack_t) / sizeof(elem_t));
-  if (head > cols) head = cols;
-  const long long npacks = (cols - head) / AK_PACK;
-  const long long tail_start = head + npacks * AK_PACK;
-  const pack_t* xp = (const pack_t*)(x + head);
+  const RowSplit sp = row_split(x, cols);
+  const long long head = sp.head, npacks = sp.npacks, tail_start = sp.tail_start;
+  const pack_t* xp = sp.xp;
 
   float acc = identity();
   for (long long i = t; i < head; i += nthreads) acc = op(acc, to_f32(x[i]));

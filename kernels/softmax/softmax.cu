@@ -180,13 +180,9 @@ __device__ __forceinline__ void store_pack(elem_t* y, long long head, long long 
 template <bool kBlock>
 __device__ __forceinline__ void row_softmax(const elem_t* __restrict__ x, elem_t* __restrict__ y, long long cols, int t,
                                             int nthreads, stats_t* smem) {
-  // Split the row into a scalar head (until x is aligned to a whole pack), packs, and a tail.
-  const unsigned long long xaddr = (unsigned long long)x;
-  long long head = (long long)((sizeof(pack_t) - xaddr % sizeof(pack_t)) % sizeof(pack_t) / sizeof(elem_t));
-  if (head > cols) head = cols;
-  const long long npacks = (cols - head) / AK_PACK;
-  const long long tail_start = head + npacks * AK_PACK;
-  const pack_t* xp = (const pack_t*)(x + head);
+  const RowSplit sp = row_split(x, cols);
+  const long long head = sp.head, npacks = sp.npacks, tail_start = sp.tail_start;
+  const pack_t* xp = sp.xp;
   const bool ypacked = ((unsigned long long)(y + head)) % sizeof(pack_t) == 0;
 
   stats_t st;
