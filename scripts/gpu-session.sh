@@ -44,6 +44,17 @@ echo "build ok"
 export OUT
 B=$PWD/build-gpu
 "$B/bin/autokernel" calibrate | tee "$OUT/calibrate.txt"
+# campaign_step NAME TIMEOUT CAMPAIGN_ARGS...: `autokernel run --backend cuda` on the given campaigns in
+# $OUT/NAME (each job verified, then timed against PyTorch), its rc and its results table.
+campaign_step() {
+  local name=$1 limit=$2 d="$OUT/$1"
+  shift 2
+  mkdir -p "$d"
+  (cd "$d" && timeout "$limit" "$B/bin/autokernel" run --backend cuda "$@" --data-dir "$d/.ak" > run.log 2>&1)
+  echo "$name rc=$?"; rm -rf "$d/.ak"
+  awk -v cols=kernel_type,shape,dtype,config,correctness,latency_us,baseline_us,speedup_vs_pytorch,pct_peak \
+    -f bench/tsv.awk "$d/results.tsv" | cut -c1-240
+}
 STEPS=${AK_GPU_STEPS:-ctest repeat throughput}
 for step in $STEPS; do
   case $step in
@@ -123,13 +134,8 @@ for step in $STEPS; do
       # the register caches (softmax, rmsnorm, layernorm) and cross_entropy's chunks against their
       # earlier paths (examples/campaigns/rowwise_<type>.toml for each type of AK_ROWWISE, default
       # all five), each job verified, then timed against PyTorch; in $OUT/rowwise.
-      mkdir -p "$OUT/rowwise"
       rw=(); for t in ${AK_ROWWISE:-softmax cross_entropy rmsnorm layernorm reduce}; do rw+=(--campaign "$PWD/examples/campaigns/rowwise_$t.toml"); done
-      (cd "$OUT/rowwise" && timeout "${AK_ROWWISE_TIMEOUT:-300}" "$B/bin/autokernel" run --backend cuda "${rw[@]}" \
-        --data-dir "$OUT/rowwise/.ak" > run.log 2>&1)
-      echo "rowwise rc=$?"; rm -rf "$OUT/rowwise/.ak"
-      awk -v cols=kernel_type,shape,dtype,config,correctness,latency_us,baseline_us,speedup_vs_pytorch,pct_peak \
-        -f bench/tsv.awk "$OUT/rowwise/results.tsv" | cut -c1-220 ;;
+      campaign_step rowwise "${AK_ROWWISE_TIMEOUT:-300}" "${rw[@]}" ;;
     wgmma)
       # matmul's Hopper path against its mma.sync path, each job verified, then timed against PyTorch.
       # AK_WGMMA_SHAPES ('[[4096, 4096, 4096]]'), AK_WGMMA_DTYPES ('["fp16"]') and AK_WGMMA_KEEP (an
@@ -139,10 +145,6 @@ for step in $STEPS; do
         -e "${AK_WGMMA_DTYPES:+s/^dtypes = .*/dtypes = $AK_WGMMA_DTYPES/}" \
         -E -e "${AK_WGMMA_KEEP:+/^  \{ AK_/{/$AK_WGMMA_KEEP/!d\}}" \
         examples/campaigns/matmul_wgmma_hopper.toml > "$OUT/wgmma/campaign.toml"
-      (cd "$OUT/wgmma" && timeout "${AK_WGMMA_TIMEOUT:-400}" "$B/bin/autokernel" run --backend cuda \
-        --campaign "$OUT/wgmma/campaign.toml" --data-dir "$OUT/wgmma/.ak" > run.log 2>&1)
-      echo "wgmma rc=$?"; rm -rf "$OUT/wgmma/.ak"
-      awk -v cols=shape,dtype,config,correctness,latency_us,baseline_us,speedup_vs_pytorch,pct_peak -f bench/tsv.awk \
-        "$OUT/wgmma/results.tsv" | cut -c1-260 ;;
+      campaign_step wgmma "${AK_WGMMA_TIMEOUT:-400}" --campaign "$OUT/wgmma/campaign.toml" ;;
   esac
 done
