@@ -12,7 +12,8 @@
 # "dashboards" the live dashboards test with the host's GPU; "wgmma" matmul's Hopper path against its
 # mma.sync path (examples/campaigns/matmul_wgmma_hopper.toml, cut by AK_WGMMA_SHAPES, AK_WGMMA_DTYPES and
 # AK_WGMMA_KEEP), in $OUT/wgmma; "rowwise" the row-wise types' register caches and chunks against
-# their earlier paths (examples/campaigns/rowwise_*.toml, cut by AK_ROWWISE), in $OUT/rowwise.
+# their earlier paths (examples/campaigns/rowwise_*.toml, cut by AK_ROWWISE), in $OUT/rowwise;
+# "flash" flash_attention's wgmma path against its mma.sync path, in $OUT/flash.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
@@ -136,6 +137,11 @@ for step in $STEPS; do
       # all five), each job verified, then timed against PyTorch; in $OUT/rowwise.
       rw=(); for t in ${AK_ROWWISE:-softmax cross_entropy rmsnorm layernorm reduce}; do rw+=(--campaign "$PWD/examples/campaigns/rowwise_$t.toml"); done
       campaign_step rowwise "${AK_ROWWISE_TIMEOUT:-300}" "${rw[@]}" ;;
+    flash)
+      # flash_attention's Hopper path against its mma.sync path, both types (examples/campaigns/
+      # flash_wgmma_hopper.toml and flash_causal_wgmma_hopper.toml), in $OUT/flash.
+      campaign_step flash "${AK_FLASH_TIMEOUT:-400}" --campaign "$PWD/examples/campaigns/flash_wgmma_hopper.toml" \
+        --campaign "$PWD/examples/campaigns/flash_causal_wgmma_hopper.toml" ;;
     wgmma)
       # matmul's Hopper path against its mma.sync path, each job verified, then timed against PyTorch.
       # AK_WGMMA_SHAPES ('[[4096, 4096, 4096]]'), AK_WGMMA_DTYPES ('["fp16"]') and AK_WGMMA_KEEP (an

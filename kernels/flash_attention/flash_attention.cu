@@ -60,6 +60,10 @@
 //                  (__launch_bounds__): 2 caps registers at 65536 / (2 * threads), 128 at 8
 //                  warps, which spills a little at the default tile (fp16: 72 bytes) but lets
 //                  two blocks share an SM where shared memory allows
+//   AK_WGMMA       warpgroup MMA (sm_90a, fp16/bf16)     0    {0, 1}
+//                  1: both products by wgmma (wgmma.cuh), one warpgroup per 64 query rows
+//                  (AK_BLOCK_M / AK_WARPS = 16); ignored below sm_90a, refused for fp32. The
+//                  dynamic shared memory grows by 1 KiB (its start is rounded up to 1024 bytes).
 // Rejected at compile time (#error), so the compile stage drops them from a sweep: a value outside
 // those sets; AK_BLOCK_M / AK_WARPS other than 16 or 32 (rows per warp: one or two m16 tiles);
 // shared memory for head_dim 128 (formula above) over 227 KiB (fp32 with AK_BLOCK_N = 128 and two
@@ -84,6 +88,9 @@
 #ifndef AK_MIN_BLOCKS
 #define AK_MIN_BLOCKS 1
 #endif
+#ifndef AK_WGMMA
+#define AK_WGMMA 0
+#endif
 
 #define AK_THREADS (AK_WARPS * 32)
 #define AK_WARP_ROWS (AK_BLOCK_M / AK_WARPS)  // query rows per warp
@@ -106,6 +113,9 @@
 #if AK_WARP_ROWS != 16 && AK_WARP_ROWS != 32
 #error "AK_BLOCK_M / AK_WARPS (query rows per warp) must be 16 or 32"
 #endif
+#if AK_WGMMA != 0 && AK_WGMMA != 1
+#error "AK_WGMMA must be 0 or 1"
+#endif
 
 #include "../common/elem.cuh"
 
@@ -113,10 +123,14 @@
 #error "ak_flash_attention needs sm_80 or newer (cp.async, bf16 mma.sync)"
 #endif
 
+#if AK_DTYPE == 0 && AK_WGMMA
+#error "AK_WGMMA=1 is for fp16/bf16 (fp32 runs the SIMT path either way)"
+#endif
+
 #define AK_ELEM_BYTES (AK_DTYPE == 0 ? 4 : 2)
 #define AK_CHUNK_ELEMS (16 / AK_ELEM_BYTES)  // elements per 16-byte chunk
 #define AK_MAX_HEAD_DIM 128
-#if (AK_BLOCK_M + 2 * AK_STAGES * AK_BLOCK_N) * AK_MAX_HEAD_DIM * AK_ELEM_BYTES > 227 * 1024
+#if (AK_BLOCK_M + 2 * AK_STAGES * AK_BLOCK_N) * AK_MAX_HEAD_DIM * AK_ELEM_BYTES + (AK_WGMMA ? 1024 : 0) > 227 * 1024
 #error "the Q tile and the K/V rings exceed 227 KiB of shared memory at head_dim 128; lower AK_BLOCK_N or AK_STAGES"
 #endif
 
@@ -342,6 +356,8 @@ __device__ __forceinline__ void store_row(elem_t* __restrict__ out, const float 
       *(unsigned*)(out + nd * 8 + 2 * (lane & 3)) = pack2(o[2 * nd] * inv, o[2 * nd + 1] * inv);
 }
 
+#include "../flash_attention/wgmma.cuh"
+
 #else
 // ---- fp32: SIMT FFMA ----------------------------------------------------------------------
 // Lane = 8 rg + cg. Thread row r is warp row rg + 4 r; score n is key cg + 8 n of the tile;
@@ -565,10 +581,18 @@ ak_flash_attention(const void* q, const void* k, const void* v, void* out, long 
   const elem_t* K = (const elem_t*)k + head;
   const elem_t* V = (const elem_t*)v + head;
   elem_t* O = (elem_t*)out + head;
-  const unsigned sbase = smem_u32(smem);
   const int d = (int)head_dim;
+#if defined(AK_FA_WGMMA_ON) && AK_FA_WGMMA_ON
+  const unsigned sbase = (smem_u32(smem) + 1023u) & ~1023u;  // the swizzle period; the geometry grants 1 KiB
+  if (d <= 64)
+    attend_wgmma<64>(Q, K, V, O, seq, d, q0, sbase);
+  else
+    attend_wgmma<128>(Q, K, V, O, seq, d, q0, sbase);
+#else
+  const unsigned sbase = smem_u32(smem);
   if (d <= 64)
     attend<64>(Q, K, V, O, seq, d, q0, sbase);
   else
     attend<128>(Q, K, V, O, seq, d, q0, sbase);
+#endif
 }

@@ -235,6 +235,53 @@ TEST_F(CompilerTest, MatmulsWgmmaPathBuildsAtSm90aAndItsConstraintsHoldThereAlon
   }
 }
 
+// flash_attention's Hopper path (kernels/flash_attention/wgmma.cuh) is compiled at sm_90a and only
+// there: with AK_WGMMA=1 the fp16 and bf16 cubins (and the causal type's) differ from the mma.sync
+// path's at sm_90a and equal them at sm_80, where the setting is ignored; a block of 32 rows a
+// warp (not one warpgroup per 64 rows) is refused at sm_90a alone, fp32 everywhere, each as
+// cuda_config_error predicts.
+TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraintsHoldThere) {
+  const kernels::KernelSpec* fa = kernels::find("flash_attention");
+  auto build = [&](const char* type, DType d, std::map<std::string, int64_t> config, const char* arch) {
+    const kernels::BackendSource& src = kernels::find(type)->backends.at(Backend::kCuda);
+    JobSpec j = job(Backend::kCuda, d);
+    j.kernel_type = type;
+    j.shape = src.default_shapes.at(0);
+    j.source = src.source;
+    j.config = std::move(config);
+    j.timeout_ms = 600'000;  // a loaded 2-core host: compile time is not what this test is about
+    return compiler_->compile(j, gpu_caps(arch));
+  };
+  const std::map<std::string, int64_t> on = {{"AK_WGMMA", 1}}, off = {{"AK_WGMMA", 0}};
+  struct Case {
+    const char* type;
+    DType dtype;
+    const char* arch;
+    bool differs;
+  };
+  for (const Case& c : std::vector<Case>{{"flash_attention", DType::kBF16, "sm_90a", true},
+                                         {"flash_attention", DType::kF16, "sm_90a", true},
+                                         {"flash_attention_causal", DType::kBF16, "sm_90a", true},
+                                         {"flash_attention", DType::kBF16, "sm_80", false}}) {
+    EXPECT_EQ(fa->cuda_config_error(on, c.dtype), "");
+    auto a = build(c.type, c.dtype, on, c.arch);
+    auto b = build(c.type, c.dtype, off, c.arch);
+    ASSERT_TRUE(a.ok() && b.ok()) << c.type << " " << c.arch << ": "
+                                  << (a.ok() ? b.status().message() : a.status().message()).substr(0, 300);
+    EXPECT_EQ(read(a->path) != read(b->path), c.differs) << c.type << " " << dtype_name(c.dtype) << " " << c.arch;
+  }
+  const std::map<std::string, int64_t> wide_warps = {{"AK_BLOCK_M", 128}, {"AK_WARPS", 4}, {"AK_WGMMA", 1}};
+  EXPECT_NE(fa->cuda_config_error(wide_warps, DType::kBF16), "");
+  auto refused = build("flash_attention", DType::kBF16, wide_warps, "sm_90a");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("AK_WGMMA=1 needs"), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(build("flash_attention", DType::kBF16, wide_warps, "sm_80").ok());
+  EXPECT_NE(fa->cuda_config_error(on, DType::kF32), "");
+  auto fp32 = build("flash_attention", DType::kF32, on, "sm_80");
+  ASSERT_FALSE(fp32.ok());
+  EXPECT_NE(fp32.status().message().find("is for fp16/bf16"), std::string::npos) << fp32.status().message();
+}
+
 // matmul's TMA path (AK_WGMMA=2, kernels/matmul/wgmma_tma.cuh) builds at sm_90a with the tensor
 // map slots the sandbox fills (kernels/registry.h, kTensorMapSymbol), and at sm_80, where only
 // the other paths exist (the producer warpgroup returns at once, no slots); with AK_BK 32 the

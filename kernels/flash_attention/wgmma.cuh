@@ -1,0 +1,305 @@
+// The Hopper path of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1): both
+// matrix products by warpgroup MMA (wgmma.mma_async). Included by flash_attention.cu inside its
+// fp16/bf16 section, after the mma.sync helpers it shares (pack2, ex2, row_max, row_sum,
+// row_of, key_of, store_row); everything here is compiled only where AK_FA_WGMMA_ON is 1.
+//
+// Work split. Each warpgroup (4 warps) owns 64 query rows of the block's AK_BLOCK_M, warp w of
+// it rows 16 w .. 16 w + 15, so AK_BLOCK_M / AK_WARPS must be 16. Per K/V tile:
+//   S = Q K^T: head_dim / 16 wgmma m64 x nAK_BLOCK_N x k16, A = the warpgroup's 64 rows of the Q
+//     tile and B = the K tile, both from shared memory and both K-major (head_dim contiguous).
+//   The accumulators of m64nN have mma.sync's m16n8 layout per warp and n8 step (lane 4 g + t:
+//     rows g and g + 8, columns 8 j + 2 t and 8 j + 2 t + 1), so the operand lists below hand
+//     the instruction the thread's s[row][score] and o[row][column] arrays of the mma.sync path
+//     in that order, and its masking, online softmax and store run unchanged.
+//   O += P V: AK_BLOCK_N / 16 wgmma m64 x n(P) x k16 with A = P from registers (the S
+//     accumulators of n8 steps 2 kk and 2 kk + 1, rounded and packed in pairs, are the A fragment
+//     of keys 16 kk .. 16 kk + 15, as for mma.sync) and B = the V tile from shared memory,
+//     MN-major (head_dim contiguous), which the instruction transposes.
+// Shared memory. Q, K and V tiles share one layout, the hardware's 128-byte swizzle: a tile of R
+// rows is split into blocks of 64 columns (128 bytes a row), block b holding its R rows one after
+// the other; 16-byte chunk c of row r sits in block c / 8 at row r, chunk (c % 8) ^ (r % 8).
+// Descriptors (PTX ISA, "matrix descriptor": start, leading and stride byte offsets in 16-byte
+// units, swizzle mode 1 = 128B in bits 62-63):
+//   Q and K (K-major): SBO = 8 rows (1024 bytes); k16 step kk starts in block kk / 4, 32 (kk % 4)
+//     bytes in; LBO unused.
+//   V (MN-major): LBO = one 64-column block (AK_BLOCK_N * 128 bytes), SBO = 8 rows; k16 step kk
+//     (keys 16 kk ..) starts 16 kk rows down.
+// Every tile and block is a multiple of 1024 bytes (the swizzle period) and the kernel rounds the
+// dynamic shared memory's start up to 1024 bytes; the geometry grants the 1 KiB this may take.
+// Pipeline: the cp.async rings, their order (K0 V0 K1 V1 ...) and the block barriers of the
+// mma.sync path, each wait followed by a proxy fence (cp.async writes through the generic proxy,
+// wgmma reads through the async one). Every wgmma group is waited for before its results are
+// read, so the warpgroup runs the products and its softmax in turn; the block's warpgroups, and
+// blocks sharing an SM, overlap each other's.
+// Causal: a tile is skipped by a whole warpgroup (wgmma is warpgroup-wide) when all its keys
+// follow the warpgroup's last query; a warp of an active warpgroup whose rows all precede the
+// tile's keys masks all its scores, which leaves its running max, sum and output as they were.
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && AK_WGMMA
+#if AK_WARP_ROWS != 16
+#error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows)"
+#endif
+#define AK_FA_WGMMA_ON 1
+#else
+#define AK_FA_WGMMA_ON 0
+#endif
+
+#if AK_FA_WGMMA_ON
+#if AK_DTYPE == 1
+#define AK_FA_TYPE "f16"
+#else
+#define AK_FA_TYPE "bf16"
+#endif
+
+// Operand lists: accumulators j .. j + 3 (n8 steps) of a [2][n] thread array in the instruction's
+// order (row g: columns 2 t, 2 t + 1; row g + 8: the same), 16 values.
+#define AK_FA_D4(a, j) "+f"(a[0][2 * (j)]), "+f"(a[0][2 * (j) + 1]), "+f"(a[1][2 * (j)]), "+f"(a[1][2 * (j) + 1])
+#define AK_FA_D16(a, j) AK_FA_D4(a, j), AK_FA_D4(a, (j) + 1), AK_FA_D4(a, (j) + 2), AK_FA_D4(a, (j) + 3)
+#define AK_FA_D32(a) AK_FA_D16(a, 0), AK_FA_D16(a, 4)
+#define AK_FA_D64(a) AK_FA_D16(a, 0), AK_FA_D16(a, 4), AK_FA_D16(a, 8), AK_FA_D16(a, 12)
+#define AK_FA_R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define AK_FA_R1 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define AK_FA_R2 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define AK_FA_R3 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define AK_FA_OP(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." AK_FA_TYPE "." AK_FA_TYPE " "
+
+__device__ __forceinline__ void fa_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void fa_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void fa_wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fa_fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Keeps the compiler from moving accesses of the accumulators across the wgmma fences and waits.
+template <int N>
+__device__ __forceinline__ void fa_hold(float (&a)[2][N]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int n = 0; n < N; ++n) asm volatile("" : "+f"(a[r][n])::"memory");
+}
+
+__device__ __forceinline__ unsigned long long fa_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
+         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+// s += A (desc qa) x B (desc kb), both K-major: scale-d from a predicate (1), no transposes.
+#if AK_BLOCK_N == 32
+__device__ __forceinline__ void fa_wgmma_s(float (&s)[2][8], unsigned long long qa, unsigned long long kb) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" AK_FA_OP(32) "{" AK_FA_R0 "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+               : AK_FA_D16(s, 0)
+               : "l"(qa), "l"(kb), "r"(1)
+               : "memory");
+}
+#elif AK_BLOCK_N == 64
+__device__ __forceinline__ void fa_wgmma_s(float (&s)[2][16], unsigned long long qa, unsigned long long kb) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" AK_FA_OP(64) "{" AK_FA_R0 ", " AK_FA_R1
+                                                                         "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : AK_FA_D32(s)
+               : "l"(qa), "l"(kb), "r"(1)
+               : "memory");
+}
+#else
+__device__ __forceinline__ void fa_wgmma_s(float (&s)[2][32], unsigned long long qa, unsigned long long kb) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" AK_FA_OP(128) "{" AK_FA_R0 ", " AK_FA_R1 ", " AK_FA_R2
+                                                                          ", " AK_FA_R3
+                                                                          "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : AK_FA_D64(s)
+               : "l"(qa), "l"(kb), "r"(1)
+               : "memory");
+}
+#endif
+
+// o += P (registers pa) x V (desc vb, MN-major: transposed), for a padded head_dim of 64 or 128.
+__device__ __forceinline__ void fa_wgmma_o(float (&o)[2][16], const unsigned (&pa)[4], unsigned long long vb) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" AK_FA_OP(
+                   64) "{" AK_FA_R0 ", " AK_FA_R1 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+               : AK_FA_D32(o)
+               : "r"(pa[0]), "r"(pa[1]), "r"(pa[2]), "r"(pa[3]), "l"(vb), "r"(1)
+               : "memory");
+}
+__device__ __forceinline__ void fa_wgmma_o(float (&o)[2][32], const unsigned (&pa)[4], unsigned long long vb) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" AK_FA_OP(128) "{" AK_FA_R0 ", " AK_FA_R1 ", " AK_FA_R2 ", " AK_FA_R3
+                                                                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : AK_FA_D64(o)
+      : "r"(pa[0]), "r"(pa[1]), "r"(pa[2]), "r"(pa[3]), "l"(vb), "r"(1)
+      : "memory");
+}
+
+// Byte offset of 16-byte chunk c of row r in a swizzled tile of kRows rows (see the top).
+template <int kRows>
+__device__ __forceinline__ unsigned fa_offset(int r, int c) {
+  return (unsigned)((c >> 3) * (kRows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// copy_tile's work in the swizzled layout: rows [0, kRows) of a [rows][d] matrix, P / 8 chunks a
+// row, rows at or past rows_left and chunks past d zero-filled, their source never read.
+template <int kRows, int P>
+__device__ __forceinline__ void fa_copy_tile(unsigned dst, const elem_t* src, const elem_t* any, long long rows_left,
+                                             int d) {
+  constexpr int kChunks = P / 8;
+  constexpr int kTotal = kRows * kChunks;
+#pragma unroll
+  for (int i = 0; i < (kTotal + AK_THREADS - 1) / AK_THREADS; ++i) {
+    const int id = (int)threadIdx.x + i * AK_THREADS;
+    if (kTotal % AK_THREADS != 0 && id >= kTotal) break;
+    const int r = id / kChunks;
+    const int c = id % kChunks;
+    const bool ok = r < rows_left && c * 8 < d;
+    cp_async16(dst + fa_offset<kRows>(r, c), ok ? (const void*)(src + (long long)r * d + c * 8) : (const void*)any,
+               ok ? 16u : 0u);
+  }
+}
+
+// attend's work by wgmma; sbase is 1024-byte aligned.
+template <int P>
+__device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
+                                             const elem_t* __restrict__ V, elem_t* __restrict__ O, long long seq, int d,
+                                             long long q0, unsigned sbase) {
+  constexpr unsigned kQBlock = AK_BLOCK_M * 128;  // one 64-column block of the Q tile
+  constexpr unsigned kKVBlock = AK_BLOCK_N * 128;
+  constexpr unsigned kKVBytes = (P / 64) * kKVBlock;  // one K or V buffer
+  const unsigned sq = sbase;
+  const unsigned sk = sq + (P / 64) * kQBlock;
+  const unsigned sv = sk + AK_STAGES * kKVBytes;
+  const int lane = (int)threadIdx.x & 31;
+  const int wr0 = ((int)threadIdx.x >> 5) * 16;           // the warp's first row in the tile
+  const int wg_row0 = ((int)threadIdx.x >> 7) * 64;       // the warpgroup's
+  const float c = 1.4426950408889634f / sqrtf((float)d);  // log2(e) / sqrt(d)
+
+  const long long kv_end = AK_CAUSAL && q0 + AK_BLOCK_M < seq ? q0 + AK_BLOCK_M : seq;
+  const int kv_tiles = (int)((kv_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
+
+  auto load_k = [&](int j) {
+    if (j < kv_tiles)
+      fa_copy_tile<AK_BLOCK_N, P>(sk + (unsigned)(j % AK_STAGES) * kKVBytes, K + (long long)j * AK_BLOCK_N * d, K,
+                                  seq - (long long)j * AK_BLOCK_N, d);
+    cp_async_commit();
+  };
+  auto load_v = [&](int j) {
+    if (j < kv_tiles)
+      fa_copy_tile<AK_BLOCK_N, P>(sv + (unsigned)(j % AK_STAGES) * kKVBytes, V + (long long)j * AK_BLOCK_N * d, V,
+                                  seq - (long long)j * AK_BLOCK_N, d);
+    cp_async_commit();
+  };
+
+  fa_copy_tile<AK_BLOCK_M, P>(sq, Q + q0 * d, Q, seq - q0, d);  // joins K0's group
+  load_k(0);
+#pragma unroll
+  for (int j = 1; j < AK_STAGES; ++j) {
+    load_v(j - 1);
+    load_k(j);
+  }
+
+  float o[AK_ROWS][AK_OUTS(P)];
+  float mc[AK_ROWS];  // running max of each row times c (-inf: none yet)
+  float l[AK_ROWS];   // this thread's part of each row's sum of exponentials
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r) {
+    mc[r] = AK_NEG_INF;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] = 0.0f;
+  }
+  const unsigned q_rows = sq + (unsigned)wg_row0 * 128;
+
+  for (int j = 0; j < kv_tiles; ++j) {
+    const long long k0 = (long long)j * AK_BLOCK_N;
+    const unsigned stage = (unsigned)(j % AK_STAGES) * kKVBytes;
+    // Causal: a tile whose first key comes after the warpgroup's last query adds nothing to its rows.
+    const bool active = !AK_CAUSAL || k0 <= q0 + wg_row0 + 63;
+
+    cp_async_wait<2 * (AK_STAGES - 1)>();  // K_j has landed (this thread's copies) ...
+    fa_fence_proxy_async();                // ... is visible to the tensor cores ...
+    __syncthreads();                       // ... everyone's; every warpgroup is done with V_{j-1}
+    load_v(j + AK_STAGES - 1);
+
+    float s[AK_ROWS][AK_SCORES];
+    if (active) {
+#pragma unroll
+      for (int r = 0; r < AK_ROWS; ++r)
+#pragma unroll
+        for (int n = 0; n < AK_SCORES; ++n) s[r][n] = 0.0f;
+      fa_hold(s);
+      fa_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < P / 16; ++kk) {
+        const unsigned col = (unsigned)(kk & 3) * 32;  // k16 step kk % 4 of block kk / 4
+        fa_wgmma_s(s, fa_desc(q_rows + (unsigned)(kk >> 2) * kQBlock + col, 16, 1024),
+                   fa_desc(sk + stage + (unsigned)(kk >> 2) * kKVBlock + col, 16, 1024));
+      }
+      fa_wgmma_commit();
+      fa_wgmma_wait_all();
+      fa_hold(s);
+
+      if (k0 + AK_BLOCK_N > seq || (AK_CAUSAL && k0 + AK_BLOCK_N - 1 > q0 + wr0)) {
+        const long long keys_left = seq - k0;
+        const long long diag = q0 + wr0 - k0;  // key k of the tile is after row r if k > r + diag
+#pragma unroll
+        for (int r = 0; r < AK_ROWS; ++r)
+#pragma unroll
+          for (int n = 0; n < AK_SCORES; ++n) {
+            const int key = key_of(n, lane);
+            if (key >= keys_left || (AK_CAUSAL && key > row_of(r, lane) + diag)) s[r][n] = AK_NEG_INF;
+          }
+      }
+
+#pragma unroll
+      for (int r = 0; r < AK_ROWS; ++r) {
+        float mx = s[r][0];
+#pragma unroll
+        for (int n = 1; n < AK_SCORES; ++n) mx = fmaxf(mx, s[r][n]);
+        const float mc_new = fmaxf(mc[r], row_max(mx) * c);
+        const float off = mc_new == AK_NEG_INF ? 0.0f : mc_new;  // a row with no key yet
+        const float alpha = ex2(mc[r] - off);                    // 0 for the first keys of a row
+        mc[r] = mc_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int n = 0; n < AK_SCORES; ++n) {
+          const float e = ex2(fmaf(s[r][n], c, -off));
+          s[r][n] = e;
+          sum += e;
+        }
+        l[r] = fmaf(l[r], alpha, sum);
+#pragma unroll
+        for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] *= alpha;
+      }
+    }
+
+    cp_async_wait<2 * (AK_STAGES - 1)>();  // V_j has landed ...
+    fa_fence_proxy_async();
+    __syncthreads();  // ... everyone's; every warpgroup is done with K_j
+    load_k(j + AK_STAGES);
+
+    if (active) {
+      // The A fragment of keys 16 kk .. 16 kk + 15, as in tile_accumulate.
+      unsigned pa[AK_BLOCK_N / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk) {
+        pa[kk][0] = pack2(s[0][4 * kk], s[0][4 * kk + 1]);
+        pa[kk][1] = pack2(s[1][4 * kk], s[1][4 * kk + 1]);
+        pa[kk][2] = pack2(s[0][4 * kk + 2], s[0][4 * kk + 3]);
+        pa[kk][3] = pack2(s[1][4 * kk + 2], s[1][4 * kk + 3]);
+      }
+      fa_hold(o);
+      fa_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk)
+        fa_wgmma_o(o, pa[kk], fa_desc(sv + stage + (unsigned)kk * 16 * 128, kKVBlock, 1024));
+      fa_wgmma_commit();
+      fa_wgmma_wait_all();
+      fa_hold(o);
+    }
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r) {
+    const float inv = 1.0f / row_sum(l[r]);
+    const long long row = q0 + wr0 + row_of(r, lane);
+    if (row < seq) store_row<P>(O + row * d, o[r], inv, d, lane);
+  }
+}
+#endif  // AK_FA_WGMMA_ON
