@@ -60,10 +60,12 @@
 //                  (__launch_bounds__): 2 caps registers at 65536 / (2 * threads), 128 at 8
 //                  warps, which spills a little at the default tile (fp16: 72 bytes) but lets
 //                  two blocks share an SM where shared memory allows
-//   AK_WGMMA       warpgroup MMA (sm_90a, fp16/bf16)     0    {0, 1}
+//   AK_WGMMA       warpgroup MMA (sm_90a, fp16/bf16)     0    {0, 1, 2}
 //                  1: both products by wgmma (wgmma.cuh), one warpgroup per 64 query rows
-//                  (AK_BLOCK_M / AK_WARPS = 16); ignored below sm_90a, refused for fp32. The
-//                  dynamic shared memory grows by 1 KiB (its start is rounded up to 1024 bytes).
+//                  (AK_BLOCK_M / AK_WARPS = 16); 2: the same with a tile's softmax overlapping
+//                  the previous tile's P V product (AK_STAGES = 2). Ignored below sm_90a, refused
+//                  for fp32. The dynamic shared memory grows by 1 KiB (its start is rounded up to
+//                  1024 bytes).
 // Rejected at compile time (#error), so the compile stage drops them from a sweep: a value outside
 // those sets; AK_BLOCK_M / AK_WARPS other than 16 or 32 (rows per warp: one or two m16 tiles);
 // shared memory for head_dim 128 (formula above) over 227 KiB (fp32 with AK_BLOCK_N = 128 and two
@@ -113,8 +115,8 @@
 #if AK_WARP_ROWS != 16 && AK_WARP_ROWS != 32
 #error "AK_BLOCK_M / AK_WARPS (query rows per warp) must be 16 or 32"
 #endif
-#if AK_WGMMA != 0 && AK_WGMMA != 1
-#error "AK_WGMMA must be 0 or 1"
+#if AK_WGMMA != 0 && AK_WGMMA != 1 && AK_WGMMA != 2
+#error "AK_WGMMA must be 0, 1 or 2"
 #endif
 
 #include "../common/elem.cuh"
@@ -124,7 +126,7 @@
 #endif
 
 #if AK_DTYPE == 0 && AK_WGMMA
-#error "AK_WGMMA=1 is for fp16/bf16 (fp32 runs the SIMT path either way)"
+#error "AK_WGMMA=1 or 2 is for fp16/bf16 (fp32 runs the SIMT path either way)"
 #endif
 
 #define AK_ELEM_BYTES (AK_DTYPE == 0 ? 4 : 2)

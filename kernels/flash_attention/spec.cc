@@ -52,7 +52,7 @@ std::string check_shape(const std::vector<int64_t>& shape) {
 std::vector<Tunable> cuda_space() {
   return {
       {"AK_BLOCK_M", {64, 128}, 128}, {"AK_BLOCK_N", {32, 64, 128}, 64}, {"AK_WARPS", {4, 8}, 8},
-      {"AK_STAGES", {1, 2}, 2},       {"AK_MIN_BLOCKS", {1, 2}, 1},      {"AK_WGMMA", {0, 1}, 0},
+      {"AK_STAGES", {1, 2}, 2},       {"AK_MIN_BLOCKS", {1, 2}, 1},      {"AK_WGMMA", {0, 1, 2}, 0},
   };
 }
 
@@ -70,8 +70,8 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   LaunchGeometry g;
   g.grid[0] = unsigned(std::clamp<int64_t>(blocks, 1, 0x7fffffff));
   g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS") * 32, 1 << 20));
-  // AK_WGMMA=1: 1 KiB more, for rounding the start up to the swizzle period (1024 bytes).
-  const int64_t align = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) == 1 ? 1024 : 0;
+  // AK_WGMMA=1 or 2: 1 KiB more, for rounding the start up to the swizzle period (1024 bytes).
+  const int64_t align = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) != 0 ? 1024 : 0;
   g.shared_bytes =
       unsigned(std::min<int64_t>((bm + 2 * stages * bn) * padded_d * elem_bytes + align, int64_t{1} << 30));
   return g;
@@ -90,10 +90,12 @@ std::string cuda_config_error(const std::map<std::string, int64_t>& config, DTyp
   if (min_blocks != 1 && min_blocks != 2) return "AK_MIN_BLOCKS must be 1 or 2";
   if (bm / warps != 16 && bm / warps != 32) return "AK_BLOCK_M / AK_WARPS must be 16 or 32";
   const int64_t wgmma = config_value(config, space, "AK_WGMMA", 0);
-  if (wgmma != 0 && wgmma != 1) return "AK_WGMMA must be 0 or 1";
-  if (wgmma == 1 && dtype == DType::kF32) return "AK_WGMMA=1 is for fp16/bf16 (fp32 runs the SIMT path either way)";
+  if (wgmma < 0 || wgmma > 2) return "AK_WGMMA must be 0, 1 or 2";
+  if (wgmma != 0 && dtype == DType::kF32)
+    return "AK_WGMMA=1 or 2 is for fp16/bf16 (fp32 runs the SIMT path either way)";
   // Checked where the path is compiled (sm_90a); elsewhere the setting is ignored.
-  if (wgmma == 1 && bm / warps != 16) return "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 rows)";
+  if (wgmma != 0 && bm / warps != 16) return "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 rows)";
+  if (wgmma == 2 && stages != 2) return "AK_WGMMA=2 needs AK_STAGES = 2 (its copies run one tile ahead)";
   const int64_t elem = dtype == DType::kF32 ? 4 : 2;
   if ((bm + 2 * stages * bn) * 128 * elem + (wgmma ? 1024 : 0) > 227 * 1024)
     return "the Q tile and the K/V rings exceed 227 KiB";

@@ -39,6 +39,9 @@
 #if AK_WARP_ROWS != 16
 #error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows)"
 #endif
+#if AK_WGMMA == 2 && AK_STAGES != 2
+#error "AK_WGMMA=2 needs AK_STAGES = 2 (its copies run one tile ahead)"
+#endif
 #define AK_FA_WGMMA_ON 1
 #else
 #define AK_FA_WGMMA_ON 0
@@ -65,7 +68,10 @@
 
 __device__ __forceinline__ void fa_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void fa_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void fa_wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void fa_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
 __device__ __forceinline__ void fa_fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -153,14 +159,111 @@ __device__ __forceinline__ void fa_copy_tile(unsigned dst, const elem_t* src, co
   }
 }
 
+// Issues (and commits as one group) s = Q K^T for the warpgroup's rows, q_rows its first row of
+// the Q tile (block 0), sk the K buffer; s is zeroed first.
+template <int P>
+__device__ __forceinline__ void fa_issue_scores(float (&s)[AK_ROWS][AK_SCORES], unsigned q_rows, unsigned sk) {
+  constexpr unsigned kQBlock = AK_BLOCK_M * 128;  // one 64-column block of the Q tile
+  constexpr unsigned kKVBlock = AK_BLOCK_N * 128;
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r)
+#pragma unroll
+    for (int n = 0; n < AK_SCORES; ++n) s[r][n] = 0.0f;
+  fa_hold(s);
+  fa_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < P / 16; ++kk) {
+    const unsigned col = (unsigned)(kk & 3) * 32;  // k16 step kk % 4 of block kk / 4
+    fa_wgmma_s(s, fa_desc(q_rows + (unsigned)(kk >> 2) * kQBlock + col, 16, 1024),
+               fa_desc(sk + (unsigned)(kk >> 2) * kKVBlock + col, 16, 1024));
+  }
+  fa_wgmma_commit();
+}
+
+// Issues (and commits as one group) o += P V, pa the A fragments of P, sv the V buffer.
+template <int P>
+__device__ __forceinline__ void fa_issue_pv(float (&o)[AK_ROWS][AK_OUTS(P)], const unsigned (&pa)[AK_BLOCK_N / 16][4],
+                                            unsigned sv) {
+  constexpr unsigned kKVBlock = AK_BLOCK_N * 128;
+  fa_hold(o);
+  fa_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk)
+    fa_wgmma_o(o, pa[kk], fa_desc(sv + (unsigned)kk * 16 * 128, kKVBlock, 1024));
+  fa_wgmma_commit();
+}
+
+// The mma.sync path's masking and online softmax of one tile's scores (k0: its first key; wr0:
+// the warp's first row): s becomes the exponentials, mc and l move on, alpha is each row's
+// rescale factor for the output so far.
+__device__ __forceinline__ void fa_softmax(float (&s)[AK_ROWS][AK_SCORES], float (&mc)[AK_ROWS], float (&l)[AK_ROWS],
+                                           float (&alpha)[AK_ROWS], long long k0, long long seq, long long q0, int wr0,
+                                           float c, int lane) {
+  if (k0 + AK_BLOCK_N > seq || (AK_CAUSAL && k0 + AK_BLOCK_N - 1 > q0 + wr0)) {
+    const long long keys_left = seq - k0;
+    const long long diag = q0 + wr0 - k0;  // key k of the tile is after row r if k > r + diag
+#pragma unroll
+    for (int r = 0; r < AK_ROWS; ++r)
+#pragma unroll
+      for (int n = 0; n < AK_SCORES; ++n) {
+        const int key = key_of(n, lane);
+        if (key >= keys_left || (AK_CAUSAL && key > row_of(r, lane) + diag)) s[r][n] = AK_NEG_INF;
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r) {
+    float mx = s[r][0];
+#pragma unroll
+    for (int n = 1; n < AK_SCORES; ++n) mx = fmaxf(mx, s[r][n]);
+    const float mc_new = fmaxf(mc[r], row_max(mx) * c);
+    const float off = mc_new == AK_NEG_INF ? 0.0f : mc_new;  // a row with no key yet
+    alpha[r] = ex2(mc[r] - off);                             // 0 for the first keys of a row
+    mc[r] = mc_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < AK_SCORES; ++n) {
+      const float e = ex2(fmaf(s[r][n], c, -off));
+      s[r][n] = e;
+      sum += e;
+    }
+    l[r] = fmaf(l[r], alpha[r], sum);
+  }
+}
+
+// The A fragments of P for keys 16 kk .. 16 kk + 15, as in tile_accumulate.
+__device__ __forceinline__ void fa_pack(unsigned (&pa)[AK_BLOCK_N / 16][4], const float (&p)[AK_ROWS][AK_SCORES]) {
+#pragma unroll
+  for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk) {
+    pa[kk][0] = pack2(p[0][4 * kk], p[0][4 * kk + 1]);
+    pa[kk][1] = pack2(p[1][4 * kk], p[1][4 * kk + 1]);
+    pa[kk][2] = pack2(p[0][4 * kk + 2], p[0][4 * kk + 3]);
+    pa[kk][3] = pack2(p[1][4 * kk + 2], p[1][4 * kk + 3]);
+  }
+}
+
+// Keeps P's fragments alive in the registers the asynchronous P V product reads until it is waited for.
+__device__ __forceinline__ void fa_hold_p(unsigned (&pa)[AK_BLOCK_N / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[kk][i])::"memory");
+}
+
+template <int P>
+__device__ __forceinline__ void fa_rescale(float (&o)[AK_ROWS][AK_OUTS(P)], const float (&alpha)[AK_ROWS]) {
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r)
+#pragma unroll
+    for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] *= alpha[r];
+}
+
 // attend's work by wgmma; sbase is 1024-byte aligned.
 template <int P>
 __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
                                              const elem_t* __restrict__ V, elem_t* __restrict__ O, long long seq, int d,
                                              long long q0, unsigned sbase) {
-  constexpr unsigned kQBlock = AK_BLOCK_M * 128;  // one 64-column block of the Q tile
-  constexpr unsigned kKVBlock = AK_BLOCK_N * 128;
-  constexpr unsigned kKVBytes = (P / 64) * kKVBlock;  // one K or V buffer
+  constexpr unsigned kQBlock = AK_BLOCK_M * 128;              // one 64-column block of the Q tile
+  constexpr unsigned kKVBytes = (P / 64) * AK_BLOCK_N * 128;  // one K or V buffer
   const unsigned sq = sbase;
   const unsigned sk = sq + (P / 64) * kQBlock;
   const unsigned sv = sk + AK_STAGES * kKVBytes;
@@ -171,6 +274,9 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
 
   const long long kv_end = AK_CAUSAL && q0 + AK_BLOCK_M < seq ? q0 + AK_BLOCK_M : seq;
   const int kv_tiles = (int)((kv_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
+  // Causal: the tiles before the first whose keys all follow the warpgroup's last query.
+  const long long wg_end = AK_CAUSAL && q0 + wg_row0 + 64 < kv_end ? q0 + wg_row0 + 64 : kv_end;
+  const int wg_tiles = (int)((wg_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
 
   auto load_k = [&](int j) {
     if (j < kv_tiles)
@@ -196,6 +302,7 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
   float o[AK_ROWS][AK_OUTS(P)];
   float mc[AK_ROWS];  // running max of each row times c (-inf: none yet)
   float l[AK_ROWS];   // this thread's part of each row's sum of exponentials
+  float alpha[AK_ROWS];
 #pragma unroll
   for (int r = 0; r < AK_ROWS; ++r) {
     mc[r] = AK_NEG_INF;
@@ -204,68 +311,26 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] = 0.0f;
   }
   const unsigned q_rows = sq + (unsigned)wg_row0 * 128;
+  float s[AK_ROWS][AK_SCORES];
+  unsigned pa[AK_BLOCK_N / 16][4];
 
+#if AK_WGMMA == 1
   for (int j = 0; j < kv_tiles; ++j) {
-    const long long k0 = (long long)j * AK_BLOCK_N;
     const unsigned stage = (unsigned)(j % AK_STAGES) * kKVBytes;
-    // Causal: a tile whose first key comes after the warpgroup's last query adds nothing to its rows.
-    const bool active = !AK_CAUSAL || k0 <= q0 + wg_row0 + 63;
+    const bool active = j < wg_tiles;  // warpgroup-uniform, as wgmma must be
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // K_j has landed (this thread's copies) ...
     fa_fence_proxy_async();                // ... is visible to the tensor cores ...
     __syncthreads();                       // ... everyone's; every warpgroup is done with V_{j-1}
     load_v(j + AK_STAGES - 1);
 
-    float s[AK_ROWS][AK_SCORES];
     if (active) {
-#pragma unroll
-      for (int r = 0; r < AK_ROWS; ++r)
-#pragma unroll
-        for (int n = 0; n < AK_SCORES; ++n) s[r][n] = 0.0f;
+      fa_issue_scores<P>(s, q_rows, sk + stage);
+      fa_wgmma_wait<0>();
       fa_hold(s);
-      fa_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < P / 16; ++kk) {
-        const unsigned col = (unsigned)(kk & 3) * 32;  // k16 step kk % 4 of block kk / 4
-        fa_wgmma_s(s, fa_desc(q_rows + (unsigned)(kk >> 2) * kQBlock + col, 16, 1024),
-                   fa_desc(sk + stage + (unsigned)(kk >> 2) * kKVBlock + col, 16, 1024));
-      }
-      fa_wgmma_commit();
-      fa_wgmma_wait_all();
-      fa_hold(s);
-
-      if (k0 + AK_BLOCK_N > seq || (AK_CAUSAL && k0 + AK_BLOCK_N - 1 > q0 + wr0)) {
-        const long long keys_left = seq - k0;
-        const long long diag = q0 + wr0 - k0;  // key k of the tile is after row r if k > r + diag
-#pragma unroll
-        for (int r = 0; r < AK_ROWS; ++r)
-#pragma unroll
-          for (int n = 0; n < AK_SCORES; ++n) {
-            const int key = key_of(n, lane);
-            if (key >= keys_left || (AK_CAUSAL && key > row_of(r, lane) + diag)) s[r][n] = AK_NEG_INF;
-          }
-      }
-
-#pragma unroll
-      for (int r = 0; r < AK_ROWS; ++r) {
-        float mx = s[r][0];
-#pragma unroll
-        for (int n = 1; n < AK_SCORES; ++n) mx = fmaxf(mx, s[r][n]);
-        const float mc_new = fmaxf(mc[r], row_max(mx) * c);
-        const float off = mc_new == AK_NEG_INF ? 0.0f : mc_new;  // a row with no key yet
-        const float alpha = ex2(mc[r] - off);                    // 0 for the first keys of a row
-        mc[r] = mc_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int n = 0; n < AK_SCORES; ++n) {
-          const float e = ex2(fmaf(s[r][n], c, -off));
-          s[r][n] = e;
-          sum += e;
-        }
-        l[r] = fmaf(l[r], alpha, sum);
-#pragma unroll
-        for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] *= alpha;
-      }
+      fa_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
+      fa_rescale<P>(o, alpha);
+      fa_pack(pa, s);
     }
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // V_j has landed ...
@@ -274,25 +339,62 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     load_k(j + AK_STAGES);
 
     if (active) {
-      // The A fragment of keys 16 kk .. 16 kk + 15, as in tile_accumulate.
-      unsigned pa[AK_BLOCK_N / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk) {
-        pa[kk][0] = pack2(s[0][4 * kk], s[0][4 * kk + 1]);
-        pa[kk][1] = pack2(s[1][4 * kk], s[1][4 * kk + 1]);
-        pa[kk][2] = pack2(s[0][4 * kk + 2], s[0][4 * kk + 3]);
-        pa[kk][3] = pack2(s[1][4 * kk + 2], s[1][4 * kk + 3]);
-      }
+      fa_issue_pv<P>(o, pa, sv + stage);
+      fa_wgmma_wait<0>();
       fa_hold(o);
-      fa_wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk)
-        fa_wgmma_o(o, pa[kk], fa_desc(sv + stage + (unsigned)kk * 16 * 128, kKVBlock, 1024));
-      fa_wgmma_commit();
-      fa_wgmma_wait_all();
-      fa_hold(o);
+      fa_hold_p(pa);
     }
   }
+#else
+  // AK_WGMMA=2: step j issues S_j = Q K_j^T and then P_{j-1} V_{j-1}, so the softmax of S_j runs
+  // while the second product is on the tensor cores; the output is rescaled by S_j's factors once
+  // that product is done. K_j and V_{j-1} arrive together: the copies run one tile ahead (two
+  // stages), V_{j-1}'s group before K_j's.
+  // P's fragments alternate between pa and pb, so that packing P_j never writes the registers
+  // P_{j-1} V_{j-1} is still reading (no copy for the register allocator to fold).
+  unsigned pb[AK_BLOCK_N / 16][4];
+  cp_async_wait<2 * (AK_STAGES - 1)>();  // K_0 (and Q) have landed ...
+  fa_fence_proxy_async();
+  __syncthreads();  // ... everyone's
+  if (0 < wg_tiles) {
+    fa_issue_scores<P>(s, q_rows, sk);
+    fa_wgmma_wait<0>();
+    fa_hold(s);
+    fa_softmax(s, mc, l, alpha, 0, seq, q0, wr0, c, lane);
+    fa_pack(pa, s);
+  }
+  auto step = [&](int j, unsigned(&p_prev)[AK_BLOCK_N / 16][4], unsigned(&p_next)[AK_BLOCK_N / 16][4]) {
+    cp_async_wait<0>();  // K_j (if any) and V_{j-1} have landed ...
+    fa_fence_proxy_async();
+    __syncthreads();  // ... everyone's; every warpgroup is done with K_{j-1} and V_{j-2}
+    load_v(j);        // into V_{j-2}'s buffer
+    load_k(j + 1);    // into K_{j-1}'s
+
+    const unsigned stage = (unsigned)(j % AK_STAGES) * kKVBytes;
+    const unsigned prev = (unsigned)((j - 1) % AK_STAGES) * kKVBytes;
+    if (j < wg_tiles) {  // S_j, then P_{j-1} V_{j-1}
+      fa_issue_scores<P>(s, q_rows, sk + stage);
+      fa_issue_pv<P>(o, p_prev, sv + prev);
+      fa_wgmma_wait<1>();  // S_j is done (groups complete in order) ...
+      fa_hold(s);
+      fa_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
+      fa_pack(p_next, s);
+      fa_wgmma_wait<0>();  // ... and P_{j-1} V_{j-1}
+      fa_hold(o);
+      fa_hold_p(p_prev);
+      fa_rescale<P>(o, alpha);
+    } else if (j == wg_tiles) {  // the warpgroup's last tile: P V alone
+      fa_issue_pv<P>(o, p_prev, sv + prev);
+      fa_wgmma_wait<0>();
+      fa_hold(o);
+      fa_hold_p(p_prev);
+    }
+  };
+  for (int j = 1; j <= kv_tiles; j += 2) {
+    step(j, pa, pb);
+    if (j + 1 <= kv_tiles) step(j + 1, pb, pa);
+  }
+#endif
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
 #pragma unroll

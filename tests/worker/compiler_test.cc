@@ -235,11 +235,11 @@ TEST_F(CompilerTest, MatmulsWgmmaPathBuildsAtSm90aAndItsConstraintsHoldThereAlon
   }
 }
 
-// flash_attention's Hopper path (kernels/flash_attention/wgmma.cuh) is compiled at sm_90a and only
-// there: with AK_WGMMA=1 the fp16 and bf16 cubins (and the causal type's) differ from the mma.sync
-// path's at sm_90a and equal them at sm_80, where the setting is ignored; a block of 32 rows a
-// warp (not one warpgroup per 64 rows) is refused at sm_90a alone, fp32 everywhere, each as
-// cuda_config_error predicts.
+// flash_attention's Hopper paths (kernels/flash_attention/wgmma.cuh) are compiled at sm_90a and
+// only there: with AK_WGMMA=1 the fp16 and bf16 cubins (and the causal type's) differ from the
+// mma.sync path's at sm_90a and equal them at sm_80, where the setting is ignored; a block of 32
+// rows a warp (not one warpgroup per 64 rows) is refused at sm_90a alone, fp32 everywhere, and
+// AK_WGMMA=2 (the overlapped one) with other than two stages, each as cuda_config_error predicts.
 TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraintsHoldThere) {
   const kernels::KernelSpec* fa = kernels::find("flash_attention");
   auto build = [&](const char* type, DType d, std::map<std::string, int64_t> config, const char* arch) {
@@ -276,6 +276,18 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("AK_WGMMA=1 needs"), std::string::npos) << refused.status().message();
   EXPECT_TRUE(build("flash_attention", DType::kBF16, wide_warps, "sm_80").ok());
+  // AK_WGMMA=2 runs its copies one tile ahead: two stages and no other count.
+  const std::map<std::string, int64_t> overlap = {{"AK_WGMMA", 2}}, one_stage = {{"AK_WGMMA", 2}, {"AK_STAGES", 1}};
+  EXPECT_EQ(fa->cuda_config_error(overlap, DType::kF16), "");
+  auto o = build("flash_attention_causal", DType::kF16, overlap, "sm_90a");
+  auto b = build("flash_attention_causal", DType::kF16, off, "sm_90a");
+  ASSERT_TRUE(o.ok() && b.ok()) << (o.ok() ? b.status().message() : o.status().message()).substr(0, 300);
+  EXPECT_NE(read(o->path), read(b->path));
+  EXPECT_NE(fa->cuda_config_error(one_stage, DType::kF16), "");
+  auto staged = build("flash_attention", DType::kF16, one_stage, "sm_90a");
+  ASSERT_FALSE(staged.ok());
+  EXPECT_NE(staged.status().message().find("AK_WGMMA=2 needs AK_STAGES = 2"), std::string::npos)
+      << staged.status().message();
   EXPECT_NE(fa->cuda_config_error(on, DType::kF32), "");
   auto fp32 = build("flash_attention", DType::kF32, on, "sm_80");
   ASSERT_FALSE(fp32.ok());
