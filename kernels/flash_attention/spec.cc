@@ -95,6 +95,9 @@ std::string cuda_config_error(const std::map<std::string, int64_t>& config, DTyp
     return "AK_WGMMA=1 or 2 is for fp16/bf16 (fp32 runs the SIMT path either way)";
   // Checked where the path is compiled (sm_90a); elsewhere the setting is ignored.
   if (wgmma != 0 && bm / warps != 16) return "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 rows)";
+  // Two blocks an SM cap registers at 128, under what the accumulators need: ptxas spills and
+  // serialises the wgmma (C7512).
+  if (wgmma != 0 && min_blocks != 1) return "AK_WGMMA=1 or 2 needs AK_MIN_BLOCKS = 1";
   if (wgmma == 2 && stages != 2) return "AK_WGMMA=2 needs AK_STAGES = 2 (its copies run one tile ahead)";
   const int64_t elem = dtype == DType::kF32 ? 4 : 2;
   if ((bm + 2 * stages * bn) * 128 * elem + (wgmma ? 1024 : 0) > 227 * 1024)

@@ -1,5 +1,5 @@
-// The Hopper path of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1): both
-// matrix products by warpgroup MMA (wgmma.mma_async). Included by flash_attention.cu inside its
+// The Hopper paths of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1 or 2):
+// both matrix products by warpgroup MMA (wgmma.mma_async). Included by flash_attention.cu inside its
 // fp16/bf16 section, after the mma.sync helpers it shares (pack2, ex2, row_max, row_sum,
 // row_of, key_of, store_row); everything here is compiled only where AK_FA_WGMMA_ON is 1.
 //
@@ -37,7 +37,11 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && AK_WGMMA
 #if AK_WARP_ROWS != 16
-#error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows)"
+#error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows; so does AK_WGMMA=2)"
+#endif
+#if AK_MIN_BLOCKS != 1
+#error \
+    "AK_WGMMA=1 or 2 needs AK_MIN_BLOCKS = 1 (128 registers are too few for its accumulators: ptxas spills and serialises the wgmma)"
 #endif
 #if AK_WGMMA == 2 && AK_STAGES != 2
 #error "AK_WGMMA=2 needs AK_STAGES = 2 (its copies run one tile ahead)"
@@ -276,7 +280,8 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
   const int kv_tiles = (int)((kv_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
   // Causal: the tiles before the first whose keys all follow the warpgroup's last query.
   const long long wg_end = AK_CAUSAL && q0 + wg_row0 + 64 < kv_end ? q0 + wg_row0 + 64 : kv_end;
-  const int wg_tiles = (int)((wg_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
+  // A warpgroup whose rows all lie past seq (the last query tile's) stores nothing: no tiles.
+  const int wg_tiles = q0 + wg_row0 >= seq ? 0 : (int)((wg_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
 
   auto load_k = [&](int j) {
     if (j < kv_tiles)
