@@ -19,7 +19,8 @@
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
 # AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify; the
 # reports of each model in $OUT/pipeline.tgz (pipeline/<model>/).
-# AK_CTEST_TIMEOUT bounds the ctest step (default 560 s).
+# AK_CTEST_TIMEOUT bounds the ctest step (default 560 s). AK_GPU_PREBUILT=DIR skips the build and
+# runs the install tree scripts/gpu-prebuild.sh made elsewhere (carried along; not for ctest).
 #   scripts/gpu-session.sh DEBS_DIR [ctest args...]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -36,14 +37,26 @@ export PKG_CONFIG_PATH=$SYS/usr/lib/x86_64-linux-gnu/pkgconfig:$SYS/usr/share/pk
 export PKG_CONFIG_SYSROOT_DIR=$SYS
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 nvidia-smi --query-gpu=name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-{
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$SYS/usr;$SYS/usr/lib/x86_64-linux-gnu/cmake;$SYS/usr/share/cmake" \
-    -DCMAKE_CXX_FLAGS="-isystem $SYS/usr/include" && ninja -C build-gpu -j "$(nproc)" ${AK_GPU_TARGETS:-}
-} > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
-echo "build ok"
+if [ -n "${AK_GPU_PREBUILT:-}" ]; then
+  # An install tree made on another machine (scripts/gpu-prebuild.sh; carried to this one): no
+  # build here. The sandbox finds libtorch and NVRTC through LD_LIBRARY_PATH.
+  B=$(cd "$AK_GPU_PREBUILT" && pwd) || exit 1
+  TORCH_LIB=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  export LD_LIBRARY_PATH=$TORCH_LIB:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
+  missing=$(ldd "$B"/bin/* "$B"/lib/*.so 2>&1 | grep "not found" | sort -u)
+  [ -z "$missing" ] || { echo "prebuilt tree lacks libraries here:"; echo "$missing"; exit 1; }
+  "$B/bin/autokernel" --version || exit 1
+  echo "prebuilt ok"
+else
+  {
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_WERROR=ON \
+      -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$SYS/usr;$SYS/usr/lib/x86_64-linux-gnu/cmake;$SYS/usr/share/cmake" \
+      -DCMAKE_CXX_FLAGS="-isystem $SYS/usr/include" && ninja -C build-gpu -j "$(nproc)" ${AK_GPU_TARGETS:-}
+  } > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
+  echo "build ok"
+  B=$PWD/build-gpu
+fi
 export OUT
-B=$PWD/build-gpu
 "$B/bin/autokernel" calibrate | tee "$OUT/calibrate.txt"
 # campaign_step NAME TIMEOUT CAMPAIGN_ARGS...: `autokernel run --backend cuda` on the given campaigns in
 # $OUT/NAME (each job verified, then timed against PyTorch), its rc and its results table.
@@ -60,6 +73,7 @@ STEPS=${AK_GPU_STEPS:-ctest repeat throughput}
 for step in $STEPS; do
   case $step in
     ctest)
+      [ -z "${AK_GPU_PREBUILT:-}" ] || { echo "ctest needs the build tree: leave AK_GPU_PREBUILT unset"; continue; }
       # -V for the verdict table the hostile suite prints
       (cd build-gpu && timeout "${AK_CTEST_TIMEOUT:-560}" ctest -L gpu -V -j 1 "$@") > "$OUT/ctest-gpu.log" 2>&1
       echo "ctest -L gpu rc=$?"
