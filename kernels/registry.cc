@@ -55,6 +55,17 @@ const std::vector<KernelSpec>& table() {
 
 }  // namespace
 
+bool reads_tensor_maps(const KernelSpec& spec, const std::map<std::string, int64_t>& config,
+                       const std::vector<int64_t>& shape, DType dtype) {
+  if (spec.cuda_phases > 1) {
+    if (!spec.cuda_phase_tensor_maps) return false;
+    for (int p = 0; p < spec.cuda_phases; ++p)
+      if (!spec.cuda_phase_tensor_maps(config, shape, dtype, p).maps.empty()) return true;
+    return false;
+  }
+  return spec.cuda_tensor_maps && !spec.cuda_tensor_maps(config, shape, dtype).empty();
+}
+
 const KernelSpec* find(std::string_view name) {
   for (const KernelSpec& k : table())
     if (k.name == name) return &k;

@@ -57,10 +57,11 @@ struct LaunchGeometry {
 // view of one of the call's tensors in its dtype, zero-filled out of bounds. See
 // KernelSpec::cuda_tensor_maps.
 struct TensorMapSpec {
-  int operand = 0;             // the call's input of that index; -1: its output
+  int operand = 0;             // the call's input of that index; -1: its output; -2: the workspace
   std::vector<uint64_t> dims;  // elements, innermost first (row-major [R, C]: {C, R}); product = numel
   std::vector<uint32_t> box;   // the box one copy moves [elements], innermost first, each 1..256
   int swizzle_bytes = 0;       // 0 (none), 32, 64 or 128; box[0] * element size must not exceed it
+  uint64_t offset = 0;         // elements from the operand's start (the workspace only)
 };
 
 // Where a cuda module finds its tensor maps: a __device__ variable of this name,
@@ -73,7 +74,14 @@ struct TensorMapSpec {
 // or a row stride not a multiple of 16 bytes, a dim of 2^31 or more; and in the torch library
 // that plugs tuned kernels into models, which may be captured by a CUDA graph).
 inline constexpr const char* kTensorMapSymbol = "ak_tensor_maps";
-inline constexpr int kTensorMapSlots = 8;
+inline constexpr int kTensorMapSlots = 16;  // a multi-phase call's keys for each of up to 4 input sets
+
+// A multi-phase type's maps for one phase of a call (KernelSpec::cuda_phase_tensor_maps): the maps,
+// and the dims its slot key holds after their addresses (a GEMM phase: its M, N, K).
+struct PhaseTensorMaps {
+  std::vector<TensorMapSpec> maps;
+  std::vector<int64_t> key;
+};
 inline constexpr size_t tensor_map_slot_bytes(size_t maps) { return maps * 128 + 64; }
 
 struct KernelSpec {
@@ -125,13 +133,23 @@ struct KernelSpec {
   // launches it whenever every named value is. Empty: one build.
   std::vector<std::string> triton_divisible;
   // cuda backend: the tensor maps (above) a configuration's kernel reads, for a call of `shape`;
-  // empty (or nullptr): none. Only the single-launch call (cuda_phases 1) has them.
+  // empty (or nullptr): none. The slot key holds the maps' addresses, then `shape`. For the
+  // single-launch call (cuda_phases 1).
   std::vector<TensorMapSpec> (*cuda_tensor_maps)(const std::map<std::string, int64_t>& config,
                                                  const std::vector<int64_t>& shape, DType dtype) = nullptr;
+  // cuda backend, multi-phase types: the maps phase `phase` of a call of `shape` reads, with its
+  // key dims; every phase with maps has as many as the others. nullptr or empty maps: none.
+  PhaseTensorMaps (*cuda_phase_tensor_maps)(const std::map<std::string, int64_t>& config,
+                                            const std::vector<int64_t>& shape, DType dtype, int phase) = nullptr;
   // Sizes that are multiples of no tile (1, 127, 1023, 4097, ...): stage verify.edge runs the
   // candidate at each of them. Small enough for the CPU backend.
   std::vector<std::vector<int64_t>> edge_shapes;
 };
+
+// Whether a cuda configuration's kernel reads TMA tensor maps at `shape` (in any phase): its speed
+// then depends on the maps the sandbox builds, which other launchers (the torch library) do not.
+bool reads_tensor_maps(const KernelSpec& spec, const std::map<std::string, int64_t>& config,
+                       const std::vector<int64_t>& shape, DType dtype);
 
 // nullptr if unknown.
 const KernelSpec* find(std::string_view name);

@@ -13,7 +13,8 @@
 # mma.sync path (examples/campaigns/matmul_wgmma_hopper.toml, cut by AK_WGMMA_SHAPES, AK_WGMMA_DTYPES and
 # AK_WGMMA_KEEP), in $OUT/wgmma; "rowwise" the row-wise types' register caches and chunks against
 # their earlier paths (examples/campaigns/rowwise_*.toml, cut by AK_ROWWISE), in $OUT/rowwise;
-# "flash" flash_attention's wgmma path against its mma.sync path, in $OUT/flash.
+# "flash" flash_attention's wgmma path against its mma.sync path, in $OUT/flash; "mlp" fused_mlp on
+# matmul's wgmma and TMA paths, in $OUT/mlp.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
@@ -156,6 +157,10 @@ for step in $STEPS; do
       # flash_wgmma_hopper.toml and flash_causal_wgmma_hopper.toml), in $OUT/flash.
       campaign_step flash "${AK_FLASH_TIMEOUT:-400}" --campaign "$PWD/examples/campaigns/flash_wgmma_hopper.toml" \
         --campaign "$PWD/examples/campaigns/flash_causal_wgmma_hopper.toml" ;;
+    mlp)
+      # fused_mlp's phases on matmul's wgmma paths, TMA included (examples/campaigns/
+      # fused_mlp_tma_hopper.toml), in $OUT/mlp.
+      campaign_step mlp "${AK_MLP_TIMEOUT:-400}" --campaign "$PWD/examples/campaigns/fused_mlp_tma_hopper.toml" ;;
     wgmma)
       # matmul's Hopper path against its mma.sync path, each job verified, then timed against PyTorch.
       # AK_WGMMA_SHAPES ('[[4096, 4096, 4096]]'), AK_WGMMA_DTYPES ('["fp16"]') and AK_WGMMA_KEEP (an

@@ -156,8 +156,7 @@ Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const json& tu
     else if (e.m.speedup <= min_speedup)
       why = "no faster than PyTorch's op where it was tuned (" + std::to_string(e.m.speedup).substr(0, 5) +
             "x; min_speedup " + std::to_string(min_speedup).substr(0, 4) + ")";
-    else if (e.backend == Backend::kCuda && spec->cuda_tensor_maps &&
-             !spec->cuda_tensor_maps(e.config, e.shape, e.dtype).empty())
+    else if (e.backend == Backend::kCuda && kernels::reads_tensor_maps(*spec, e.config, e.shape, e.dtype))
       // Its tuned figure came with the maps the sandbox builds; without them the kernel would run
       // its slower fallback under the tuned figure's name.
       why =

@@ -55,14 +55,23 @@ int64_t workspace_bytes(const std::vector<int64_t>& shape, DType dtype) {
   return ((mf + 127) / 128 * 128 + mf) * int64_t(dtype_bytes(dtype));
 }
 
-// matmul's constraints; and no TMA path (AK_WGMMA=2): the sandbox builds tensor maps for one
-// launch, and a phase's operands differ, so that setting would time the mma.sync path behind an
-// idle warpgroup.
+// matmul's constraints.
 std::string config_error(const std::map<std::string, int64_t>& config, DType dtype) {
-  auto it = config.find("AK_WGMMA");
-  if (it != config.end() && it->second == 2)
-    return "AK_WGMMA=2 (TMA) is matmul's only: fused_mlp's three phases get no tensor maps; use 0 or 1";
   return matmul::gemm_config_error(config, dtype);
+}
+
+// The TMA path (AK_WGMMA=2): each phase's GEMM reads its A and B through two maps, keyed as
+// fused_mlp.cu's gemm_tile looks them up (A's and B's addresses, then M, N, K of that GEMM).
+// Inputs: x 0, Wg 1, Wu 2, Wd 3; phase 2's A is Hd in the workspace, after G.
+PhaseTensorMaps phase_tensor_maps(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
+                                  DType dtype, int phase) {
+  const int64_t m = shape.at(0), h = shape.at(1), f = shape.at(2);
+  if (phase == 2) {
+    const uint64_t hd = uint64_t((m * f + 127) / 128 * 128);  // fused_mlp.cu: h = g + that
+    return {matmul::gemm_tensor_maps(config, uint64_t(m), uint64_t(h), uint64_t(f), dtype, -2, hd, 3), {m, h, f}};
+  }
+  return {matmul::gemm_tensor_maps(config, uint64_t(m), uint64_t(f), uint64_t(h), dtype, 0, 0, phase == 0 ? 1 : 2),
+          {m, f, h}};
 }
 
 }  // namespace
@@ -98,6 +107,7 @@ KernelSpec make_spec() {
   k.cuda_config_error = config_error;
   k.cuda_phases = 3;
   k.cuda_phase_geometry = phase_geometry;
+  k.cuda_phase_tensor_maps = phase_tensor_maps;
   k.workspace_bytes = workspace_bytes;
   k.edge_shapes = {{1, 1, 1}, {127, 1, 1}, {1, 127, 1}, {1, 1, 127}, {3, 1023, 5}, {129, 257, 65}, {17, 33, 4097}};
   return k;

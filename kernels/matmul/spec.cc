@@ -60,15 +60,19 @@ LaunchGeometry triton_grid(const std::map<std::string, int64_t>& config, const s
 // blocks, both in 128-byte swizzle (wgmma_tma.cuh).
 std::vector<TensorMapSpec> cuda_tensor_maps(const std::map<std::string, int64_t>& config,
                                             const std::vector<int64_t>& shape, DType dtype) {
-  static const std::vector<Tunable> space = cuda_space();
-  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) != 2) return {};
-  const uint64_t m = uint64_t(shape.at(0)), n = uint64_t(shape.at(1)), k = uint64_t(shape.at(2));
-  const uint32_t bm = uint32_t(config_value(config, space, "AK_BM", 128));
-  const uint32_t bk = uint32_t(config_value(config, space, "AK_BK", 64));
-  return {{0, {k, m}, {bk, bm}, 128}, {1, {n, k}, {64, bk}, 128}};
+  return gemm_tensor_maps(config, uint64_t(shape.at(0)), uint64_t(shape.at(1)), uint64_t(shape.at(2)), dtype, 0, 0, 1);
 }
 
 }  // namespace
+
+std::vector<TensorMapSpec> gemm_tensor_maps(const std::map<std::string, int64_t>& config, uint64_t m, uint64_t n,
+                                            uint64_t k, DType dtype, int a, uint64_t a_offset, int b) {
+  static const std::vector<Tunable> space = cuda_space();
+  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) != 2) return {};
+  const uint32_t bm = uint32_t(config_value(config, space, "AK_BM", 128));
+  const uint32_t bk = uint32_t(config_value(config, space, "AK_BK", 64));
+  return {{a, {k, m}, {bk, bm}, 128, a_offset}, {b, {n, k}, {64, bk}, 128}};
+}
 
 std::vector<Tunable> cuda_space() {
   return {

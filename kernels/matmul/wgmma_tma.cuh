@@ -31,7 +31,7 @@
 #endif
 #define AK_TMA_ON 1
 
-#define AK_TMA_SLOTS 8  // kernels/registry.h, kTensorMapSlots
+#define AK_TMA_SLOTS 16  // kernels/registry.h, kTensorMapSlots
 
 // Registers: at 384 threads (two computing warpgroups) the launch bound gives each thread 168;
 // the producer warpgroup keeps 40 and the computing ones take 232, which balances the register

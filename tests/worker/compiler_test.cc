@@ -297,7 +297,8 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
 // matmul's TMA path (AK_WGMMA=2, kernels/matmul/wgmma_tma.cuh) builds at sm_90a with the tensor
 // map slots the sandbox fills (kernels/registry.h, kTensorMapSymbol), and at sm_80, where only
 // the other paths exist (the producer warpgroup returns at once, no slots); with AK_BK 32 the
-// path's #error refuses it as gemm_config_error predicts.
+// path's #error refuses it as gemm_config_error predicts. fused_mlp, whose three GEMM phases read
+// the sandbox's maps too (KernelSpec::cuda_phase_tensor_maps), builds with the slots at sm_90a.
 TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtSm80) {
   const kernels::KernelSpec* mm = kernels::find("matmul");
   const std::map<std::string, int64_t> tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
@@ -309,18 +310,22 @@ TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtS
     const char* arch;
     bool builds;
     bool slots = false;
+    const char* type = "matmul";
   };
-  const std::vector<Case> cases = {{tma, "sm_90a", true, true}, {tma, "sm_80", true, false}, {bk32, "sm_90a", false}};
+  const std::vector<Case> cases = {{tma, "sm_90a", true, true},
+                                   {tma, "sm_80", true, false},
+                                   {bk32, "sm_90a", false},
+                                   {tma, "sm_90a", true, true, "fused_mlp"}};
   for (const Case& c : cases) {
-    const kernels::BackendSource& src = mm->backends.at(Backend::kCuda);
+    const kernels::BackendSource& src = kernels::find(c.type)->backends.at(Backend::kCuda);
     JobSpec j = job(Backend::kCuda, DType::kBF16);
-    j.kernel_type = "matmul";
+    j.kernel_type = c.type;
     j.shape = src.default_shapes.at(0);
     j.source = src.source;
     j.config = c.config;
     j.timeout_ms = 600'000;
     auto art = compiler_->compile(j, gpu_caps(c.arch));
-    ASSERT_EQ(art.ok(), c.builds) << c.arch << " " << config_string(c.config) << ": "
+    ASSERT_EQ(art.ok(), c.builds) << c.type << " " << c.arch << " " << config_string(c.config) << ": "
                                   << (art.ok() ? "ok" : art.status().message().substr(0, 300));
     if (!c.builds) {
       EXPECT_NE(art.status().message().find("AK_WGMMA=2 (TMA) needs AK_BK 64"), std::string::npos)

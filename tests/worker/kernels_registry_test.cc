@@ -188,8 +188,8 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
 
 // matmul's TMA path (AK_WGMMA=2, fp16/bf16): the sandbox builds A's map in boxes of AK_BK x AK_BM
 // and B's in 64 x AK_BK, both 128-byte swizzled; the block gains the producer warpgroup; the
-// path's constraints are refused before a compile; fused_mlp, whose phases get no maps, refuses
-// the setting; fp32 and the other settings ask for no maps. AK_MAX_BLOCKS caps the grid.
+// path's constraints are refused before a compile; fp32 and the other settings ask for no maps.
+// AK_MAX_BLOCKS caps the grid.
 TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
   const KernelSpec* k = find("matmul");
   ASSERT_NE(k, nullptr);
@@ -243,12 +243,61 @@ TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
   three["AK_WGMMA"] = 3;
   EXPECT_NE(k->cuda_config_error(three, DType::kF16), "");
 
+  EXPECT_TRUE(reads_tensor_maps(*k, tma, shape, DType::kBF16));
+  EXPECT_FALSE(reads_tensor_maps(*k, cp_async, shape, DType::kBF16));
+}
+
+// fused_mlp's TMA path (AK_WGMMA=2): each of its three GEMM phases gets matmul's two maps, keyed
+// by the GEMM's own M, N, K (fused_mlp.cu's gemm_tile looks its slot up by A, B, M, N, K): x with
+// Wg, then x with Wu (both [M, F] = [M, H] @ [H, F]), then Hd, in the workspace after G's
+// 128-element-rounded M * F elements, with Wd ([M, H] = [M, F] @ [F, H]). Three phases' keys for
+// each of up to four input sets fit the slots.
+TEST(KernelsRegistry, FusedMlpsTmaPathAsksForTwoMapsInEachPhase) {
   const KernelSpec* f = find("fused_mlp");
   ASSERT_NE(f, nullptr);
+  ASSERT_NE(f->cuda_phase_tensor_maps, nullptr);
   EXPECT_EQ(f->cuda_tensor_maps, nullptr);
-  EXPECT_NE(f->cuda_config_error(tma, DType::kBF16).find("fused_mlp's three phases get no tensor maps"),
-            std::string::npos);
+  const std::map<std::string, int64_t> tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
+                                              {"AK_BK", 64},     {"AK_STAGES", 4},  {"AK_WGMMA", 2}};
+  const std::vector<int64_t> shape = {300, 264, 200};  // [M, H, F]
+  EXPECT_EQ(f->cuda_config_error(tma, DType::kBF16), "");
+  struct Want {
+    int a;
+    uint64_t a_offset;
+    int b;
+    std::vector<int64_t> key;  // M, N, K of the phase's GEMM
+  };
+  const uint64_t g_elems = (300 * 200 + 127) / 128 * 128;
+  const std::vector<Want> want = {
+      {0, 0, 1, {300, 200, 264}}, {0, 0, 2, {300, 200, 264}}, {-2, g_elems, 3, {300, 264, 200}}};
+  for (int p = 0; p < 3; ++p) {
+    const PhaseTensorMaps pm = f->cuda_phase_tensor_maps(tma, shape, DType::kBF16, p);
+    ASSERT_EQ(pm.maps.size(), 2u) << "phase " << p;
+    const Want& w = want[size_t(p)];
+    EXPECT_EQ(pm.key, w.key) << "phase " << p;
+    const uint64_t m = uint64_t(w.key[0]), n = uint64_t(w.key[1]), k = uint64_t(w.key[2]);
+    EXPECT_EQ(pm.maps[0].operand, w.a);
+    EXPECT_EQ(pm.maps[0].offset, w.a_offset);
+    EXPECT_EQ(pm.maps[0].dims, (std::vector<uint64_t>{k, m}));  // A [M, K], innermost first
+    EXPECT_EQ(pm.maps[0].box, (std::vector<uint32_t>{64, 128}));
+    EXPECT_EQ(pm.maps[1].operand, w.b);
+    EXPECT_EQ(pm.maps[1].offset, 0u);
+    EXPECT_EQ(pm.maps[1].dims, (std::vector<uint64_t>{n, k}));  // B [K, N]
+    EXPECT_EQ(pm.maps[1].box, (std::vector<uint32_t>{64, 64}));
+    EXPECT_EQ(pm.maps[1].swizzle_bytes, 128);
+    EXPECT_LE(pm.maps.size() + pm.key.size(), 8u) << "a key holds 8 values";
+  }
+  // Hd ends inside the workspace the harness grants.
+  EXPECT_LE((g_elems + 300 * 200) * 2, uint64_t(f->workspace_bytes(shape, DType::kBF16)));
+  EXPECT_GE(kTensorMapSlots, 3 * 4) << "three phases' keys for each of four input sets";
+  EXPECT_TRUE(reads_tensor_maps(*f, tma, shape, DType::kBF16));
+  std::map<std::string, int64_t> cp_async = tma;
+  cp_async["AK_WGMMA"] = 1;
+  EXPECT_FALSE(reads_tensor_maps(*f, cp_async, shape, DType::kBF16));
+  EXPECT_FALSE(reads_tensor_maps(*f, tma, shape, DType::kF32));
+  EXPECT_TRUE(f->cuda_phase_tensor_maps(tma, shape, DType::kF32, 0).maps.empty());
   EXPECT_EQ(f->cuda_config_error(cp_async, DType::kBF16), "");
+  EXPECT_EQ(f->cuda_phase_geometry(tma, shape, DType::kBF16, 2).block[0], 256u + 128u) << "the producer warpgroup";
 }
 
 // Only the literal as a whole number is replaced: not inside another number.

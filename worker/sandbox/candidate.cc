@@ -72,8 +72,9 @@ void cuda_phase_params(const kernels::KernelSpec& spec, const kernels::TorchHarn
 
 // The TMA tensor maps of a cuda candidate (kernels/registry.h, TensorMapSpec): slots of the
 // module's kTensorMapSymbol filled round-robin, one for each new key (the tensors' addresses and
-// the shape). The kernel checks the key, so a slot that was never written, or one whose tensors
-// broke TMA's rules and were left out, only costs it the fast path, never a wrong result.
+// the shape, or for a multi-phase type each phase's key dims). The kernel checks the key, so a
+// slot that was never written, or one whose tensors broke TMA's rules and were left out, only
+// costs it the fast path, never a wrong result.
 class TensorMaps {
  public:
   // Off unless `wanted`, the type has maps for this configuration (at a shape of the type's
@@ -82,10 +83,11 @@ class TensorMaps {
   TensorMaps(const CudaDriver& drv, CUmodule mod, const kernels::KernelSpec& spec,
              const std::map<std::string, int64_t>& config, DType dtype, bool wanted)
       : drv_(drv), spec_(spec), config_(config), dtype_(dtype) {
-    if (!wanted || !spec.cuda_tensor_maps || spec.cuda_phases > 1 || !drv.cuTensorMapEncodeTiled) return;
+    if (!wanted || !drv.cuTensorMapEncodeTiled) return;
+    if (spec.cuda_phases > 1 ? !spec.cuda_phase_tensor_maps : !spec.cuda_tensor_maps) return;
     const auto& shapes = spec.backends.at(Backend::kCuda).default_shapes;
     if (shapes.empty()) return;
-    maps_ = spec.cuda_tensor_maps(config, shapes.front(), dtype).size();
+    for (const auto& g : groups(shapes.front())) maps_ = std::max(maps_, g.maps.size());
     if (maps_ == 0) return;
     size_t bytes = 0;
     if (drv.cuModuleGetGlobal(&base_, &bytes, mod, kernels::kTensorMapSymbol) != CUDA_SUCCESS) {
@@ -100,25 +102,44 @@ class TensorMaps {
                        ", 64-byte aligned");
   }
 
-  // Makes sure a slot holds the maps of this call, copying them on `stream` if none does.
-  void prepare(const std::vector<at::Tensor>& inputs, const at::Tensor& out, const std::vector<int64_t>& shape,
-               CUstream stream) {
+  // Makes sure a slot holds the maps of this call (of each of its phases), copying them on
+  // `stream` where none does. workspace: the call's (multi-phase types with one), else undefined.
+  void prepare(const std::vector<at::Tensor>& inputs, const at::Tensor& out, const at::Tensor& workspace,
+               const std::vector<int64_t>& shape, CUstream stream) {
     if (maps_ == 0) return;
-    if (shape != specs_shape_) {
-      specs_ = spec_.cuda_tensor_maps(config_, shape, dtype_);
-      specs_shape_ = shape;
+    if (shape != groups_shape_) {
+      groups_ = groups(shape);
+      groups_shape_ = shape;
     }
-    if (specs_.size() != maps_ || maps_ + shape.size() > 8) return;
+    for (const auto& g : groups_) prepare_group(g, inputs, out, workspace, stream);
+  }
+
+ private:
+  // The maps of each launch of a call: one group, or one a phase.
+  std::vector<kernels::PhaseTensorMaps> groups(const std::vector<int64_t>& shape) const {
+    std::vector<kernels::PhaseTensorMaps> out;
+    if (spec_.cuda_phases > 1) {
+      for (int p = 0; p < spec_.cuda_phases; ++p)
+        out.push_back(spec_.cuda_phase_tensor_maps(config_, shape, dtype_, p));
+    } else {
+      out.push_back({spec_.cuda_tensor_maps(config_, shape, dtype_), shape});
+    }
+    return out;
+  }
+
+  void prepare_group(const kernels::PhaseTensorMaps& g, const std::vector<at::Tensor>& inputs, const at::Tensor& out,
+                     const at::Tensor& workspace, CUstream stream) {
+    if (g.maps.size() != maps_ || maps_ + g.key.size() > 8) return;
     std::array<uint64_t, 8> key{};
-    for (size_t i = 0; i < maps_; ++i) key[i] = uint64_t(operand(inputs, out, specs_[i]).data_ptr());
-    for (size_t d = 0; d < shape.size(); ++d) key[maps_ + d] = uint64_t(shape[d]);
+    for (size_t i = 0; i < maps_; ++i) key[i] = address(operand(inputs, out, workspace, g.maps[i]), g.maps[i]);
+    for (size_t d = 0; d < g.key.size(); ++d) key[maps_ + d] = uint64_t(g.key[d]);
     for (const auto& k : keys_)
       if (k == key) return;
     for (const auto& k : without_)
       if (k == key) return;
     std::vector<unsigned char> slot(slot_bytes_, 0);
     for (size_t i = 0; i < maps_; ++i)
-      if (!encode(operand(inputs, out, specs_[i]), specs_[i], slot.data() + 128 * i)) {
+      if (!encode(operand(inputs, out, workspace, g.maps[i]), g.maps[i], slot.data() + 128 * i)) {
         // Remembered, so that later calls on these tensors skip the encoding.
         without_[next_without_] = key;
         next_without_ = (next_without_ + 1) % without_.size();
@@ -135,28 +156,42 @@ class TensorMaps {
     next_ = (next_ + 1) % kernels::kTensorMapSlots;
   }
 
- private:
   static const at::Tensor& operand(const std::vector<at::Tensor>& inputs, const at::Tensor& out,
-                                   const kernels::TensorMapSpec& m) {
-    if (m.operand < 0) return out;
-    if (size_t(m.operand) >= inputs.size())
+                                   const at::Tensor& workspace, const kernels::TensorMapSpec& m) {
+    if (m.operand == -1) return out;
+    if (m.operand == -2) {
+      if (!workspace.defined()) fail("", "tensor map of the workspace: the kernel type has none");
+      return workspace;
+    }
+    if (m.operand < 0 || size_t(m.operand) >= inputs.size())
       fail("", "tensor map of input " + std::to_string(m.operand) + ": the call has " + std::to_string(inputs.size()));
     return inputs[size_t(m.operand)];
   }
 
+  uint64_t address(const at::Tensor& t, const kernels::TensorMapSpec& m) const {
+    return uint64_t(t.data_ptr()) + m.offset * uint64_t(dtype_bytes(dtype_));
+  }
+
   // Encodes one map into `dst`; false when the tensor breaks TMA's rules (the kernel then runs
-  // without it). A map the spec describes wrongly fails the call.
+  // without it). A map the spec describes wrongly fails the call: an input's or the output's must
+  // cover the whole tensor, the workspace's (a byte tensor, elements of the dtype) fit in it.
   bool encode(const at::Tensor& t, const kernels::TensorMapSpec& m, unsigned char* dst) const {
     const size_t rank = m.dims.size();
     if (rank < 1 || rank > 5 || m.box.size() != rank)
       fail("", "tensor map with " + std::to_string(rank) + " dims and " + std::to_string(m.box.size()) +
                    " box dims (1 to 5, equal)");
-    const uint64_t esize = uint64_t(t.element_size());
+    const uint64_t esize = uint64_t(dtype_bytes(dtype_));
     uint64_t numel = 1;
     for (uint64_t d : m.dims) numel *= d;
-    if (!t.is_contiguous() || numel != uint64_t(t.numel()))
+    if (!t.is_contiguous()) fail("", "tensor map of a tensor that is not contiguous");
+    if (m.operand == -2) {
+      if (m.offset + numel > uint64_t(t.numel()) * uint64_t(t.element_size()) / esize)
+        fail("", "tensor map past the workspace's end: " + std::to_string(m.offset + numel) + " elements");
+    } else if (m.offset != 0 || numel != uint64_t(t.numel()) || uint64_t(t.element_size()) != esize) {
       fail("", "tensor map dims do not cover a contiguous tensor of " + std::to_string(t.numel()) + " elements");
-    if (uint64_t(t.data_ptr()) % 16 != 0) return false;
+    }
+    const uint64_t addr = address(t, m);
+    if (addr % 16 != 0) return false;
     uint64_t strides[5];
     uint64_t stride = esize;
     for (size_t d = 0; d < rank; ++d) {
@@ -171,8 +206,8 @@ class TensorMaps {
     const int dtype = dtype_ == DType::kF32 ? 7 : dtype_ == DType::kF16 ? 6 : 9;  // FLOAT32, FLOAT16, BFLOAT16
     const int swizzle = m.swizzle_bytes == 128 ? 3 : m.swizzle_bytes == 64 ? 2 : m.swizzle_bytes == 32 ? 1 : 0;
     // L2 promotion 256 B (3), out-of-bounds elements read as zero (fill 0), no interleave (0).
-    const CUresult r = drv_.cuTensorMapEncodeTiled(dst, dtype, unsigned(rank), t.data_ptr(), m.dims.data(), strides,
-                                                   m.box.data(), ones, 0, swizzle, 3, 0);
+    const CUresult r = drv_.cuTensorMapEncodeTiled(dst, dtype, unsigned(rank), reinterpret_cast<void*>(addr),
+                                                   m.dims.data(), strides, m.box.data(), ones, 0, swizzle, 3, 0);
     if (r != CUDA_SUCCESS) fail("", "cuTensorMapEncodeTiled failed: " + drv_.error_text(r));
     return true;
   }
@@ -181,15 +216,15 @@ class TensorMaps {
   const kernels::KernelSpec& spec_;
   std::map<std::string, int64_t> config_;
   DType dtype_;
-  size_t maps_ = 0;  // 0: off
+  size_t maps_ = 0;  // maps a slot holds; 0: off
   size_t slot_bytes_ = 0;
   CUdeviceptr base_ = 0;
   std::vector<std::array<uint64_t, 8>> keys_;  // slot i's key
   int next_ = 0;
   std::array<std::array<uint64_t, 8>, 4> without_{};  // recent keys whose tensors TMA cannot describe
   size_t next_without_ = 0;
-  std::vector<int64_t> specs_shape_;
-  std::vector<kernels::TensorMapSpec> specs_;
+  std::vector<int64_t> groups_shape_;
+  std::vector<kernels::PhaseTensorMaps> groups_;
 };
 
 class CudaCandidate final : public Candidate {
@@ -211,30 +246,35 @@ class CudaCandidate final : public Candidate {
   void set_stream(void* stream) override { stream_ = static_cast<CUstream>(stream); }
   void prepare(const std::vector<at::Tensor>& inputs, const at::Tensor& out,
                const std::vector<int64_t>& shape) override {
-    maps_->prepare(inputs, out, shape, stream_);
+    grow_workspace(inputs, shape);
+    maps_->prepare(inputs, out, workspace_, shape, stream_);
   }
 
   void launch(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape) override {
-    maps_->prepare(inputs, out, shape, stream_);  // nothing to do when prepare() ran for this call
     // The harness, not the candidate, decides the launch: geometry from the kernel type's
     // spec, on the harness's stream, within the device's limits. A multi-phase type
     // (kernels/registry.h, cuda_phases) is that many launches with the workspace and the phase
     // after its parameters.
-    const void* workspace = nullptr;
-    if (spec_.workspace_bytes) {
-      const int64_t bytes = spec_.workspace_bytes(shape, dtype_);
-      if (bytes > workspace_.numel()) {
-        workspace_ = at::Tensor();  // release the old one first
-        workspace_ = at::empty({bytes}, inputs.at(0).options().dtype(at::kByte));
-        workspace_.fill_(0xFF);  // NaN in every float format: reading before writing shows
-      }
-      workspace = workspace_.data_ptr();
-    }
+    grow_workspace(inputs, shape);
+    maps_->prepare(inputs, out, workspace_, shape, stream_);  // nothing to do when prepare() ran for this call
+    const void* workspace = spec_.workspace_bytes ? workspace_.data_ptr() : nullptr;
     const int phases = std::max(1, spec_.cuda_phases);
     for (int phase = 0; phase < phases; ++phase) launch_phase(inputs, out, shape, workspace, phases, phase);
   }
 
  private:
+  // The type's workspace for a call of `shape`, grown when it is too small (kept across calls:
+  // its address, in the tensor maps' keys, stays the same).
+  void grow_workspace(const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& shape) {
+    if (!spec_.workspace_bytes) return;
+    const int64_t bytes = spec_.workspace_bytes(shape, dtype_);
+    if (bytes > workspace_.numel()) {
+      workspace_ = at::Tensor();  // release the old one first
+      workspace_ = at::empty({bytes}, inputs.at(0).options().dtype(at::kByte));
+      workspace_.fill_(0xFF);  // NaN in every float format: reading before writing shows
+    }
+  }
+
   void launch_phase(const std::vector<at::Tensor>& inputs, at::Tensor& out, const std::vector<int64_t>& shape,
                     const void* workspace, int phases, int phase) {
     const kernels::LaunchGeometry g = cuda_phase_geometry(spec_, config_, shape, dtype_, phases, phase);
