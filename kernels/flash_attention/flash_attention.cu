@@ -206,10 +206,19 @@ __device__ __forceinline__ unsigned swizzle(int r, int c) {
   return (unsigned)(r * kChunks + (c ^ (r & 7))) * 16u;
 }
 
+// Byte offset of 16-byte chunk c of row r in a tile of kRows rows, kChunks chunks a row. kWg 0:
+// attend's layout (swizzle above); 1: the wgmma paths' (wgmma.cuh), blocks of 64 columns of
+// 16-bit elements (128 bytes a row), each holding its kRows rows, chunk c % 8 XORed with r % 8.
+template <int kRows, int kChunks, int kWg>
+__device__ __forceinline__ unsigned tile_offset(int r, int c) {
+  if (kWg) return (unsigned)((c >> 3) * (kRows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+  return swizzle<kChunks>(r, c);
+}
+
 // Rows [0, kRows) of a tile whose rows have d elements (row stride d) into shared memory at dst,
-// kChunks chunks a row. Rows at or past rows_left and chunks past d are zero-filled, their source
-// never read (any: a valid address to name instead).
-template <int kRows, int kChunks>
+// kChunks chunks a row, in layout kWg (tile_offset). Rows at or past rows_left and chunks past d
+// are zero-filled, their source never read (any: a valid address to name instead).
+template <int kRows, int kChunks, int kWg = 0>
 __device__ __forceinline__ void copy_tile(unsigned dst, const elem_t* src, const elem_t* any, long long rows_left,
                                           int d) {
   constexpr int kTotal = kRows * kChunks;
@@ -220,10 +229,48 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const elem_t* src, const
     const int r = id / kChunks;
     const int c = id % kChunks;
     const bool ok = r < rows_left && c * AK_CHUNK_ELEMS < d;
-    cp_async16(dst + swizzle<kChunks>(r, c),
+    cp_async16(dst + tile_offset<kRows, kChunks, kWg>(r, c),
                ok ? (const void*)(src + (long long)r * d + c * AK_CHUNK_ELEMS) : (const void*)any, ok ? 16u : 0u);
   }
 }
+
+// The K and V rings of one head in shared memory (sk, sv: AK_STAGES buffers each) and their
+// copies, in layout kWg. One commit group per tile, empty past the last (tiles), so that K_j and
+// V_j always have 2 (S - 1) newer groups in flight when they are waited for: the order is
+// K0 V0 K1 V1 ...
+template <int P, int kWg>
+struct KvRing {
+  static constexpr int kChunks = P / AK_CHUNK_ELEMS;
+  static constexpr unsigned kBytes = AK_BLOCK_N * P * AK_ELEM_BYTES;  // one K or V buffer
+  const elem_t* K;
+  const elem_t* V;
+  long long seq;
+  int d;
+  int tiles;
+  unsigned sk, sv;
+
+  __device__ __forceinline__ void load_k(int j) const { load(sk, K, j); }
+  __device__ __forceinline__ void load_v(int j) const { load(sv, V, j); }
+  // The Q tile [AK_BLOCK_M rows from q0] at sq (joining K0's group), then K0, V0, K1, ... up to
+  // K_{S-1}.
+  __device__ __forceinline__ void start(unsigned sq, const elem_t* Q, long long q0) const {
+    copy_tile<AK_BLOCK_M, kChunks, kWg>(sq, Q + q0 * d, Q, seq - q0, d);
+    load_k(0);
+#pragma unroll
+    for (int j = 1; j < AK_STAGES; ++j) {
+      load_v(j - 1);
+      load_k(j);
+    }
+  }
+
+ private:
+  __device__ __forceinline__ void load(unsigned base, const elem_t* M, int j) const {
+    if (j < tiles)
+      copy_tile<AK_BLOCK_N, kChunks, kWg>(base + (unsigned)(j % AK_STAGES) * kBytes, M + (long long)j * AK_BLOCK_N * d,
+                                          M, seq - (long long)j * AK_BLOCK_N, d);
+    cp_async_commit();
+  }
+};
 
 #if AK_DTYPE != 0
 // ---- fp16 / bf16: tensor cores ------------------------------------------------------------
@@ -359,8 +406,6 @@ __device__ __forceinline__ void store_row(elem_t* __restrict__ out, const float 
       *(unsigned*)(out + nd * 8 + 2 * (lane & 3)) = pack2(o[2 * nd] * inv, o[2 * nd + 1] * inv);
 }
 
-#include "../flash_attention/wgmma.cuh"
-
 #else
 // ---- fp32: SIMT FFMA ----------------------------------------------------------------------
 // Lane = 8 rg + cg. Thread row r is warp row rg + 4 r; score n is key cg + 8 n of the tile;
@@ -445,6 +490,78 @@ __device__ __forceinline__ void store_row(float* __restrict__ out, const float (
 }
 #endif
 
+// The online softmax's state before the first key: no output, no sum, a max of -inf.
+template <int P>
+__device__ __forceinline__ void start_rows(float (&o)[AK_ROWS][AK_OUTS(P)], float (&mc)[AK_ROWS], float (&l)[AK_ROWS]) {
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r) {
+    mc[r] = AK_NEG_INF;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] = 0.0f;
+  }
+}
+
+// The thread's rows of the output, each divided by its sum; row0: the warp's first query.
+template <int P>
+__device__ __forceinline__ void store_rows(elem_t* __restrict__ O, const float (&o)[AK_ROWS][AK_OUTS(P)],
+                                           const float (&l)[AK_ROWS], long long row0, long long seq, int d, int lane) {
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r) {
+    const float inv = 1.0f / row_sum(l[r]);
+    const long long row = row0 + row_of(r, lane);
+    if (row < seq) store_row<P>(O + row * d, o[r], inv, d, lane);
+  }
+}
+
+// Masking and online softmax of one tile's scores (k0: its first key; wr0: the warp's first row): s becomes the
+// exponentials, mc and l move on, alpha is each row's rescale factor for the output so far.
+__device__ __forceinline__ void tile_softmax(float (&s)[AK_ROWS][AK_SCORES], float (&mc)[AK_ROWS], float (&l)[AK_ROWS],
+                                             float (&alpha)[AK_ROWS], long long k0, long long seq, long long q0,
+                                             int wr0, float c, int lane) {
+  if (k0 + AK_BLOCK_N > seq || (AK_CAUSAL && k0 + AK_BLOCK_N - 1 > q0 + wr0)) {
+    const long long keys_left = seq - k0;
+    const long long diag = q0 + wr0 - k0;  // key k of the tile is after row r if k > r + diag
+#pragma unroll
+    for (int r = 0; r < AK_ROWS; ++r)
+#pragma unroll
+      for (int n = 0; n < AK_SCORES; ++n) {
+        const int key = key_of(n, lane);
+        if (key >= keys_left || (AK_CAUSAL && key > row_of(r, lane) + diag)) s[r][n] = AK_NEG_INF;
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r) {
+    float mx = s[r][0];
+#pragma unroll
+    for (int n = 1; n < AK_SCORES; ++n) mx = fmaxf(mx, s[r][n]);
+    const float mc_new = fmaxf(mc[r], row_max(mx) * c);
+    const float off = mc_new == AK_NEG_INF ? 0.0f : mc_new;  // a row with no key yet
+    alpha[r] = ex2(mc[r] - off);                             // 0 for the first keys of a row
+    mc[r] = mc_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < AK_SCORES; ++n) {
+      const float e = ex2(fmaf(s[r][n], c, -off));
+      s[r][n] = e;
+      sum += e;
+    }
+    l[r] = fmaf(l[r], alpha[r], sum);
+  }
+}
+
+template <int P>
+__device__ __forceinline__ void rescale(float (&o)[AK_ROWS][AK_OUTS(P)], const float (&alpha)[AK_ROWS]) {
+#pragma unroll
+  for (int r = 0; r < AK_ROWS; ++r)
+#pragma unroll
+    for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] *= alpha[r];
+}
+
+#if AK_DTYPE != 0
+#include "../flash_attention/wgmma.cuh"
+#endif
+
 // ---- the block's query tile ---------------------------------------------------------------
 
 // Q, K, V, O: the head's [seq, d] matrices; q0: the tile's first query; P: d padded (64 or 128).
@@ -452,7 +569,6 @@ template <int P>
 __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
                                        const elem_t* __restrict__ V, elem_t* __restrict__ O, long long seq, int d,
                                        long long q0, unsigned sbase) {
-  constexpr int kChunks = P / AK_CHUNK_ELEMS;
   constexpr unsigned kRowBytes = P * AK_ELEM_BYTES;
   constexpr unsigned kKVBytes = AK_BLOCK_N * kRowBytes;  // one K or V buffer
   const unsigned sq = sbase;
@@ -465,39 +581,13 @@ __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_
   const long long kv_end = AK_CAUSAL && q0 + AK_BLOCK_M < seq ? q0 + AK_BLOCK_M : seq;
   const int kv_tiles = (int)((kv_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
 
-  // One commit group per tile, empty past the last, so that K_j and V_j always have 2 (S - 1)
-  // newer groups in flight when they are waited for: the order is K0 V0 K1 V1 ...
-  auto load_k = [&](int j) {
-    if (j < kv_tiles)
-      copy_tile<AK_BLOCK_N, kChunks>(sk + (unsigned)(j % AK_STAGES) * kKVBytes, K + (long long)j * AK_BLOCK_N * d, K,
-                                     seq - (long long)j * AK_BLOCK_N, d);
-    cp_async_commit();
-  };
-  auto load_v = [&](int j) {
-    if (j < kv_tiles)
-      copy_tile<AK_BLOCK_N, kChunks>(sv + (unsigned)(j % AK_STAGES) * kKVBytes, V + (long long)j * AK_BLOCK_N * d, V,
-                                     seq - (long long)j * AK_BLOCK_N, d);
-    cp_async_commit();
-  };
-
-  copy_tile<AK_BLOCK_M, kChunks>(sq, Q + q0 * d, Q, seq - q0, d);  // joins K0's group
-  load_k(0);
-#pragma unroll
-  for (int j = 1; j < AK_STAGES; ++j) {
-    load_v(j - 1);
-    load_k(j);
-  }
+  const KvRing<P, 0> ring{K, V, seq, d, kv_tiles, sk, sv};
+  ring.start(sq, Q, q0);
 
   float o[AK_ROWS][AK_OUTS(P)];
   float mc[AK_ROWS];  // running max of each row times c (-inf: none yet)
   float l[AK_ROWS];   // this thread's part of each row's sum of exponentials
-#pragma unroll
-  for (int r = 0; r < AK_ROWS; ++r) {
-    mc[r] = AK_NEG_INF;
-    l[r] = 0.0f;
-#pragma unroll
-    for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] = 0.0f;
-  }
+  start_rows<P>(o, mc, l);
 
   for (int j = 0; j < kv_tiles; ++j) {
     const long long k0 = (long long)j * AK_BLOCK_N;
@@ -507,60 +597,25 @@ __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // K_j has landed (this thread's copies) ...
     __syncthreads();                       // ... everyone's; every warp is done with V_{j-1}
-    load_v(j + AK_STAGES - 1);
+    ring.load_v(j + AK_STAGES - 1);
 
     float s[AK_ROWS][AK_SCORES];
     if (active) {
       tile_scores<P>(s, sq, sk + stage, wr0, lane);
 
-      if (k0 + AK_BLOCK_N > seq || (AK_CAUSAL && k0 + AK_BLOCK_N - 1 > q0 + wr0)) {
-        const long long keys_left = seq - k0;
-        const long long diag = q0 + wr0 - k0;  // key k of the tile is after row r if k > r + diag
-#pragma unroll
-        for (int r = 0; r < AK_ROWS; ++r)
-#pragma unroll
-          for (int n = 0; n < AK_SCORES; ++n) {
-            const int key = key_of(n, lane);
-            if (key >= keys_left || (AK_CAUSAL && key > row_of(r, lane) + diag)) s[r][n] = AK_NEG_INF;
-          }
-      }
-
-#pragma unroll
-      for (int r = 0; r < AK_ROWS; ++r) {
-        float mx = s[r][0];
-#pragma unroll
-        for (int n = 1; n < AK_SCORES; ++n) mx = fmaxf(mx, s[r][n]);
-        const float mc_new = fmaxf(mc[r], row_max(mx) * c);
-        const float off = mc_new == AK_NEG_INF ? 0.0f : mc_new;  // a row with no key yet
-        const float alpha = ex2(mc[r] - off);                     // 0 for the first keys of a row
-        mc[r] = mc_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int n = 0; n < AK_SCORES; ++n) {
-          const float e = ex2(fmaf(s[r][n], c, -off));
-          s[r][n] = e;
-          sum += e;
-        }
-        l[r] = fmaf(l[r], alpha, sum);
-#pragma unroll
-        for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] *= alpha;
-      }
+      float alpha[AK_ROWS];
+      tile_softmax(s, mc, l, alpha, k0, seq, q0, wr0, c, lane);
+      rescale<P>(o, alpha);
     }
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // V_j has landed ...
     __syncthreads();                       // ... everyone's; every warp is done with K_j
-    load_k(j + AK_STAGES);
+    ring.load_k(j + AK_STAGES);
 
     if (active) tile_accumulate<P>(o, s, sv + stage, lane);
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-
-#pragma unroll
-  for (int r = 0; r < AK_ROWS; ++r) {
-    const float inv = 1.0f / row_sum(l[r]);
-    const long long row = q0 + wr0 + row_of(r, lane);
-    if (row < seq) store_row<P>(O + row * d, o[r], inv, d, lane);
-  }
+  store_rows<P>(O, o, l, q0 + wr0, seq, d, lane);
 }
 
 #if AK_MIN_BLOCKS > 1

@@ -1,7 +1,8 @@
 // The Hopper paths of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1 or 2):
-// both matrix products by warpgroup MMA (wgmma.mma_async). Included by flash_attention.cu inside its
-// fp16/bf16 section, after the mma.sync helpers it shares (pack2, ex2, row_max, row_sum,
-// row_of, key_of, store_row); everything here is compiled only where AK_FA_WGMMA_ON is 1.
+// both matrix products by warpgroup MMA (wgmma.mma_async). Included by flash_attention.cu for
+// fp16/bf16, after the mma.sync helpers it shares (pack2, ex2, row_max, row_of, key_of,
+// start_rows, store_rows, KvRing with layout 1); everything here is compiled only where
+// AK_FA_WGMMA_ON is 1.
 //
 // Work split. Each warpgroup (4 warps) owns 64 query rows of the block's AK_BLOCK_M, warp w of
 // it rows 16 w .. 16 w + 15, so AK_BLOCK_M / AK_WARPS must be 16. Per K/V tile:
@@ -138,31 +139,6 @@ __device__ __forceinline__ void fa_wgmma_o(float (&o)[2][32], const unsigned (&p
       : "memory");
 }
 
-// Byte offset of 16-byte chunk c of row r in a swizzled tile of kRows rows (see the top).
-template <int kRows>
-__device__ __forceinline__ unsigned fa_offset(int r, int c) {
-  return (unsigned)((c >> 3) * (kRows * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-}
-
-// copy_tile's work in the swizzled layout: rows [0, kRows) of a [rows][d] matrix, P / 8 chunks a
-// row, rows at or past rows_left and chunks past d zero-filled, their source never read.
-template <int kRows, int P>
-__device__ __forceinline__ void fa_copy_tile(unsigned dst, const elem_t* src, const elem_t* any, long long rows_left,
-                                             int d) {
-  constexpr int kChunks = P / 8;
-  constexpr int kTotal = kRows * kChunks;
-#pragma unroll
-  for (int i = 0; i < (kTotal + AK_THREADS - 1) / AK_THREADS; ++i) {
-    const int id = (int)threadIdx.x + i * AK_THREADS;
-    if (kTotal % AK_THREADS != 0 && id >= kTotal) break;
-    const int r = id / kChunks;
-    const int c = id % kChunks;
-    const bool ok = r < rows_left && c * 8 < d;
-    cp_async16(dst + fa_offset<kRows>(r, c), ok ? (const void*)(src + (long long)r * d + c * 8) : (const void*)any,
-               ok ? 16u : 0u);
-  }
-}
-
 // Issues (and commits as one group) s = Q K^T for the warpgroup's rows, q_rows its first row of
 // the Q tile (block 0), sk the K buffer; s is zeroed first.
 template <int P>
@@ -197,43 +173,6 @@ __device__ __forceinline__ void fa_issue_pv(float (&o)[AK_ROWS][AK_OUTS(P)], con
   fa_wgmma_commit();
 }
 
-// The mma.sync path's masking and online softmax of one tile's scores (k0: its first key; wr0:
-// the warp's first row): s becomes the exponentials, mc and l move on, alpha is each row's
-// rescale factor for the output so far.
-__device__ __forceinline__ void fa_softmax(float (&s)[AK_ROWS][AK_SCORES], float (&mc)[AK_ROWS], float (&l)[AK_ROWS],
-                                           float (&alpha)[AK_ROWS], long long k0, long long seq, long long q0, int wr0,
-                                           float c, int lane) {
-  if (k0 + AK_BLOCK_N > seq || (AK_CAUSAL && k0 + AK_BLOCK_N - 1 > q0 + wr0)) {
-    const long long keys_left = seq - k0;
-    const long long diag = q0 + wr0 - k0;  // key k of the tile is after row r if k > r + diag
-#pragma unroll
-    for (int r = 0; r < AK_ROWS; ++r)
-#pragma unroll
-      for (int n = 0; n < AK_SCORES; ++n) {
-        const int key = key_of(n, lane);
-        if (key >= keys_left || (AK_CAUSAL && key > row_of(r, lane) + diag)) s[r][n] = AK_NEG_INF;
-      }
-  }
-#pragma unroll
-  for (int r = 0; r < AK_ROWS; ++r) {
-    float mx = s[r][0];
-#pragma unroll
-    for (int n = 1; n < AK_SCORES; ++n) mx = fmaxf(mx, s[r][n]);
-    const float mc_new = fmaxf(mc[r], row_max(mx) * c);
-    const float off = mc_new == AK_NEG_INF ? 0.0f : mc_new;  // a row with no key yet
-    alpha[r] = ex2(mc[r] - off);                             // 0 for the first keys of a row
-    mc[r] = mc_new;
-    float sum = 0.0f;
-#pragma unroll
-    for (int n = 0; n < AK_SCORES; ++n) {
-      const float e = ex2(fmaf(s[r][n], c, -off));
-      s[r][n] = e;
-      sum += e;
-    }
-    l[r] = fmaf(l[r], alpha[r], sum);
-  }
-}
-
 // The A fragments of P for keys 16 kk .. 16 kk + 15, as in tile_accumulate.
 __device__ __forceinline__ void fa_pack(unsigned (&pa)[AK_BLOCK_N / 16][4], const float (&p)[AK_ROWS][AK_SCORES]) {
 #pragma unroll
@@ -253,21 +192,13 @@ __device__ __forceinline__ void fa_hold_p(unsigned (&pa)[AK_BLOCK_N / 16][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[kk][i])::"memory");
 }
 
-template <int P>
-__device__ __forceinline__ void fa_rescale(float (&o)[AK_ROWS][AK_OUTS(P)], const float (&alpha)[AK_ROWS]) {
-#pragma unroll
-  for (int r = 0; r < AK_ROWS; ++r)
-#pragma unroll
-    for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] *= alpha[r];
-}
-
 // attend's work by wgmma; sbase is 1024-byte aligned.
 template <int P>
 __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
                                              const elem_t* __restrict__ V, elem_t* __restrict__ O, long long seq, int d,
                                              long long q0, unsigned sbase) {
   constexpr unsigned kQBlock = AK_BLOCK_M * 128;              // one 64-column block of the Q tile
-  constexpr unsigned kKVBytes = (P / 64) * AK_BLOCK_N * 128;  // one K or V buffer
+  constexpr unsigned kKVBytes = KvRing<P, 1>::kBytes;         // one K or V buffer
   const unsigned sq = sbase;
   const unsigned sk = sq + (P / 64) * kQBlock;
   const unsigned sv = sk + AK_STAGES * kKVBytes;
@@ -283,38 +214,14 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
   // A warpgroup whose rows all lie past seq (the last query tile's) stores nothing: no tiles.
   const int wg_tiles = q0 + wg_row0 >= seq ? 0 : (int)((wg_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
 
-  auto load_k = [&](int j) {
-    if (j < kv_tiles)
-      fa_copy_tile<AK_BLOCK_N, P>(sk + (unsigned)(j % AK_STAGES) * kKVBytes, K + (long long)j * AK_BLOCK_N * d, K,
-                                  seq - (long long)j * AK_BLOCK_N, d);
-    cp_async_commit();
-  };
-  auto load_v = [&](int j) {
-    if (j < kv_tiles)
-      fa_copy_tile<AK_BLOCK_N, P>(sv + (unsigned)(j % AK_STAGES) * kKVBytes, V + (long long)j * AK_BLOCK_N * d, V,
-                                  seq - (long long)j * AK_BLOCK_N, d);
-    cp_async_commit();
-  };
-
-  fa_copy_tile<AK_BLOCK_M, P>(sq, Q + q0 * d, Q, seq - q0, d);  // joins K0's group
-  load_k(0);
-#pragma unroll
-  for (int j = 1; j < AK_STAGES; ++j) {
-    load_v(j - 1);
-    load_k(j);
-  }
+  const KvRing<P, 1> ring{K, V, seq, d, kv_tiles, sk, sv};
+  ring.start(sq, Q, q0);
 
   float o[AK_ROWS][AK_OUTS(P)];
   float mc[AK_ROWS];  // running max of each row times c (-inf: none yet)
   float l[AK_ROWS];   // this thread's part of each row's sum of exponentials
   float alpha[AK_ROWS];
-#pragma unroll
-  for (int r = 0; r < AK_ROWS; ++r) {
-    mc[r] = AK_NEG_INF;
-    l[r] = 0.0f;
-#pragma unroll
-    for (int n = 0; n < AK_OUTS(P); ++n) o[r][n] = 0.0f;
-  }
+  start_rows<P>(o, mc, l);
   const unsigned q_rows = sq + (unsigned)wg_row0 * 128;
   float s[AK_ROWS][AK_SCORES];
   unsigned pa[AK_BLOCK_N / 16][4];
@@ -327,21 +234,21 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     cp_async_wait<2 * (AK_STAGES - 1)>();  // K_j has landed (this thread's copies) ...
     fa_fence_proxy_async();                // ... is visible to the tensor cores ...
     __syncthreads();                       // ... everyone's; every warpgroup is done with V_{j-1}
-    load_v(j + AK_STAGES - 1);
+    ring.load_v(j + AK_STAGES - 1);
 
     if (active) {
       fa_issue_scores<P>(s, q_rows, sk + stage);
       fa_wgmma_wait<0>();
       fa_hold(s);
-      fa_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
-      fa_rescale<P>(o, alpha);
+      tile_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
+      rescale<P>(o, alpha);
       fa_pack(pa, s);
     }
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // V_j has landed ...
     fa_fence_proxy_async();
     __syncthreads();  // ... everyone's; every warpgroup is done with K_j
-    load_k(j + AK_STAGES);
+    ring.load_k(j + AK_STAGES);
 
     if (active) {
       fa_issue_pv<P>(o, pa, sv + stage);
@@ -365,15 +272,15 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     fa_issue_scores<P>(s, q_rows, sk);
     fa_wgmma_wait<0>();
     fa_hold(s);
-    fa_softmax(s, mc, l, alpha, 0, seq, q0, wr0, c, lane);
+    tile_softmax(s, mc, l, alpha, 0, seq, q0, wr0, c, lane);
     fa_pack(pa, s);
   }
   auto step = [&](int j, unsigned(&p_prev)[AK_BLOCK_N / 16][4], unsigned(&p_next)[AK_BLOCK_N / 16][4]) {
     cp_async_wait<0>();  // K_j (if any) and V_{j-1} have landed ...
     fa_fence_proxy_async();
     __syncthreads();  // ... everyone's; every warpgroup is done with K_{j-1} and V_{j-2}
-    load_v(j);        // into V_{j-2}'s buffer
-    load_k(j + 1);    // into K_{j-1}'s
+    ring.load_v(j);   // into V_{j-2}'s buffer
+    ring.load_k(j + 1);  // into K_{j-1}'s
 
     const unsigned stage = (unsigned)(j % AK_STAGES) * kKVBytes;
     const unsigned prev = (unsigned)((j - 1) % AK_STAGES) * kKVBytes;
@@ -382,12 +289,12 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
       fa_issue_pv<P>(o, p_prev, sv + prev);
       fa_wgmma_wait<1>();  // S_j is done (groups complete in order) ...
       fa_hold(s);
-      fa_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
+      tile_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
       fa_pack(p_next, s);
       fa_wgmma_wait<0>();  // ... and P_{j-1} V_{j-1}
       fa_hold(o);
       fa_hold_p(p_prev);
-      fa_rescale<P>(o, alpha);
+      rescale<P>(o, alpha);
     } else if (j == wg_tiles) {  // the warpgroup's last tile: P V alone
       fa_issue_pv<P>(o, p_prev, sv + prev);
       fa_wgmma_wait<0>();
@@ -401,12 +308,6 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
   }
 #endif
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-
-#pragma unroll
-  for (int r = 0; r < AK_ROWS; ++r) {
-    const float inv = 1.0f / row_sum(l[r]);
-    const long long row = q0 + wr0 + row_of(r, lane);
-    if (row < seq) store_row<P>(O + row * d, o[r], inv, d, lane);
-  }
+  store_rows<P>(O, o, l, q0 + wr0, seq, d, lane);
 }
 #endif  // AK_FA_WGMMA_ON
