@@ -253,33 +253,37 @@ class CountingCompiler final : public Compiler {
 
 // A tuned matmul whose configuration reads TMA tensor maps (AK_WGMMA=2) is left out of a model,
 // which has no maps to give it (models/plug/ops.cc), with that reason, before any compile; the
-// same matmul with the cp.async wgmma path goes on to the compiler.
+// same matmul with the cp.async wgmma path goes on to the compiler; so is a fused_mlp whose phases
+// read them.
 TEST_F(ModelJobRunnerTest, ATunedKernelThatReadsTensorMapsIsLeftOutOfAModel) {
-  auto entry = [](int64_t wgmma) {
+  auto entry = [](int64_t wgmma, const char* type = "matmul") {
     TunedEntry e;
-    e.kernel_type = "matmul";
+    e.kernel_type = type;
     e.backend = Backend::kCuda;
     e.gpu_model = "NVIDIA H100 80GB HBM3";
     e.dtype = DType::kBF16;
     e.shape = {2048, 2048, 2048};
-    e.source = kernels::find("matmul")->backends.at(Backend::kCuda).source;
+    e.source = kernels::find(type)->backends.at(Backend::kCuda).source;
     e.config = {{"AK_BK", 64}, {"AK_WARPS_M", 2}, {"AK_WARPS_N", 2}, {"AK_WGMMA", wgmma}};
     e.m.latency_us = 20;
     e.m.baseline_us = 30;
     e.m.speedup = 1.5;
-    e.job_id = "tuned-wgmma-" + std::to_string(wgmma);
+    e.job_id = std::string("tuned-") + type + "-wgmma-" + std::to_string(wgmma);
     return nlohmann::json(e);
   };
   Capabilities caps = cpu_capabilities();
   caps.gpu_name = "NVIDIA H100 80GB HBM3";
   CountingCompiler compiler;
-  auto prepared = compile_tuned_kernels(compiler, nlohmann::json::array({entry(2), entry(1)}), Backend::kCuda, caps,
-                                        1.0, (dir_ / "kernels").string());
+  auto prepared = compile_tuned_kernels(compiler, nlohmann::json::array({entry(2), entry(1), entry(2, "fused_mlp")}),
+                                        Backend::kCuda, caps, 1.0, (dir_ / "kernels").string());
   ASSERT_TRUE(prepared.ok()) << prepared.status().message();
-  ASSERT_EQ(prepared->skipped.size(), 2u) << prepared->skipped.dump();
+  ASSERT_EQ(prepared->skipped.size(), 3u) << prepared->skipped.dump();
   EXPECT_NE(prepared->skipped[0].at("reason").get<std::string>().find("TMA tensor maps"), std::string::npos)
       << prepared->skipped[0].dump();
   EXPECT_NE(prepared->skipped[1].at("reason").get<std::string>().find("does not compile"), std::string::npos);
+  // fused_mlp's phases read maps too (KernelSpec::cuda_phase_tensor_maps).
+  EXPECT_NE(prepared->skipped[2].at("reason").get<std::string>().find("TMA tensor maps"), std::string::npos)
+      << prepared->skipped[2].dump();
   ASSERT_EQ(compiler.asked.size(), 1u) << "only the entry without tensor maps reaches the compiler";
   EXPECT_EQ(compiler.asked[0].at("AK_WGMMA"), 1);
 }
