@@ -43,7 +43,7 @@ if [ -n "${AK_GPU_PREBUILT:-}" ]; then
   # build here. The sandbox finds libtorch and NVRTC through LD_LIBRARY_PATH.
   B=$(cd "$AK_GPU_PREBUILT" && pwd) || exit 1
   TORCH_LIB=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-  export LD_LIBRARY_PATH=$TORCH_LIB:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
+  export LD_LIBRARY_PATH=$B/lib:$TORCH_LIB:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
   missing=$(ldd "$B"/bin/* "$B"/lib/*.so 2>&1 | grep "not found" | sort -u)
   [ -z "$missing" ] || { echo "prebuilt tree lacks libraries here:"; echo "$missing"; exit 1; }
   "$B/bin/autokernel" --version || exit 1
