@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "coordinator/store/redis_store.h"
@@ -67,6 +68,7 @@ Result<std::unique_ptr<RedisServer>> RedisServer::start(RedisServerOptions optio
                              "or pass the path to its binary");
   server->socket_path_ = (fs::path(server->options_.data_dir) / "redis.sock").string();
   server->log_path_ = (fs::path(server->options_.data_dir) / "redis.log").string();
+  server->pid_path_ = (fs::path(server->options_.data_dir) / "redis.pid").string();
   server->url_ = "unix://" + server->socket_path_;
   if (server->socket_path_.size() >= sizeof(sockaddr_un::sun_path))
     return Status::invalid("unix socket path " + server->socket_path_ + " is " +
@@ -76,7 +78,44 @@ Result<std::unique_ptr<RedisServer>> RedisServer::start(RedisServerOptions optio
   return server;
 }
 
+namespace {
+
+// Whether pid is a live (not zombie) redis-server: /proc/<pid>/stat reads "pid (comm) state ...".
+bool live_redis_server(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!in || !std::getline(in, stat)) return false;
+  const size_t open = stat.find('('), close = stat.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) return false;
+  return stat.compare(open + 1, close - open - 1, "redis-server") == 0 && stat[close + 2] != 'Z';
+}
+
+}  // namespace
+
+// A redis-server left by an earlier owner of this data directory may still be on its way out: its
+// owner was killed (a `run` past its stop grace kills its coordinator), and it exits on the SIGTERM
+// of its death signal. Until it has, it holds the AOF and, leaving, removes the socket file, the
+// new server's included. So wait for it (its pid file names it; Redis removes that file when it
+// exits), at most stop_timeout, and refuse to share the directory with one that stays.
+Status RedisServer::wait_for_previous_server() {
+  std::ifstream in(pid_path_);
+  long pid = 0;
+  if (!in || !(in >> pid) || pid <= 1) return {};
+  const auto deadline = SteadyClock::now() + options_.stop_timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (live_redis_server(pid_t(pid))) {
+    if (SteadyClock::now() >= deadline)
+      return Status::unavailable("a redis-server (pid " + std::to_string(pid) + ") still runs on " + options_.data_dir +
+                                 " after " + std::to_string(options_.stop_timeout.count()) +
+                                 " ms; stop it, or give this coordinator another data directory");
+    std::this_thread::sleep_for(pause);  // not our child: nothing to wait on but its /proc entry
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  return {};
+}
+
 Status RedisServer::launch() {
+  if (Status s = wait_for_previous_server(); !s.ok()) return s;
   unlink(socket_path_.c_str());  // a socket left by a killed server; Redis would replace it too
   const std::vector<std::string> args = {
       executable_path_,
@@ -90,6 +129,8 @@ Status RedisServer::launch() {
       options_.data_dir,
       "--logfile",
       log_path_,
+      "--pidfile",
+      pid_path_,
       "--daemonize",
       "no",
       "--appendonly",

@@ -65,12 +65,14 @@ class RedisServer {
   explicit RedisServer(RedisServerOptions options);
   Status launch();
   Status wait_ready();
+  Status wait_for_previous_server();
   std::string log_tail() const;
 
   RedisServerOptions options_;
   std::string executable_path_;
   std::string socket_path_;
   std::string log_path_;
+  std::string pid_path_;  // Redis writes its pid there and removes the file when it exits
   std::string url_;
   ChildProcess child_;  // pid -1 once stopped or killed
 };

@@ -407,6 +407,28 @@ TEST(RedisServer, StopEndsTheProcess) {
   EXPECT_NE(kill(pid, 0), 0) << "process " << pid << " still exists";
 }
 
+// A server still on its way out on a data directory (its owner was killed; it exits on its death
+// signal) is waited for before another starts there: Redis removes its socket file when it exits,
+// which would take the new server's with it. One that stays is refused after stop_timeout.
+TEST(RedisServer, ASecondServerOnADataDirectoryWaitsForTheFirstToExitAndRefusesOneThatStays) {
+  TempDir dir;
+  auto first = start_server(dir.path());
+  ASSERT_TRUE(first);
+  auto refused = RedisServer::start({.data_dir = dir.path(), .stop_timeout = std::chrono::milliseconds(300)});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("still runs on"), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(RawRedis(first->socket_path()).cmd({"PING"})) << "the first server keeps its socket";
+
+  ASSERT_EQ(kill(first->pid(), SIGTERM), 0);  // on its way out, as after its owner's death
+  auto second = RedisServer::start({.data_dir = dir.path()});
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  RawRedis raw((*second)->socket_path());
+  redisReply* r = raw.cmd({"PING"});
+  ASSERT_TRUE(r) << "the second server's socket is still there";
+  EXPECT_EQ(std::string(r->str), "PONG");
+}
+
 TEST(RedisServer, AMissingExecutableIsNotFound) {
   TempDir dir;
   auto server = RedisServer::start({.data_dir = dir.path(), .executable = "redis-server-that-does-not-exist"});
