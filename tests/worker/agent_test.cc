@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -637,12 +638,16 @@ TEST(MakeWorkerAgent, CpuWorkerGetsHostCapabilitiesADefaultIdAndAStartedSandbox)
   o.backend = Backend::kCpu;
   o.sandbox_path = AK_FAKE_SANDBOX;
   o.cache_dir = (std::filesystem::temp_directory_path() / "ak-agent-cache").string();
+  // A lock folder of its own: under ctest -j another test's CPU worker may hold the host-wide
+  // default id, and this one would rightly take <host>-cpu0-2.
+  o.id_lock_dir = (std::filesystem::temp_directory_path() / ("ak-agent-ids-" + std::to_string(getpid()))).string();
   auto agent = make_worker_agent(o, clock);
   ASSERT_TRUE(agent.ok()) << agent.status().to_string();
   EXPECT_EQ((*agent)->capabilities().gpu_name, "cpu");
   EXPECT_EQ((*agent)->options().worker_id, (*agent)->capabilities().hostname + "-cpu0");
   agent->reset();
   std::filesystem::remove_all(o.cache_dir);
+  std::filesystem::remove_all(o.id_lock_dir);
 }
 
 TEST(MakeWorkerAgent, BrokenSandboxIsReportedBeforeTheWorkerRegisters) {
