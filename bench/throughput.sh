@@ -16,6 +16,14 @@ mkdir -p "$OUT"
 # `run` appends to results.tsv; the rows counted below are this run's only.
 rm -f "$OUT"/{results.tsv,results.json}
 WORK=$(mktemp -d /tmp/ak-throughput-XXXXXX)
+# The default campaign asks for an H200 ([requires] gpu_model); on another GPU the same jobs run
+# without that requirement (a farm would otherwise cancel them: no worker of the run offers it).
+MODEL=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+if grep -q '^gpu_model = ' "$CAMPAIGN" && ! grep -qiF "gpu_model = \"$MODEL\"" "$CAMPAIGN"; then
+  sed '/^gpu_model = /d' "$CAMPAIGN" > "$WORK/campaign.toml"
+  echo "$CAMPAIGN asks for $(sed -n 's/^gpu_model = //p' "$CAMPAIGN"); running its jobs on this $MODEL without that requirement"
+  CAMPAIGN=$WORK/campaign.toml
+fi
 GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 nvidia-smi --query-gpu=timestamp,index,utilization.gpu,clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 \
   > "$OUT/utilization.csv" &

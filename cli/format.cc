@@ -399,7 +399,7 @@ bool ProgressThrottle::should_print(int64_t progress, bool complete, double now_
 }
 
 bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop,
-                       std::chrono::steady_clock::time_point deadline) {
+                       std::chrono::steady_clock::time_point deadline, int own_workers) {
   const bool tty = isatty(STDOUT_FILENO);
   // Into a pipe: a line every 2 s at most while progress moves.
   ProgressThrottle throttle(tty, 2.0);
@@ -423,6 +423,23 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
     // Not while no worker has connected yet in the first seconds (`run` starts its workers beside
     // the campaign; they connect within a second or two).
     const bool starting = st->workers.empty() && std::chrono::steady_clock::now() - start < std::chrono::seconds(5);
+    if (own_workers > 0 && !st->unrunnable.empty() && st->workers.size() >= static_cast<size_t>(own_workers)) {
+      // A private farm whose workers have all connected: nobody else will come for these jobs.
+      std::ostringstream why;
+      for (const auto& [need, n] : st->unrunnable)
+        why << (why.tellp() > 0 ? "; " : "") << n << " queued job" << (n == 1 ? " needs " : "s need ") << need;
+      std::ostringstream offer;
+      for (const auto& w : st->workers)
+        offer << (offer.tellp() > 0 ? ", " : "") << w.worker_id << " (" << (w.gpu.empty() ? "cpu" : w.gpu)
+              << (w.arch.empty() ? "" : " " + w.arch) << ")";
+      const std::string reason = why.str() + ", and no worker of this run offers it";
+      std::cerr << (tty ? "\n" : "") << "autokernel run: " << reason << " (its workers: " << offer.str()
+                << "); cancelling campaign " << campaign_id
+                << ": change the campaign's [requires] or run it where such a GPU is\n";
+      if (auto r = client.cancel(campaign_id, reason); !r.ok())
+        std::cerr << "autokernel run: could not cancel " << campaign_id << ": " << r.status().message() << "\n";
+      return false;
+    }
     if (std::string w = format_unrunnable(*st); !starting && w != last_warning) {
       if (!w.empty()) std::cerr << (tty ? "\n" : "") << w << std::flush;
       last_warning = std::move(w);

@@ -249,7 +249,9 @@ int run(const RunArgs& a) {
   auto follow = [&](const std::string& cid) {
     std::atomic<bool> end_wait{false}, gone{false}, waited{false};
     std::thread watcher = watch(end_wait, gone, waited);
-    const bool complete = wait_for_campaign(client, cid, workers.empty() ? stop_flag() : end_wait);
+    const bool complete =
+        wait_for_campaign(client, cid, workers.empty() ? stop_flag() : end_wait,
+                          std::chrono::steady_clock::time_point::max(), static_cast<int>(workers.size()));
     waited.store(true);
     watcher.join();
     if (gone.load() && !complete) say_workers_gone();

@@ -3,7 +3,7 @@
 # for a GPU host that should not spend its time compiling (about 8 MB: bin/, lib/, share/):
 #   scripts/gpu-prebuild.sh .gpu-prebuilt
 # then, there, AK_GPU_PREBUILT=.gpu-prebuilt scripts/gpu-session.sh DEBS_DIR with steps that need
-# no build tree (flash, rowwise, wgmma, models, pipeline, study, ...; not ctest or dashboards).
+# no build tree (flash, rowwise, wgmma, models, pipeline, study, dashboards, ...; not ctest).
 # The GPU host must have the same torch version (libtorch is not copied) and the .debs' libraries
 # (scripts/fetch-gpu-debs.sh); spdlog's and fmt's are copied into DIR/lib.
 set -euo pipefail

@@ -142,8 +142,10 @@ for step in $STEPS; do
     dashboards)
       # Issue 21: every Grafana panel's query answers from a live farm with a cuda worker (NVML's
       # per-GPU series included), scraped by the Debian package's prometheus (in DEBS_DIR).
-      (cd build-gpu && timeout 240 ctest -R dashboards_live_farm -V) > "$OUT/dashboards.log" 2>&1
-      echo "dashboards rc=$?"; grep -E "NO DATA|SKIPPED|FAILED|warns|queries checked|tests passed|tests failed" "$OUT/dashboards.log" | cut -c1-200 | head -40 ;;
+      # (the test itself, not through ctest: it needs only the autokernel executable, so a prebuilt
+      # tree serves too)
+      timeout 240 python3 tests/dashboards/live_farm_test.py "$B/bin/autokernel" "$PWD" > "$OUT/dashboards.log" 2>&1
+      echo "dashboards rc=$?"; grep -E "NO DATA|SKIPPED|FAILED|warns|queries checked|^ok .*([Gg][Pp][Uu]|[Pp]ower|[Cc]lock)" "$OUT/dashboards.log" | cut -c1-300 | head -40 ;;
     library)
       timeout "${AK_LIBRARY_TIMEOUT:-540}" bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
     rowwise)

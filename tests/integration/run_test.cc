@@ -354,6 +354,31 @@ TEST_F(RunCommandTest, ASecondSignalStopsAtOnce) {
   EXPECT_EQ(tsv_rows(dir_ / "out" / "results.tsv", &headers).size(), 24u) << next.printed();
 }
 
+// A campaign for a GPU that none of the run's own workers has (softmax_h200.toml on an H100, as
+// bench/throughput.sh once ran it) would wait forever for a worker that will never come: once its
+// workers have connected, the run cancels the campaign, says what the jobs need and what the
+// workers offer, and exits 1.
+TEST_F(RunCommandTest, ACampaignNoWorkerOfTheRunCanServeIsCancelledWithTheReasonInsteadOfWaitingForever) {
+  json c = quick_campaign(24, "for-an-h200");
+  c["requires"] = {{"gpu_model", "NVIDIA H200"}};
+  const std::string file = campaign_file(c, "h200");
+  RunProcess run(dir_, file, {}, ++runs_);
+  const auto rc = run.finish(steady_clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(rc.has_value()) << "still waiting after 60 s:\n" << run.printed();
+  EXPECT_EQ(*rc, 1) << run.printed();
+  const std::string out = run.printed();
+  EXPECT_NE(out.find("24 queued jobs need gpu_model NVIDIA H200, and no worker of this run offers it"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("cancelling campaign"), std::string::npos) << out;
+  EXPECT_NE(out.find("-cpu0 (cpu x86_64)"), std::string::npos) << "the workers it had are named:\n" << out;
+  // The jobs' rows say what became of them.
+  int headers = 0;
+  const auto rows = tsv_rows(dir_ / "out" / "results.tsv", &headers);
+  EXPECT_EQ(rows.size(), 24u) << out;
+  for (const auto& r : rows) EXPECT_EQ(r.at("correctness"), "CANCELLED");
+}
+
 // A model run whose only worker cannot start (here: an autokernel copied away from its sandbox)
 // ends, saying why, instead of waiting for the profile job forever (found on the GPU machine,
 // where a worker that could not confine a child left `run --model` waiting 300 s).
