@@ -223,7 +223,16 @@ def main():
                     "dtypes": ["fp32"], "configs": "default", "repeat": 6, "timeout_ms": 60000,
                     "measure": {"warmup": 1, "min_samples": 3, "max_samples": 20, "max_time_ms": 100}}
         stranded = dict(campaign, name="live-stranded", repeat=2, requires={"gpu_model": "No Such GPU"})
-        for c in (campaign, stranded):
+        submitted = [campaign, stranded]
+        if no_gpu is None:
+            # Work for the cuda worker, so that its GPU series are read while it computes: softmax
+            # at a large shape, every configuration, each timed for up to half a second.
+            submitted.append({"name": "live-cuda", "kernel_type": "softmax", "backend": "cuda",
+                              "shapes": [[8192, 32000]], "dtypes": ["fp32", "bf16"], "configs": "default",
+                              "repeat": 12, "timeout_ms": 120000,
+                              "measure": {"warmup": 10, "min_samples": 200, "max_samples": 2000,
+                                          "max_time_ms": 500}})
+        for c in submitted:
             path = os.path.join(work, c["name"] + ".json")
             with open(path, "w") as f:
                 json.dump(c, f)
@@ -280,6 +289,16 @@ def main():
             "the workers report finished jobs": "sum(autokernel_worker_jobs_finished_total) > 0",
             "the compile cache answered a repeat": "sum(autokernel_worker_compile_cache_hits_total) > 0",
         }
+        # With a GPU: its series while the cuda campaign ran, the largest value each took over the
+        # last two minutes (a gauge read at one scrape may fall between two jobs), quoted below.
+        during = {}
+        if no_gpu is None:
+            checks["the cuda worker's GPU was busy during its campaign"] = "max_over_time(autokernel_gpu_busy_ratio[2m]) > 0"
+            during = {"GPU busy (largest over 2 min)": "max_over_time(autokernel_gpu_busy_ratio[2m])",
+                      "SM clock (largest over 2 min)": "max_over_time(autokernel_gpu_sm_clock_hertz[2m])",
+                      "memory clock (largest over 2 min)": "max_over_time(autokernel_gpu_memory_clock_hertz[2m])",
+                      "power (largest over 2 min)": "max_over_time(autokernel_gpu_power_watts[2m])",
+                      "temperature (largest over 2 min)": "max_over_time(autokernel_gpu_temperature_celsius[2m])"}
         pending_checks = dict(checks)
         values = {}  # what each answered query returned, quoted in the output
 
@@ -317,6 +336,9 @@ def main():
             ok = name not in pending_checks
             failed |= not ok
             print(f"{'ok' if ok else 'FAILED':8} {name}: {checks[name]}")
+        for name, expr in during.items():
+            got = query(expr)
+            print(f"during the cuda campaign: {name}: {quote(got) if got else 'no data'}")
         skipped = sum(1 for v in results.values() if v.startswith("SKIPPED"))
         print(f"{len(queries) - skipped} dashboard queries checked against a live farm, {skipped} skipped, "
               f"in {time.monotonic() - started:.1f} s")
