@@ -162,14 +162,26 @@ void print_verify(const json& r) {
                   d.value("first_difference", -1), d.value("tokens", 0), num(d, "margin_at_difference"));
     if (!d.value("identical", false) && d.contains("forced") && d["forced"].is_object()) {
       const json& f = d["forced"];
+      // near_ties: choices within the outputs' tolerance of the original's best logit
+      // (models/verify_model.py, compare_decoding).
+      auto g3 = [](double v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.3g", v);
+        return std::string(b);
+      };
+      std::string near;
+      if (f.value("near_ties", 0) > 0)
+        near = ", " + std::to_string(f.value("near_ties", 0)) +
+               " where the original's gap between its best logit and the tuned choice is within the outputs' "
+               "tolerance (largest " +
+               g3(num(f, "largest_gap")) + " of the step's largest |logit|; tolerance " + g3(num(f, "tolerance")) + ")";
       if (f.value("identical_but_ties", false))
         std::printf(
-            "  along the original's tokens: %d agree, %d differ only where the original's best logit is an "
-            "exact tie\n",
-            f.value("agree", 0), f.value("ties", 0));
+            "  along the original's tokens: %d agree, %d differ only at an exact tie of the original's best logit%s\n",
+            f.value("agree", 0), f.value("ties", 0), near.c_str());
       else
-        std::printf("  along the original's tokens: %d agree, %d ties, and a real difference at token %d\n",
-                    f.value("agree", 0), f.value("ties", 0), f.value("first_difference", -1));
+        std::printf("  along the original's tokens: %d agree, %d ties%s, and a real difference at token %d\n",
+                    f.value("agree", 0), f.value("ties", 0), near.c_str(), f.value("first_difference", -1));
     }
   }
   const json& t = r.value("time", json::object());

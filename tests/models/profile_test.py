@@ -383,16 +383,17 @@ class BadInput(unittest.TestCase):
 
 class Decoding(unittest.TestCase):
     """models/verify_model.py's greedy-decoding check: free runs, then the tuned model along the
-    original's tokens, where only an exact tie of the original's best logits may differ."""
+    original's tokens, where only an exact tie of the original's best logits, or a choice within the
+    outputs' tolerance of it, may differ."""
 
     class Chain(torch.nn.Module):
         """A language model whose next token is the last one plus 1 (mod 10), except that after a 3
         the tokens 4 and 6 tie exactly; `tie_to` breaks that tie towards one of them, as a kernel
         that rounds differently may."""
 
-        def __init__(self, tie_to=None, wrong_after=None):
+        def __init__(self, tie_to=None, wrong_after=None, near_after=None):
             super().__init__()
-            self.tie_to, self.wrong_after = tie_to, wrong_after
+            self.tie_to, self.wrong_after, self.near_after = tie_to, wrong_after, near_after
 
         def forward(self, ids):
             last = ids[:, -1]
@@ -405,17 +406,21 @@ class Decoding(unittest.TestCase):
                         logits[b, -1, self.tie_to] = 5.0 + 1e-6
                 if self.wrong_after is not None and t == self.wrong_after:
                     logits[b, -1, 0] = 9.0
+                if self.near_after is not None and t == self.near_after[0]:
+                    # token 0 just below the best logit: 5 - gap (the original); the tuned model
+                    # passes `gap=-gap`, putting it just above
+                    logits[b, -1, 0] = 5.0 - self.near_after[1]
             return logits
 
     def test_a_tie_of_the_original_is_the_only_difference_allowed_along_its_tokens(self):
         ids = torch.tensor([[1, 2]])
-        want, margins, best = verify_model._decode(self.Chain(), ids, 6)
+        want, margins, best, _ = verify_model._decode(self.Chain(), ids, 6)
         self.assertEqual(want[0], [3])
         self.assertEqual(best[1], [{4, 6}], "after a 3 the original's best logit is reached by 4 and 6")
         self.assertEqual(margins[1], 0.0)
         tuned = self.Chain(tie_to=4 if want[1] == [6] else 6)  # the other way from the original's
-        got, _, _ = verify_model._decode(tuned, ids, 6)
-        forced, _, _ = verify_model._decode(tuned, ids, len(want), follow=want)
+        got = verify_model._decode(tuned, ids, 6)[0]
+        forced = verify_model._decode(tuned, ids, len(want), follow=want)[0]
         r = verify_model.compare_decoding(want, margins, best, got, forced)
         self.assertFalse(r["identical"])
         self.assertEqual(r["first_difference"], 1)
@@ -426,15 +431,42 @@ class Decoding(unittest.TestCase):
 
     def test_a_difference_that_is_no_tie_is_reported_at_its_token(self):
         ids = torch.tensor([[3, 4]])  # 5, 6, 7, ...: no tie on the way
-        want, margins, best = verify_model._decode(self.Chain(), ids, 6)
+        want, margins, best, steps = verify_model._decode(self.Chain(), ids, 6)
         tuned = self.Chain(wrong_after=5)  # after a 5 the tuned model says 0, the original 6
-        got, _, _ = verify_model._decode(tuned, ids, 6)
-        forced, _, _ = verify_model._decode(tuned, ids, len(want), follow=want)
-        r = verify_model.compare_decoding(want, margins, best, got, forced)
+        got = verify_model._decode(tuned, ids, 6)[0]
+        forced = verify_model._decode(tuned, ids, len(want), follow=want)[0]
+        # The original's gap between its 6 (logit 5) and the tuned model's 0 (logit 0) is the whole
+        # largest logit: far outside a tolerance of 5%.
+        r = verify_model.compare_decoding(want, margins, best, got, forced, logits=steps, tolerance=0.05)
         self.assertFalse(r["forced"]["identical_but_ties"])
         self.assertEqual(want[:2], [[5], [6]])
         self.assertEqual(r["forced"]["first_difference"], 1)
+        self.assertEqual(r["forced"]["near_ties"], 0)
+        self.assertEqual(r["forced"]["gaps"], [{"token": 1, "gap": 1.0}])
         self.assertEqual(r["first_difference"], 1)
+
+    def test_a_choice_within_the_outputs_tolerance_of_the_best_logit_is_a_near_tie_and_one_beyond_it_is_not(self):
+        ids = torch.tensor([[3, 4]])  # 5, 6, 7, ...
+        # After a 5 the original's 0 sits 0.1 below its 6 (gap 0.1 / 5 = 2% of the largest logit);
+        # the tuned model, with an error of 0.2 there, chooses the 0.
+        want, margins, best, steps = verify_model._decode(self.Chain(near_after=(5, 0.1)), ids, 6)
+        tuned = self.Chain(near_after=(5, -0.1))
+        got = verify_model._decode(tuned, ids, 6)[0]
+        forced = verify_model._decode(tuned, ids, len(want), follow=want)[0]
+        self.assertEqual(forced[1], [0])
+        within = verify_model.compare_decoding(want, margins, best, got, forced, logits=steps, tolerance=0.05)
+        self.assertTrue(within["forced"]["identical_but_ties"])
+        self.assertEqual(within["forced"]["near_ties"], 1)
+        self.assertEqual(within["forced"]["ties"], 0)
+        self.assertAlmostEqual(within["forced"]["largest_gap"], 0.02, places=6)
+        self.assertIsNone(within["forced"]["first_difference"])
+        # With a tolerance of 1% the same gap is a real difference.
+        beyond = verify_model.compare_decoding(want, margins, best, got, forced, logits=steps, tolerance=0.01)
+        self.assertFalse(beyond["forced"]["identical_but_ties"])
+        self.assertEqual(beyond["forced"]["near_ties"], 0)
+        self.assertEqual(beyond["forced"]["first_difference"], 1)
+        # Without logits only exact ties are forgiven.
+        self.assertEqual(verify_model.compare_decoding(want, margins, best, got, forced)["forced"]["first_difference"], 1)
 
 
 if __name__ == "__main__":
