@@ -99,7 +99,7 @@ for step in $STEPS; do
         (cd "$d" && timeout "${AK_PIPELINE_TIMEOUT:-540}" "$B/bin/autokernel" run --model "$m" \
           --budget-trials "${AK_PIPELINE_TRIALS:-16}" --data-dir "$d/.ak" --out "$d") > "$d/run.log" 2>&1
         rc=$?; echo "run --model $m rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-        grep -v "^\s*$" "$d/run.log" | grep -v "\r" | grep -v "^PASS\|^FAIL" | tail -40
+        grep -v "^\s*$" "$d/run.log" | grep -v $'\r' | grep -v "^PASS\|^FAIL" | tail -40
         rm -rf "$d/.ak"
       done
       # one file for the reports: a device call brings back at most 8 files from $OUT
@@ -121,7 +121,7 @@ for step in $STEPS; do
       (cd "$OUT/study" && timeout 540 "$B/bin/autokernel" run --campaign "$OLDPWD/examples/campaigns/study_h200.toml" \
         --data-dir "$OUT/study/.ak" --out "$OUT/study") > "$OUT/study/run.log" 2>&1
       echo "study rc=$?"
-      grep -v "^\s*$" "$OUT/study/run.log" | grep -v "\r" | tail -45
+      grep -v "^\s*$" "$OUT/study/run.log" | grep -v $'\r' | tail -45
       rm -rf "$OUT/study/.ak" ;;
     kernelbench)
       # KernelBench phases (bench/kernelbench.sh) against a checkout in .kb/, kept outside the
