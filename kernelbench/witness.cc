@@ -110,7 +110,10 @@ WitnessJudgement judge_witness(const json& body, double runtime_ms) {
                         "from outside its process: at best {:.4g} ms a call, against {:.4g} ms for the "
                         "reference runner whose reference takes {:.4g} ms, an estimate of {:.4g} ms (slack {:.4g} ms)",
                         runtime_ms, cand, ref_witnessed, ref, estimate, slack),
-            0, slack};
+            0,
+            slack,
+            -1.0,
+            /*by_timing=*/true};
   const double ref_ms = number("ref_runtime_ms");
   return {Kind::kPass, "", std::max(runtime_ms, estimate - kWitnessSlackMs), slack, std::isnan(ref_ms) ? -1.0 : ref_ms};
 }

@@ -59,6 +59,10 @@ struct WitnessJudgement {
   double counted_ms = 0;  // kPass: max(runtime_ms, estimate - kWitnessSlackMs), what a speedup divides
   double slack_ms = 0;    // kPass and a forged figure: the slack the rule's test allowed
   double ref_ms = -1;     // kPass: the reference by KernelBench's timer in the witness (-1: none)
+  // kFail by the timing rule alone (outputs right, runners fine): a load on the host that fell on
+  // the candidate's rounds only can look the same, so the worker witnesses once more before it
+  // fails the job (worker/kernelbench_runner.cc).
+  bool by_timing = false;
 };
 
 // The rule applied to an authentic body and the candidate's own runtime_ms: outputs that differ on

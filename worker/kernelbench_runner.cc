@@ -563,18 +563,33 @@ void KernelBenchRunner::witness(const fs::path& dir, const fs::path& private_dir
   req["mode"] = "witness";
   req["problem_path"] = problem.string();
   req["candidate_path"] = candidate.string();
-  Step w = run_step(dir.string(), "witness", req, deadline, {std::string(kernelbench::kWitnessKeyEnv) + "=" + *key},
-                    {problem.string(), candidate.string()});
-  if (w.result.is_null()) {
-    if (w.timed_out) return fail(ResultStatus::kTimeout, "the witness step did not finish before the job's deadline");
-    // The witness's own failure, or a candidate that killed it: never a pass.
-    return fail(ResultStatus::kCrash, "the witness step ended with exit code " + std::to_string(w.exit_code) +
-                                          " without a result: " + short_text(w.log_tail));
+  // A figure the timing rule alone calls forged is witnessed once more, with a fresh key and fresh
+  // secret inputs: a forger is as slow the second time, while a load on the host that fell on the
+  // first attempt's candidate rounds alone (seen on a 2-core machine running tests side by side)
+  // seldom falls the same way twice. The first attempt's reason stays in the document.
+  json first_attempt;
+  WitnessJudgement j;
+  json doc;
+  for (int attempt = 1;; ++attempt) {
+    Step w = run_step(dir.string(), "witness", req, deadline, {std::string(kernelbench::kWitnessKeyEnv) + "=" + *key},
+                      {problem.string(), candidate.string()});
+    if (w.result.is_null()) {
+      if (w.timed_out) return fail(ResultStatus::kTimeout, "the witness step did not finish before the job's deadline");
+      // The witness's own failure, or a candidate that killed it: never a pass.
+      return fail(ResultStatus::kCrash, "the witness step ended with exit code " + std::to_string(w.exit_code) +
+                                            " without a result: " + short_text(w.log_tail));
+    }
+    auto body = kernelbench::authentic_witness(w.result, *key);
+    if (!body.ok()) return fail(ResultStatus::kFail, body.status().message());
+    doc = *body;
+    j = kernelbench::judge_witness(doc, runtime_ms);
+    if (!first_attempt.is_null()) doc["first_attempt"] = first_attempt;
+    doc["attempts"] = attempt;
+    if (!(j.kind == WitnessJudgement::Kind::kFail && j.by_timing && attempt == 1)) break;
+    first_attempt = {{"reason", j.reason}};
+    key = kernelbench::new_witness_key();
+    if (!key.ok()) return fail(ResultStatus::kCrash, key.status().message());
   }
-  auto body = kernelbench::authentic_witness(w.result, *key);
-  if (!body.ok()) return fail(ResultStatus::kFail, body.status().message());
-  json doc = *body;
-  const WitnessJudgement j = kernelbench::judge_witness(doc, runtime_ms);
   if (j.kind == WitnessJudgement::Kind::kFail) return fail(ResultStatus::kFail, j.reason, std::move(doc));
   if (j.kind == WitnessJudgement::Kind::kReferenceFailed) return fail(ResultStatus::kCrash, j.reason, std::move(doc));
   if (j.kind == WitnessJudgement::Kind::kNotWitnessed) {

@@ -320,6 +320,14 @@ TEST_F(KernelBenchRunnerTest, ACandidateThatRewritesItsClockOrKnowsThePublishedS
     EXPECT_NE(out.reason.find(c.reason), std::string::npos) << c.candidate << ": " << out.reason;
     EXPECT_EQ(out.kernelbench.at("verdict"), "correct") << c.candidate;  // what its own process said
     EXPECT_EQ(out.kernelbench.at("witness").at("verdict"), "fail") << c.candidate;
+    // A figure the timing rule calls forged is witnessed twice before the job fails; wrong outputs
+    // once.
+    const bool by_timing = std::string(c.reason).find("far below") != std::string::npos;
+    EXPECT_EQ(out.kernelbench.at("witness").value("attempts", 0), by_timing ? 2 : 1) << c.candidate;
+    if (by_timing) {
+      EXPECT_NE(out.kernelbench.at("witness").at("first_attempt").value("reason", "").find(c.reason), std::string::npos)
+          << c.candidate;
+    }
   }
 }
 
