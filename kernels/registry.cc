@@ -55,15 +55,25 @@ const std::vector<KernelSpec>& table() {
 
 }  // namespace
 
+std::vector<PhaseTensorMaps> tensor_map_groups(const KernelSpec& spec, const std::map<std::string, int64_t>& config,
+                                               const std::vector<int64_t>& shape, DType dtype) {
+  std::vector<PhaseTensorMaps> out;
+  if (spec.cuda_phases > 1) {
+    for (int p = 0; p < spec.cuda_phases; ++p)
+      out.push_back(spec.cuda_phase_tensor_maps ? spec.cuda_phase_tensor_maps(config, shape, dtype, p)
+                                                : PhaseTensorMaps{});
+  } else {
+    out.push_back(
+        {spec.cuda_tensor_maps ? spec.cuda_tensor_maps(config, shape, dtype) : std::vector<TensorMapSpec>{}, shape});
+  }
+  return out;
+}
+
 bool reads_tensor_maps(const KernelSpec& spec, const std::map<std::string, int64_t>& config,
                        const std::vector<int64_t>& shape, DType dtype) {
-  if (spec.cuda_phases > 1) {
-    if (!spec.cuda_phase_tensor_maps) return false;
-    for (int p = 0; p < spec.cuda_phases; ++p)
-      if (!spec.cuda_phase_tensor_maps(config, shape, dtype, p).maps.empty()) return true;
-    return false;
-  }
-  return spec.cuda_tensor_maps && !spec.cuda_tensor_maps(config, shape, dtype).empty();
+  for (const PhaseTensorMaps& g : tensor_map_groups(spec, config, shape, dtype))
+    if (!g.maps.empty()) return true;
+  return false;
 }
 
 const KernelSpec* find(std::string_view name) {

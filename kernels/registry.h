@@ -146,6 +146,12 @@ struct KernelSpec {
   std::vector<std::vector<int64_t>> edge_shapes;
 };
 
+// The maps each launch of one call reads, a group per launch: one (the type's cuda_tensor_maps,
+// keyed by the shape), or one a phase of a multi-phase type (cuda_phase_tensor_maps); a group
+// with no maps where the type declares none.
+std::vector<PhaseTensorMaps> tensor_map_groups(const KernelSpec& spec, const std::map<std::string, int64_t>& config,
+                                               const std::vector<int64_t>& shape, DType dtype);
+
 // Whether a cuda configuration's kernel reads TMA tensor maps at `shape` (in any phase): its speed
 // then depends on the maps the sandbox builds, which other launchers (the torch library) do not.
 bool reads_tensor_maps(const KernelSpec& spec, const std::map<std::string, int64_t>& config,

@@ -245,6 +245,17 @@ TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
 
   EXPECT_TRUE(reads_tensor_maps(*k, tma, shape, DType::kBF16));
   EXPECT_FALSE(reads_tensor_maps(*k, cp_async, shape, DType::kBF16));
+  // One launch a call: one group, keyed by the shape.
+  const auto groups = tensor_map_groups(*k, tma, shape, DType::kBF16);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].maps.size(), 2u);
+  EXPECT_EQ(groups[0].key, shape);
+  // A type without maps: one empty group.
+  const KernelSpec* softmax = find("softmax");
+  ASSERT_NE(softmax, nullptr);
+  const auto none = tensor_map_groups(*softmax, {}, {64, 64}, DType::kBF16);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_TRUE(none[0].maps.empty());
 }
 
 // fused_mlp's TMA path (AK_WGMMA=2): each of its three GEMM phases gets matmul's two maps, keyed
@@ -291,9 +302,14 @@ TEST(KernelsRegistry, FusedMlpsTmaPathAsksForTwoMapsInEachPhase) {
   EXPECT_LE((g_elems + 300 * 200) * 2, uint64_t(f->workspace_bytes(shape, DType::kBF16)));
   EXPECT_GE(kTensorMapSlots, 3 * 4) << "three phases' keys for each of four input sets";
   EXPECT_TRUE(reads_tensor_maps(*f, tma, shape, DType::kBF16));
+  // The groups the sandbox builds maps for: one a phase, each the phase's own.
+  const auto groups = tensor_map_groups(*f, tma, shape, DType::kBF16);
+  ASSERT_EQ(groups.size(), 3u);
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(groups[size_t(p)].key, want[size_t(p)].key) << "phase " << p;
   std::map<std::string, int64_t> cp_async = tma;
   cp_async["AK_WGMMA"] = 1;
   EXPECT_FALSE(reads_tensor_maps(*f, cp_async, shape, DType::kBF16));
+  for (const auto& g : tensor_map_groups(*f, cp_async, shape, DType::kBF16)) EXPECT_TRUE(g.maps.empty());
   EXPECT_FALSE(reads_tensor_maps(*f, tma, shape, DType::kF32));
   EXPECT_TRUE(f->cuda_phase_tensor_maps(tma, shape, DType::kF32, 0).maps.empty());
   EXPECT_EQ(f->cuda_config_error(cp_async, DType::kBF16), "");

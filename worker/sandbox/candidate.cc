@@ -117,14 +117,7 @@ class TensorMaps {
  private:
   // The maps of each launch of a call: one group, or one a phase.
   std::vector<kernels::PhaseTensorMaps> groups(const std::vector<int64_t>& shape) const {
-    std::vector<kernels::PhaseTensorMaps> out;
-    if (spec_.cuda_phases > 1) {
-      for (int p = 0; p < spec_.cuda_phases; ++p)
-        out.push_back(spec_.cuda_phase_tensor_maps(config_, shape, dtype_, p));
-    } else {
-      out.push_back({spec_.cuda_tensor_maps(config_, shape, dtype_), shape});
-    }
-    return out;
+    return kernels::tensor_map_groups(spec_, config_, shape, dtype_);
   }
 
   void prepare_group(const kernels::PhaseTensorMaps& g, const std::vector<at::Tensor>& inputs, const at::Tensor& out,
