@@ -53,6 +53,7 @@
 #endif
 
 #if AK_FA_WGMMA_ON
+#include "../common/wgmma.cuh"
 #if AK_DTYPE == 1
 #define AK_FA_TYPE "f16"
 #else
@@ -71,16 +72,6 @@
 #define AK_FA_R3 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define AK_FA_OP(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." AK_FA_TYPE "." AK_FA_TYPE " "
 
-__device__ __forceinline__ void fa_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void fa_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void fa_wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
-__device__ __forceinline__ void fa_fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 // Keeps the compiler from moving accesses of the accumulators across the wgmma fences and waits.
 template <int N>
 __device__ __forceinline__ void fa_hold(float (&a)[2][N]) {
@@ -88,11 +79,6 @@ __device__ __forceinline__ void fa_hold(float (&a)[2][N]) {
   for (int r = 0; r < 2; ++r)
 #pragma unroll
     for (int n = 0; n < N; ++n) asm volatile("" : "+f"(a[r][n])::"memory");
-}
-
-__device__ __forceinline__ unsigned long long fa_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
 
 // s += A (desc qa) x B (desc kb), both K-major: scale-d from a predicate (1), no transposes.
@@ -150,14 +136,14 @@ __device__ __forceinline__ void fa_issue_scores(float (&s)[AK_ROWS][AK_SCORES], 
 #pragma unroll
     for (int n = 0; n < AK_SCORES; ++n) s[r][n] = 0.0f;
   fa_hold(s);
-  fa_wgmma_fence();
+  wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < P / 16; ++kk) {
     const unsigned col = (unsigned)(kk & 3) * 32;  // k16 step kk % 4 of block kk / 4
-    fa_wgmma_s(s, fa_desc(q_rows + (unsigned)(kk >> 2) * kQBlock + col, 16, 1024),
-               fa_desc(sk + (unsigned)(kk >> 2) * kKVBlock + col, 16, 1024));
+    fa_wgmma_s(s, wg_desc(q_rows + (unsigned)(kk >> 2) * kQBlock + col, 16, 1024, 1),
+               wg_desc(sk + (unsigned)(kk >> 2) * kKVBlock + col, 16, 1024, 1));
   }
-  fa_wgmma_commit();
+  wgmma_commit();
 }
 
 // Issues (and commits as one group) o += P V, pa the A fragments of P, sv the V buffer.
@@ -166,11 +152,11 @@ __device__ __forceinline__ void fa_issue_pv(float (&o)[AK_ROWS][AK_OUTS(P)], con
                                             unsigned sv) {
   constexpr unsigned kKVBlock = AK_BLOCK_N * 128;
   fa_hold(o);
-  fa_wgmma_fence();
+  wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < AK_BLOCK_N / 16; ++kk)
-    fa_wgmma_o(o, pa[kk], fa_desc(sv + (unsigned)kk * 16 * 128, kKVBlock, 1024));
-  fa_wgmma_commit();
+    fa_wgmma_o(o, pa[kk], wg_desc(sv + (unsigned)kk * 16 * 128, kKVBlock, 1024, 1));
+  wgmma_commit();
 }
 
 // The A fragments of P for keys 16 kk .. 16 kk + 15, as in tile_accumulate.
@@ -232,13 +218,13 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     const bool active = j < wg_tiles;  // warpgroup-uniform, as wgmma must be
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // K_j has landed (this thread's copies) ...
-    fa_fence_proxy_async();                // ... is visible to the tensor cores ...
+    fence_proxy_async();                   // ... is visible to the tensor cores ...
     __syncthreads();                       // ... everyone's; every warpgroup is done with V_{j-1}
     ring.load_v(j + AK_STAGES - 1);
 
     if (active) {
       fa_issue_scores<P>(s, q_rows, sk + stage);
-      fa_wgmma_wait<0>();
+      wgmma_wait<0>();
       fa_hold(s);
       tile_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
       rescale<P>(o, alpha);
@@ -246,13 +232,13 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     }
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // V_j has landed ...
-    fa_fence_proxy_async();
+    fence_proxy_async();
     __syncthreads();  // ... everyone's; every warpgroup is done with K_j
     ring.load_k(j + AK_STAGES);
 
     if (active) {
       fa_issue_pv<P>(o, pa, sv + stage);
-      fa_wgmma_wait<0>();
+      wgmma_wait<0>();
       fa_hold(o);
       fa_hold_p(pa);
     }
@@ -266,18 +252,18 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
   // P_{j-1} V_{j-1} is still reading (no copy for the register allocator to fold).
   unsigned pb[AK_BLOCK_N / 16][4];
   cp_async_wait<2 * (AK_STAGES - 1)>();  // K_0 (and Q) have landed ...
-  fa_fence_proxy_async();
+  fence_proxy_async();
   __syncthreads();  // ... everyone's
   if (0 < wg_tiles) {
     fa_issue_scores<P>(s, q_rows, sk);
-    fa_wgmma_wait<0>();
+    wgmma_wait<0>();
     fa_hold(s);
     tile_softmax(s, mc, l, alpha, 0, seq, q0, wr0, c, lane);
     fa_pack(pa, s);
   }
   auto step = [&](int j, unsigned(&p_prev)[AK_BLOCK_N / 16][4], unsigned(&p_next)[AK_BLOCK_N / 16][4]) {
     cp_async_wait<0>();  // K_j (if any) and V_{j-1} have landed ...
-    fa_fence_proxy_async();
+    fence_proxy_async();
     __syncthreads();  // ... everyone's; every warpgroup is done with K_{j-1} and V_{j-2}
     ring.load_v(j);   // into V_{j-2}'s buffer
     ring.load_k(j + 1);  // into K_{j-1}'s
@@ -287,17 +273,17 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     if (j < wg_tiles) {  // S_j, then P_{j-1} V_{j-1}
       fa_issue_scores<P>(s, q_rows, sk + stage);
       fa_issue_pv<P>(o, p_prev, sv + prev);
-      fa_wgmma_wait<1>();  // S_j is done (groups complete in order) ...
+      wgmma_wait<1>();  // S_j is done (groups complete in order) ...
       fa_hold(s);
       tile_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
       fa_pack(p_next, s);
-      fa_wgmma_wait<0>();  // ... and P_{j-1} V_{j-1}
+      wgmma_wait<0>();  // ... and P_{j-1} V_{j-1}
       fa_hold(o);
       fa_hold_p(p_prev);
       rescale<P>(o, alpha);
     } else if (j == wg_tiles) {  // the warpgroup's last tile: P V alone
       fa_issue_pv<P>(o, p_prev, sv + prev);
-      fa_wgmma_wait<0>();
+      wgmma_wait<0>();
       fa_hold(o);
       fa_hold_p(p_prev);
     }

@@ -47,6 +47,7 @@
 #endif
 
 #if AK_WGMMA_ON
+#include "../common/wgmma.cuh"
 #if AK_DTYPE == 1
 #define AK_WG_TYPE "f16"
 #else
@@ -119,14 +120,6 @@ __device__ __forceinline__ void wgmma(float (&d)[AK_WG_ACC], unsigned long long 
                : "memory");
 }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 // Keeps the compiler from moving accesses of the accumulators across the wgmma fences and waits
 // (the asynchronous instructions own those registers meanwhile).
 __device__ __forceinline__ void hold(float (&d)[AK_WG_MI][AK_WG_ACC]) {
@@ -134,11 +127,6 @@ __device__ __forceinline__ void hold(float (&d)[AK_WG_MI][AK_WG_ACC]) {
   for (int i = 0; i < AK_WG_MI; ++i)
 #pragma unroll
     for (int j = 0; j < AK_WG_ACC; ++j) asm volatile("" : "+f"(d[i][j])::"memory");
-}
-
-__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned mode) {
-  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | ((unsigned long long)mode << 62);
 }
 
 // Swizzled offsets of 16-byte chunk c of row r inside a stage (see the top of this file).
