@@ -5,9 +5,11 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "kernels/reference.h"
+#include "kernels/registry.h"
 #include "kernels/torch_inputs.h"
 
 namespace ak::kernels::flash_attention {
@@ -46,10 +48,42 @@ at::Tensor reference(const std::vector<at::Tensor>& inputs) {
   return attention_fp64(q, inputs.at(1), inputs.at(2), kCausal).to(q.scalar_type()).to(at::kFloat);
 }
 
-// The same weights applied to |v|: the size of the terms each output sums.
+// What rounding the unnormalised weights u = exp(s - max) (in (0, 1]) to fp16 before the P @ V
+// product may cost an output of an fp16 kernel where P @ |v| cannot pay for it: below fp16's
+// smallest normal 2^-14 a weight's rounding error is absolute, at most min(u, 2^-25) (half a
+// subnormal step, or the whole weight where it rounds to zero), so the output may be off by
+// sum_j min(u_j, 2^-25) |v_j| / l, l = sum_j u_j, however small the weights' share of P @ |v|
+// (512 keys of weight 2^-20 on v = 1 put it at 3% of the output). In fp64, a (batch, head) at a
+// time, so that the [seq, seq] matrices stay within some hundreds of MB; NaN (a NaN input's
+// row or head, whose reference is NaN) counts as 0.
+at::Tensor fp16_weight_rounding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2);
+  const double scale = 1.0 / std::sqrt(double(q.size(3)));
+  at::Tensor out = at::empty({batch, heads, seq, v.size(3)}, q.options().dtype(at::kDouble));
+  at::Tensor above;
+  if (causal) above = at::ones({seq, seq}, q.options().dtype(at::kBool)).triu(1);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      at::Tensor s = at::matmul(q[b][h].to(at::kDouble), k[b][h].to(at::kDouble).transpose(0, 1)) * scale;
+      if (causal) s.masked_fill_(above, -std::numeric_limits<double>::infinity());
+      at::Tensor u = at::exp(s - std::get<0>(s.max(1, /*keepdim=*/true)));
+      at::Tensor err = at::where(u < 0x1p-14, at::clamp_max(u, 0x1p-25), at::zeros_like(u));
+      out[b][h].copy_(at::matmul(err, v[b][h].to(at::kDouble).abs()) / u.sum(1, /*keepdim=*/true));
+    }
+  return at::nan_to_num(out, 0.0, 0.0, 0.0);
+}
+
+// The same weights applied to |v|: the size of the terms each output sums; for fp16, plus the
+// weights' subnormal rounding above, divided by the atol the scale is multiplied by.
 template <bool kCausal>
 at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
-  return attention_fp64(inputs.at(0), inputs.at(1), inputs.at(2).abs(), kCausal).to(at::kFloat);
+  const at::Tensor &q = inputs.at(0), &k = inputs.at(1), &v = inputs.at(2);
+  at::Tensor terms = attention_fp64(q, k, v.abs(), kCausal);
+  if (q.scalar_type() == at::kHalf) {
+    const double atol = find(kCausal ? "flash_attention_causal" : "flash_attention")->tolerance.at(DType::kF16).atol;
+    terms = terms + fp16_weight_rounding(q, k, v, kCausal) / atol;
+  }
+  return terms.to(at::kFloat);
 }
 
 // PyTorch's fused attention in the job's dtype (the flash or cuDNN backend for fp16/bf16 on

@@ -15,7 +15,8 @@ add_dependencies(compiler_test autokernel-nvrtc)
 
 if(AK_BUILD_SANDBOX)
   # The comparison rule on hand-made tensors (libtorch on the CPU, no sandbox process).
-  ak_test(sandbox_tolerance_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_tolerance_test.cc LIBS ak_sandbox_tolerance)
+  ak_test(sandbox_tolerance_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sandbox_tolerance_test.cc
+          LIBS ak_kernels_torch ak_sandbox_tolerance)
   set_target_properties(sandbox_tolerance_test PROPERTIES BUILD_RPATH "${AK_TORCH_LIB_DIR}")
   # launch_plan (what export --hf writes) against the candidates' own launches, through a
   # recording driver on CPU tensors.

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <vector>
+
+#include "kernels/reference.h"
 
 namespace ak::sandbox {
 namespace {
@@ -54,6 +57,59 @@ TEST(SandboxTolerance, AnOutputFarFromZeroStillFailsWhereTheReferenceIsSubnormal
     const Comparison c = compare_with_tolerance(values({1.0f, -below * 4}), values({below, below}), d, {0.0, 1e-6});
     EXPECT_FALSE(c.ok[0].item<bool>()) << d;
     EXPECT_FALSE(c.ok[1].item<bool>()) << d;
+  }
+}
+
+// An fp16 flash kernel rounds its unnormalised weights exp(s - max) to fp16 before P @ V; weights
+// below fp16's smallest normal carry an absolute error there, which P @ |v| alone does not cover.
+// One query, one key of weight 1 on a tiny v, and 511 keys of weight 16.57 fp16 subnormal steps
+// (about 2^-20) on v = 1: each weight rounds 0.43 of a step away, and the kernel's output is off by
+// about 2.6% (511 equal rounding errors), which P @ |v| alone failed and flash_attention's scale
+// now allows; an output off by ten times the bound still fails.
+TEST(SandboxTolerance, AnFp16FlashKernelsSubnormalWeightRoundingIsInTheScaleAndNoMore) {
+  const int64_t seq = 512;
+  for (const char* type : {"flash_attention", "flash_attention_causal"}) {
+    const kernels::TorchHarness* h = kernels::find_harness(type);
+    const kernels::KernelSpec* spec = kernels::find(type);
+    ASSERT_NE(h, nullptr);
+    ASSERT_NE(spec, nullptr);
+    const bool causal = std::string(type) == "flash_attention_causal";
+    // head_dim 1 and q = 1: the scores are the keys. Causal: the last query, which sees every key.
+    at::Tensor q = at::ones({1, 1, seq, 1}, at::kFloat);
+    at::Tensor k = at::full({1, 1, seq, 1}, -13.828125, at::kFloat);  // exact in fp16
+    k[0][0][0][0] = 0.0;
+    at::Tensor v = at::ones({1, 1, seq, 1}, at::kFloat);
+    v[0][0][0][0] = 1e-6;
+    const std::vector<at::Tensor> in = {q.to(at::kHalf), k.to(at::kHalf), v.to(at::kHalf)};
+    // The kernel's way: weights in fp32, rounded to fp16 for the product, the row sum in fp32.
+    const at::Tensor kf = in[1].to(at::kFloat)[0][0].squeeze(1), vf = in[2].to(at::kFloat)[0][0].squeeze(1);
+    const at::Tensor u = at::exp(kf - kf.max());
+    ASSERT_LT(u[1].item<float>(), 0x1p-14) << "the 511 weights are fp16 subnormals";
+    const double steps = u[1].item<double>() / 0x1p-24;
+    ASSERT_GT(std::abs(steps - std::round(steps)), 0.3) << "each rounds far from its value: " << steps;
+    const double got = (at::dot(u.to(at::kHalf).to(at::kFloat), vf) / u.sum()).item<double>();
+    const at::Tensor ref_all = h->reference(in).flatten(), scale_all = h->tolerance_scale(in).flatten();
+    const int64_t row = causal ? seq - 1 : 0;  // causal: only the last query sees every key
+    const at::Tensor ref = ref_all.slice(0, row, row + 1), scale = scale_all.slice(0, row, row + 1);
+    const kernels::Tolerance tol = spec->tolerance.at(DType::kF16);
+    const at::Tensor out = at::tensor({float(got)}).to(at::kHalf).to(at::kFloat);
+    const double err = std::abs(out.item<double>() - ref.item<double>());
+    const double pv16 = (at::dot(at::softmax(kf.to(at::kDouble), 0), vf.to(at::kDouble).abs())).item<double>();
+    EXPECT_GT(err, tol.atol * pv16 + tol.rtol * std::abs(ref.item<double>()))
+        << type << ": the case must be one that P @ |v| alone cannot pay for";
+    EXPECT_TRUE(all_ok(compare_with_tolerance(out, ref, at::kHalf, tol, scale)))
+        << type << ": got " << out.item<double>() << ", reference " << ref.item<double>() << ", scale "
+        << scale.item<double>();
+    // Ten times the whole bound away is still a failure.
+    const double bound = tol.atol * scale.item<double>() + tol.rtol * std::abs(ref.item<double>());
+    const at::Tensor wrong = at::tensor({float(ref.item<double>() + 10 * bound)});
+    EXPECT_FALSE(all_ok(compare_with_tolerance(wrong, ref, at::kHalf, tol, scale))) << type;
+    // bf16 and fp32 scales stay P @ |v| (bf16's subnormals are below 2^-126).
+    const std::vector<at::Tensor> bf = {q.to(at::kBFloat16), k.to(at::kBFloat16), v.to(at::kBFloat16)};
+    const double pv =
+        (at::dot(at::softmax(bf[1][0][0].squeeze(1).to(at::kDouble), 0), bf[2][0][0].squeeze(1).to(at::kDouble).abs()))
+            .item<double>();
+    EXPECT_NEAR(h->tolerance_scale(bf).flatten()[row].item<double>(), pv, 1e-3 * pv) << type;
   }
 }
 
