@@ -28,6 +28,7 @@ GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 nvidia-smi --query-gpu=timestamp,index,utilization.gpu,clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 \
   > "$OUT/utilization.csv" &
 SAMPLER=$!
+trap 'kill "$SAMPLER" 2> /dev/null || true' EXIT
 T0=$(date +%s.%N)
 "$BUILD/bin/autokernel" run --backend cuda --campaign "$CAMPAIGN" --data-dir "$WORK/.ak" --out "$OUT" \
   > "$OUT/run.log" 2>&1

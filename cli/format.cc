@@ -423,19 +423,25 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
     // Not while no worker has connected yet in the first seconds (`run` starts its workers beside
     // the campaign; they connect within a second or two).
     const bool starting = st->workers.empty() && std::chrono::steady_clock::now() - start < std::chrono::seconds(5);
-    if (own_workers > 0 && !st->unrunnable.empty() && st->workers.size() >= static_cast<size_t>(own_workers)) {
-      // A private farm whose workers have all connected: nobody else will come for these jobs.
-      std::ostringstream why;
-      for (const auto& [need, n] : st->unrunnable)
-        why << (why.tellp() > 0 ? "; " : "") << n << " queued job" << (n == 1 ? " needs " : "s need ") << need;
+    // A private farm whose workers have all connected: nobody else will come for this campaign's
+    // jobs that none of them can run (CampaignRow::unrunnable; another campaign's are its own).
+    const protocol::CampaignRow* mine = nullptr;
+    for (const auto& c : st->campaigns)
+      if (c.campaign_id == campaign_id) mine = &c;
+    if (own_workers > 0 && mine != nullptr && mine->unrunnable > 0 &&
+        st->workers.size() >= static_cast<size_t>(own_workers)) {
+      std::ostringstream needs;
+      for (const auto& [need, n] : st->unrunnable) needs << (needs.tellp() > 0 ? ", " : "") << need;
       std::ostringstream offer;
       for (const auto& w : st->workers)
         offer << (offer.tellp() > 0 ? ", " : "") << w.worker_id << " (" << (w.gpu.empty() ? "cpu" : w.gpu)
               << (w.arch.empty() ? "" : " " + w.arch) << ")";
-      const std::string reason = why.str() + ", and no worker of this run offers it";
+      const int64_t n = mine->unrunnable;
+      const std::string reason = std::to_string(n) + " queued job" + (n == 1 ? " needs " : "s need ") + needs.str() +
+                                 ", and no worker of this run offers it";
       std::cerr << (tty ? "\n" : "") << "autokernel run: " << reason << " (its workers: " << offer.str()
                 << "); cancelling campaign " << campaign_id
-                << ": change the campaign's [requires] or run it where such a GPU is\n";
+                << ": change the campaign's [requires] or --backend, or run it where such a worker is\n";
       if (auto r = client.cancel(campaign_id, reason); !r.ok())
         std::cerr << "autokernel run: could not cancel " << campaign_id << ": " << r.status().message() << "\n";
       return false;

@@ -77,9 +77,9 @@ std::string campaign_summary(const protocol::CampaignRow& campaign, const std::s
 // campaign has no queued or leased job, `stop` is set or `deadline` passes. Returns false if it
 // ended for any reason but completion (the campaign itself goes on in the farm), a campaign that
 // ended because it was cancelled included. `own_workers` > 0 says the farm is a private one with
-// that many workers (`autokernel run`): once that many are connected, queued jobs none of them can
-// run (StatusReply::unrunnable) would wait forever, so the wait cancels the campaign, names what
-// the jobs need and what the workers offer on stderr, and returns false.
+// that many workers (`autokernel run`): once that many are connected, this campaign's queued jobs
+// that none of them can run (CampaignRow::unrunnable) would wait forever, so the wait cancels the
+// campaign, names what the jobs need and what the workers offer on stderr, and returns false.
 bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id, const std::atomic<bool>& stop,
                        std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max(),
                        int own_workers = 0);

@@ -437,6 +437,7 @@ void to_json(json& j, const CampaignRow& v) {
     j["cancelled_jobs"] = v.cancelled_jobs;
     j["cancel_reason"] = v.cancel_reason;
   }
+  if (v.unrunnable > 0) j["unrunnable"] = v.unrunnable;
 }
 void from_json(const json& j, CampaignRow& v) {
   Fields f(j, "campaign");
@@ -466,6 +467,8 @@ void from_json(const json& j, CampaignRow& v) {
     f.req("cancelled_jobs", v.cancelled_jobs);
     f.req("cancel_reason", v.cancel_reason);
   }
+  v.unrunnable = 0;
+  f.with_default("unrunnable", v.unrunnable);
 }
 
 void to_json(json& j, const StatusReply& v) {

@@ -267,6 +267,9 @@ struct CampaignRow {
   bool cancelled = false;
   int64_t cancelled_jobs = 0;
   std::string cancel_reason;
+  // Its queued jobs that no connected worker can run (Scheduler::unrunnable_by_campaign; JSON
+  // "unrunnable", absent when 0): the farm-wide StatusReply::unrunnable, for this campaign alone.
+  int64_t unrunnable = 0;
 };
 struct StatusReply {
   JobCounts jobs;

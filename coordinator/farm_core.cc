@@ -735,10 +735,12 @@ pr::StatusReply FarmCore::status() const {
       ++a.failed;
     }
   }
+  const std::map<std::string, int64_t> stranded = scheduler_.unrunnable_by_campaign();
   for (const auto& [id, rec] : campaigns_) {
     const Agg& a = agg[id];
     pr::CampaignRow row;
     row.campaign_id = id;
+    if (auto u = stranded.find(id); u != stranded.end()) row.unrunnable = u->second;
     row.name = rec.name;
     row.total = a.total;
     row.finished = a.finished;

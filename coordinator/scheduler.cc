@@ -345,6 +345,25 @@ std::map<std::string, int64_t> Scheduler::unrunnable() const {
   return out;
 }
 
+std::map<std::string, int64_t> Scheduler::unrunnable_by_campaign() const {
+  std::map<std::tuple<Backend, std::string, std::string>, bool> fits;  // by requirements
+  std::map<std::string, int64_t> out;
+  for (const std::string& id : queue_) {
+    if (pending_results_.count(id)) continue;  // parked: its result is on its way
+    const JobSpec& spec = jobs_.at(id).spec;
+    const Requirements& r = spec.requires_;
+    auto [it, fresh] = fits.try_emplace({r.backend, r.gpu_model, r.arch}, false);
+    if (fresh)
+      for (const auto& [wid, w] : workers_)
+        if (matches(r, w.caps)) {
+          it->second = true;
+          break;
+        }
+    if (!it->second) ++out[spec.campaign_id];
+  }
+  return out;
+}
+
 void Scheduler::dispatch(int64_t now_ms, std::vector<Action>* out) {
   // Workers that may still take a job. Each step gives the oldest job that fits to the least
   // loaded worker (ties: round robin after the last worker served); a worker that no queued job

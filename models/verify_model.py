@@ -113,7 +113,8 @@ def compare_decoding(want, margins, best, got, forced, logits=None, tolerance=No
     logit exactly; with `logits` and `tolerance` (the outputs' bound: max |error| / max |logit|), a
     near tie when the original's own gap between its best logit and the tuned model's choice,
     relative to that step's largest |logit|, is within the tolerance: an error the outputs' check
-    accepts can flip it. Anything else is a real difference."""
+    accepts can flip it. Anything else is a real difference. `largest_gap` is the largest among the
+    near ties; each entry of `gaps` says whether it was one."""
     first = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), None)
     agree = ties = near = 0
     differ, gaps = [], []
@@ -129,8 +130,10 @@ def compare_decoding(want, margins, best, got, forced, logits=None, tolerance=No
             if logits is not None:
                 row = logits[i][b]
                 gap = float(row[want[i][b]] - row[t]) / (float(row.abs().max()) or 1.0)
-                gaps.append({"token": i, "gap": gap})
-            if gap is not None and tolerance is not None and gap <= tolerance:
+            is_near = gap is not None and tolerance is not None and gap <= tolerance
+            if gap is not None:
+                gaps.append({"token": i, "batch": b, "gap": gap, "near": is_near})
+            if is_near:
                 near += 1
             elif not differ or differ[-1] != i:
                 differ.append(i)
@@ -138,7 +141,7 @@ def compare_decoding(want, margins, best, got, forced, logits=None, tolerance=No
             "tuned": got, "margin_at_difference": margins[first] if first is not None else None,
             "smallest_margin": min(margins) if margins else None,
             "forced": {"tuned": forced, "agree": agree, "ties": ties, "near_ties": near, "tolerance": tolerance,
-                       "gaps": gaps, "largest_gap": max((g["gap"] for g in gaps), default=None),
+                       "gaps": gaps, "largest_gap": max((g["gap"] for g in gaps if g["near"]), default=None),
                        "first_difference": differ[0] if differ else None, "identical_but_ties": not differ}}
 
 

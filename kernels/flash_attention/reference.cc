@@ -54,8 +54,9 @@ at::Tensor reference(const std::vector<at::Tensor>& inputs) {
 // subnormal step, or the whole weight where it rounds to zero), so the output may be off by
 // sum_j min(u_j, 2^-25) |v_j| / l, l = sum_j u_j, however small the weights' share of P @ |v|
 // (512 keys of weight 2^-20 on v = 1 put it at 3% of the output). In fp64, a (batch, head) at a
-// time, so that the [seq, seq] matrices stay within some hundreds of MB; NaN (a NaN input's
-// row or head, whose reference is NaN) counts as 0.
+// time, in place where it can be: at seq 8192 a [seq, seq] matrix is 512 MiB and one head needs
+// two of them (the math reference above holds the whole batch's at once); NaN (a NaN input's row
+// or head, whose reference is NaN) counts as 0.
 at::Tensor fp16_weight_rounding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2);
   const double scale = 1.0 / std::sqrt(double(q.size(3)));
@@ -66,9 +67,10 @@ at::Tensor fp16_weight_rounding(const at::Tensor& q, const at::Tensor& k, const 
     for (int64_t h = 0; h < heads; ++h) {
       at::Tensor s = at::matmul(q[b][h].to(at::kDouble), k[b][h].to(at::kDouble).transpose(0, 1)) * scale;
       if (causal) s.masked_fill_(above, -std::numeric_limits<double>::infinity());
-      at::Tensor u = at::exp(s - std::get<0>(s.max(1, /*keepdim=*/true)));
-      at::Tensor err = at::where(u < 0x1p-14, at::clamp_max(u, 0x1p-25), at::zeros_like(u));
-      out[b][h].copy_(at::matmul(err, v[b][h].to(at::kDouble).abs()) / u.sum(1, /*keepdim=*/true));
+      at::Tensor u = s.sub_(std::get<0>(s.max(1, /*keepdim=*/true))).exp_();
+      const at::Tensor l = u.sum(1, /*keepdim=*/true);
+      at::Tensor err = u.clamp_max(0x1p-25).masked_fill_(u >= 0x1p-14, 0.0);
+      out[b][h].copy_(at::matmul(err, v[b][h].to(at::kDouble).abs()) / l);
     }
   return at::nan_to_num(out, 0.0, 0.0, 0.0);
 }

@@ -186,6 +186,25 @@ TEST(SchedulerTest, UnrunnableCountsQueuedJobsByWhatNoConnectedWorkerOffers) {
       << "cuda2 waits for a free slot, not for a worker that can run it";
 }
 
+// The same count by campaign: what `autokernel run` reads of the campaign it follows.
+TEST(SchedulerTest, UnrunnableByCampaignCountsEachCampaignsOwnStrandedJobs) {
+  SchedulerHarness h;
+  auto in = [](JobSpec j, const std::string& campaign) {
+    j.campaign_id = campaign;
+    return j;
+  };
+  h.submit({in(make_job("h200-1", Backend::kCuda, "NVIDIA H200"), "wants-h200"),
+            in(make_job("h200-2", Backend::kCuda, "NVIDIA H200"), "wants-h200"), in(make_job("cpu1"), "plain"),
+            in(make_job("cpu2"), "plain")});
+  using Count = std::map<std::string, int64_t>;
+  EXPECT_EQ(h.sched.unrunnable_by_campaign(), (Count{{"plain", 2}, {"wants-h200", 2}})) << "no worker at all";
+  h.ready("h100", 1, gpu_caps("NVIDIA H100 80GB HBM3", "sm_90a"));
+  // The H100 took one cpu job; the other waits for a slot, which is not being stranded.
+  EXPECT_EQ(h.sched.unrunnable_by_campaign(), (Count{{"wants-h200", 2}}));
+  h.ready("h200", 2, gpu_caps("NVIDIA H200", "sm_90a"));
+  EXPECT_TRUE(h.sched.unrunnable_by_campaign().empty());
+}
+
 TEST(SchedulerTest, ACudaWorkerAlsoTakesCpuJobsItAnnounces) {
   SchedulerHarness h;
   h.submit({make_job("cpu-job")});

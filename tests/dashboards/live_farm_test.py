@@ -293,6 +293,10 @@ def main():
         # last two minutes (a gauge read at one scrape may fall between two jobs), quoted below.
         during = {}
         if no_gpu is None:
+            # The worker's start-up calibration also loads the GPU: the values are quoted only
+            # once the cuda worker has finished jobs of its campaign (the loop below waits for
+            # every check), so that the two minutes they span hold the campaign.
+            checks["the cuda worker finished jobs of its campaign"] = 'sum(autokernel_worker_jobs_finished_total{device="0"}) > 0'
             checks["the cuda worker's GPU was busy during its campaign"] = "max_over_time(autokernel_gpu_busy_ratio[2m]) > 0"
             during = {"GPU busy (largest over 2 min)": "max_over_time(autokernel_gpu_busy_ratio[2m])",
                       "SM clock (largest over 2 min)": "max_over_time(autokernel_gpu_sm_clock_hertz[2m])",

@@ -371,7 +371,7 @@ TEST_F(RunCommandTest, ACampaignNoWorkerOfTheRunCanServeIsCancelledWithTheReason
             std::string::npos)
       << out;
   EXPECT_NE(out.find("cancelling campaign"), std::string::npos) << out;
-  EXPECT_NE(out.find("-cpu0 (cpu x86_64)"), std::string::npos) << "the workers it had are named:\n" << out;
+  EXPECT_NE(out.find("-cpu0 (cpu "), std::string::npos) << "the workers it had are named:\n" << out;
   // The jobs' rows say what became of them.
   int headers = 0;
   const auto rows = tsv_rows(dir_ / "out" / "results.tsv", &headers);

@@ -442,7 +442,8 @@ class Decoding(unittest.TestCase):
         self.assertEqual(want[:2], [[5], [6]])
         self.assertEqual(r["forced"]["first_difference"], 1)
         self.assertEqual(r["forced"]["near_ties"], 0)
-        self.assertEqual(r["forced"]["gaps"], [{"token": 1, "gap": 1.0}])
+        self.assertEqual(r["forced"]["gaps"], [{"token": 1, "batch": 0, "gap": 1.0, "near": False}])
+        self.assertIsNone(r["forced"]["largest_gap"], "the largest gap is among near ties only")
         self.assertEqual(r["first_difference"], 1)
 
     def test_a_choice_within_the_outputs_tolerance_of_the_best_logit_is_a_near_tie_and_one_beyond_it_is_not(self):

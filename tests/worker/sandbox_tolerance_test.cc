@@ -100,9 +100,9 @@ TEST(SandboxTolerance, AnFp16FlashKernelsSubnormalWeightRoundingIsInTheScaleAndN
     EXPECT_TRUE(all_ok(compare_with_tolerance(out, ref, at::kHalf, tol, scale)))
         << type << ": got " << out.item<double>() << ", reference " << ref.item<double>() << ", scale "
         << scale.item<double>();
-    // Ten times the whole bound away is still a failure.
+    // 1.5 times the whole bound away is still a failure (the kernel-like output sits at about 0.86).
     const double bound = tol.atol * scale.item<double>() + tol.rtol * std::abs(ref.item<double>());
-    const at::Tensor wrong = at::tensor({float(ref.item<double>() + 10 * bound)});
+    const at::Tensor wrong = at::tensor({float(ref.item<double>() + 1.5 * bound)});
     EXPECT_FALSE(all_ok(compare_with_tolerance(wrong, ref, at::kHalf, tol, scale))) << type;
     // bf16 and fp32 scales stay P @ |v| (bf16's subnormals are below 2^-126).
     const std::vector<at::Tensor> bf = {q.to(at::kBFloat16), k.to(at::kBFloat16), v.to(at::kBFloat16)};
