@@ -15,7 +15,10 @@ double percentile(const std::vector<double>& sorted, double q) {
   const size_t lo = size_t(std::floor(pos));
   const size_t hi = std::min(lo + 1, sorted.size() - 1);
   const double frac = pos - double(lo);
-  return sorted[lo] * (1 - frac) + sorted[hi] * frac;
+  // a * (1 - f) + a * f can round one ulp above a, which would put a median above its own p90;
+  // a + (b - a) * f is exact when a == b, and the clamp keeps every quantile between its neighbours.
+  const double a = sorted[lo], b = sorted[hi];
+  return std::clamp(a + (b - a) * frac, a, b);
 }
 
 double rel_se_of_median(std::vector<double> v) {
