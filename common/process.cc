@@ -24,6 +24,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -708,6 +709,42 @@ std::optional<int> ChildProcess::wait_until(std::chrono::steady_clock::time_poin
   }
   if (running()) return std::nullopt;
   return *exit_code_;
+}
+
+namespace {
+
+// Whether /proc says pid is a process that has not exited: "pid (comm) state ..." with a state other
+// than Z (zombie) or X (dead).
+bool process_alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!in || !std::getline(in, stat)) return false;
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  return stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
+
+}  // namespace
+
+bool wait_for_exit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  if (pid <= 0) return true;
+  Fd pidfd;
+  pidfd.fd = open_pidfd(pid);
+  if (pidfd.fd < 0 && errno == ESRCH) return true;
+  for (;;) {
+    if (!process_alive(pid)) return true;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    if (pidfd.fd >= 0) {
+      pollfd p{pidfd.fd, POLLIN, 0};
+      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
+      if (r > 0) return true;
+      continue;  // EINTR, or the deadline: the loop decides
+    }
+    const timespec ts{0, 10'000'000};  // no pidfd (kernel before 5.3): look again in 10 ms
+    nanosleep(&ts, nullptr);
+  }
 }
 
 int ChildProcess::kill_group() {

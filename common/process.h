@@ -222,6 +222,12 @@ class ChildProcess {
 // ChildProcess. pgid <= 1 is refused (never kill(0) or kill(-1)); false when nothing was signalled.
 bool kill_process_group(pid_t pgid, int sig = SIGKILL);
 
+// Waits until process `pid`, which need not be a child of this one, has exited (a zombie counts as
+// exited), or until `deadline`. True once it has gone or when there is no such process; false at
+// the deadline. Where the kernel has pidfd_open this sleeps in poll() on the process's pidfd and
+// wakes when it exits; on older kernels it reads /proc/<pid>/stat every 10 ms.
+bool wait_for_exit(pid_t pid, std::chrono::steady_clock::time_point deadline);
+
 // Full path of `name` found on PATH (as execvp would), `name` itself when it has a '/' and is
 // executable, or "" when neither.
 std::string find_executable(const std::string& name);

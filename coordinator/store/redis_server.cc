@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include "coordinator/store/redis_store.h"
@@ -101,17 +100,11 @@ Status RedisServer::wait_for_previous_server() {
   std::ifstream in(pid_path_);
   long pid = 0;
   if (!in || !(in >> pid) || pid <= 1) return {};
-  const auto deadline = SteadyClock::now() + options_.stop_timeout;
-  auto pause = std::chrono::milliseconds(1);
-  while (live_redis_server(pid_t(pid))) {
-    if (SteadyClock::now() >= deadline)
-      return Status::unavailable("a redis-server (pid " + std::to_string(pid) + ") still runs on " + options_.data_dir +
-                                 " after " + std::to_string(options_.stop_timeout.count()) +
-                                 " ms; stop it, or give this coordinator another data directory");
-    std::this_thread::sleep_for(pause);  // not our child: nothing to wait on but its /proc entry
-    pause = std::min(pause * 2, std::chrono::milliseconds(20));
-  }
-  return {};
+  if (!live_redis_server(pid_t(pid))) return {};  // gone, or the pid is another program's now
+  if (wait_for_exit(pid_t(pid), SteadyClock::now() + options_.stop_timeout)) return {};
+  return Status::unavailable("a redis-server (pid " + std::to_string(pid) + ") still runs on " + options_.data_dir +
+                             " after " + std::to_string(options_.stop_timeout.count()) +
+                             " ms; stop it, or give this coordinator another data directory");
 }
 
 Status RedisServer::launch() {

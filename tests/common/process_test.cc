@@ -367,6 +367,43 @@ TEST(ChildProcessKillGroup, EndsWhatTheChildLeftInItsGroupAfterItExited) {
   close(fd);
 }
 
+// wait_for_exit watches a process this one did not spawn (a grandchild, reparented once its
+// parent exits): it waits out the deadline while the process lives and wakes on its death, not at
+// the deadline.
+TEST(WaitForExit, WaitsForAProcessThatIsNotItsChildUntilItDiesOrTheDeadline) {
+  SpawnOptions o;
+  o.new_process_group = true;
+  o.capture_stdout = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "sleep 300 & echo $!"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const pid_t grandchild = std::atoi(first_line(*c).c_str());
+  ASSERT_GT(grandchild, 1);
+  EXPECT_EQ(c->wait(), 0);
+  auto t0 = steady_clock::now();
+  EXPECT_FALSE(wait_for_exit(grandchild, t0 + milliseconds(300)));
+  EXPECT_GE(steady_clock::now() - t0, milliseconds(300));
+  ASSERT_TRUE(kill_process_group(c->pid(), SIGKILL));
+  t0 = steady_clock::now();
+  EXPECT_TRUE(wait_for_exit(grandchild, t0 + seconds(120)));
+  EXPECT_LT(steady_clock::now() - t0, seconds(60)) << "wait_for_exit waited for the deadline, not the death";
+}
+
+TEST(WaitForExit, AProcessThatIsGoneOrAZombieHasExitedAtOnce) {
+  SpawnOptions o;
+  o.pipe_stdin = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "read x; exit 3"}, o);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const pid_t pid = c->pid();
+  c->close_stdin();
+  siginfo_t info{};
+  // Waits for the exit without reaping: the child stays a zombie.
+  ASSERT_EQ(waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT), 0) << errno;
+  EXPECT_TRUE(wait_for_exit(pid, steady_clock::now()));
+  EXPECT_EQ(c->wait(), 3);
+  EXPECT_TRUE(wait_for_exit(pid, steady_clock::now()));
+  EXPECT_TRUE(wait_for_exit(0, steady_clock::now()));
+}
+
 TEST(KillProcessGroup, RefusesThePidsThatWouldSignalEveryone) {
   EXPECT_FALSE(kill_process_group(0, 0));
   EXPECT_FALSE(kill_process_group(1, 0));
