@@ -267,7 +267,7 @@ struct CampaignRow {
   bool cancelled = false;
   int64_t cancelled_jobs = 0;
   std::string cancel_reason;
-  // Its queued jobs that no connected worker can run (Scheduler::unrunnable_by_campaign; JSON
+  // Its queued jobs that no connected worker can run (Scheduler::stranded().by_campaign; JSON
   // "unrunnable", absent when 0): the farm-wide StatusReply::unrunnable, for this campaign alone.
   int64_t unrunnable = 0;
 };
@@ -281,7 +281,7 @@ struct StatusReply {
   int64_t version = 0;
   double results_per_hour = 0;
   // Queued jobs that no connected worker can run, by what they need that none offers
-  // (Scheduler::unrunnable: "backend cuda", "gpu_model NVIDIA H100", "arch sm_90a"); absent in
+  // (Scheduler::stranded().by_need: "backend cuda", "gpu_model NVIDIA H100", "arch sm_90a"); absent in
   // JSON when empty. A client warns about them: they would wait forever.
   std::map<std::string, int64_t> unrunnable;
 };

@@ -735,12 +735,12 @@ pr::StatusReply FarmCore::status() const {
       ++a.failed;
     }
   }
-  const std::map<std::string, int64_t> stranded = scheduler_.unrunnable_by_campaign();
+  const Scheduler::Stranded stranded = scheduler_.stranded();
   for (const auto& [id, rec] : campaigns_) {
     const Agg& a = agg[id];
     pr::CampaignRow row;
     row.campaign_id = id;
-    if (auto u = stranded.find(id); u != stranded.end()) row.unrunnable = u->second;
+    if (auto u = stranded.by_campaign.find(id); u != stranded.by_campaign.end()) row.unrunnable = u->second;
     row.name = rec.name;
     row.total = a.total;
     row.finished = a.finished;
@@ -774,7 +774,7 @@ pr::StatusReply FarmCore::status() const {
   st.uptime_s = up_s;
   st.version = version_;
   st.results_per_hour = results_since_start_ / up_s * 3600.0;
-  st.unrunnable = scheduler_.unrunnable();
+  st.unrunnable = stranded.by_need;
   return st;
 }
 

@@ -45,7 +45,7 @@ class CoordinatorMetrics {
   void refused(const std::string& reason);
   // autokernel_build_info{version} = 1, set once at start.
   void set_build_info(const std::string& version);
-  // Queued jobs no connected worker can run (Scheduler::unrunnable, summed over what they need).
+  // Queued jobs no connected worker can run (Scheduler::stranded().by_need, summed over what they need).
   void set_unrunnable(int64_t n);
   // Per-campaign progress and best speedups from a STATUS snapshot (FarmCore::status), replacing
   // the previous one: autokernel_campaign_jobs{campaign,state} for the `max_campaigns` most

@@ -312,15 +312,24 @@ bool Scheduler::matches(const Requirements& r, const Capabilities& c) const {
   return true;
 }
 
-std::map<std::string, int64_t> Scheduler::unrunnable() const {
-  std::map<std::tuple<Backend, std::string, std::string>, int64_t> by_requirements;
+Scheduler::Stranded Scheduler::stranded() const {
+  // One pass over the queue groups the jobs by what they require, then each distinct requirement
+  // is held against the workers once.
+  struct Group {
+    int64_t jobs = 0;
+    std::map<std::string, int64_t> by_campaign;
+  };
+  std::map<std::tuple<Backend, std::string, std::string>, Group> by_requirements;
   for (const std::string& id : queue_) {
     if (pending_results_.count(id)) continue;  // parked: its result is on its way
-    const Requirements& r = jobs_.at(id).spec.requires_;
-    ++by_requirements[{r.backend, r.gpu_model, r.arch}];
+    const JobSpec& spec = jobs_.at(id).spec;
+    const Requirements& r = spec.requires_;
+    Group& g = by_requirements[{r.backend, r.gpu_model, r.arch}];
+    ++g.jobs;
+    if (!spec.campaign_id.empty()) ++g.by_campaign[spec.campaign_id];
   }
-  std::map<std::string, int64_t> out;
-  for (const auto& [key, n] : by_requirements) {
+  Stranded out;
+  for (const auto& [key, g] : by_requirements) {
     const auto& [backend, gpu_model, arch] = key;
     Requirements r{backend, gpu_model, arch};
     bool backend_ok = false, model_ok = false, fits = false;
@@ -340,26 +349,8 @@ std::map<std::string, int64_t> Scheduler::unrunnable() const {
     const std::string need = !backend_ok ? std::string("backend ") + backend_name(backend)
                              : !model_ok ? "gpu_model " + gpu_model
                                          : "arch " + arch;
-    out[need] += n;
-  }
-  return out;
-}
-
-std::map<std::string, int64_t> Scheduler::unrunnable_by_campaign() const {
-  std::map<std::tuple<Backend, std::string, std::string>, bool> fits;  // by requirements
-  std::map<std::string, int64_t> out;
-  for (const std::string& id : queue_) {
-    if (pending_results_.count(id)) continue;  // parked: its result is on its way
-    const JobSpec& spec = jobs_.at(id).spec;
-    const Requirements& r = spec.requires_;
-    auto [it, fresh] = fits.try_emplace({r.backend, r.gpu_model, r.arch}, false);
-    if (fresh)
-      for (const auto& [wid, w] : workers_)
-        if (matches(r, w.caps)) {
-          it->second = true;
-          break;
-        }
-    if (!it->second) ++out[spec.campaign_id];
+    out.by_need[need] += g.jobs;
+    for (const auto& [campaign, n] : g.by_campaign) out.by_campaign[campaign] += n;
   }
   return out;
 }

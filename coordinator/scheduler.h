@@ -160,13 +160,16 @@ class Scheduler {
   const std::map<std::string, WorkerView>& workers() const { return workers_; }
   int64_t heartbeats_missed() const { return heartbeats_missed_; }
   bool all_finished() const;  // no job queued or leased, and every result row committed
-  // Queued jobs that no registered worker can run, counted by the first of their requirements
-  // (backend, then GPU model, then arch) that no worker meets together with the ones before it:
-  // "backend cuda", "gpu_model NVIDIA H100 80GB HBM3", "arch sm_90a". Empty when every queued job
-  // fits some worker. O(queued jobs + distinct requirements x workers).
-  std::map<std::string, int64_t> unrunnable() const;
-  // The same jobs counted by campaign id (a campaign with none is absent).
-  std::map<std::string, int64_t> unrunnable_by_campaign() const;
+  // Queued jobs that no registered worker can run. by_need counts them by the first of their
+  // requirements (backend, then GPU model, then arch) that no worker meets together with the ones
+  // before it: "backend cuda", "gpu_model NVIDIA H100 80GB HBM3", "arch sm_90a"; by_campaign counts
+  // the same jobs by campaign id (a campaign with none is absent). Both empty when every queued job
+  // fits some worker. One pass: O(queued jobs + distinct requirements x workers).
+  struct Stranded {
+    std::map<std::string, int64_t> by_need;
+    std::map<std::string, int64_t> by_campaign;
+  };
+  Stranded stranded() const;
   const SchedulerOptions& options() const { return options_; }
 
  private:

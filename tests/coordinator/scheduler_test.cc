@@ -177,12 +177,12 @@ TEST(SchedulerTest, UnrunnableCountsQueuedJobsByWhatNoConnectedWorkerOffers) {
             make_job("a100", Backend::kCuda, "NVIDIA A100"), make_job("hopper", Backend::kCuda, "", "sm_90a"),
             make_job("cpu1")});
   using Need = std::map<std::string, int64_t>;
-  EXPECT_EQ(h.sched.unrunnable(), (Need{{"backend cpu", 1}, {"backend cuda", 4}})) << "no worker at all";
+  EXPECT_EQ(h.sched.stranded().by_need, (Need{{"backend cpu", 1}, {"backend cuda", 4}})) << "no worker at all";
   h.ready("cpu-worker", 1, cpu_caps());
-  EXPECT_EQ(h.sched.unrunnable(), (Need{{"backend cuda", 4}})) << "the cpu job was dispatched";
+  EXPECT_EQ(h.sched.stranded().by_need, (Need{{"backend cuda", 4}})) << "the cpu job was dispatched";
   h.ready("ampere", 1, gpu_caps("NVIDIA H100", "sm_80"));
   EXPECT_EQ(h.job("cuda2").state, JobState::kQueued);
-  EXPECT_EQ(h.sched.unrunnable(), (Need{{"arch sm_90a", 1}, {"gpu_model NVIDIA A100", 1}}))
+  EXPECT_EQ(h.sched.stranded().by_need, (Need{{"arch sm_90a", 1}, {"gpu_model NVIDIA A100", 1}}))
       << "cuda2 waits for a free slot, not for a worker that can run it";
 }
 
@@ -197,12 +197,13 @@ TEST(SchedulerTest, UnrunnableByCampaignCountsEachCampaignsOwnStrandedJobs) {
             in(make_job("h200-2", Backend::kCuda, "NVIDIA H200"), "wants-h200"), in(make_job("cpu1"), "plain"),
             in(make_job("cpu2"), "plain")});
   using Count = std::map<std::string, int64_t>;
-  EXPECT_EQ(h.sched.unrunnable_by_campaign(), (Count{{"plain", 2}, {"wants-h200", 2}})) << "no worker at all";
+  EXPECT_EQ(h.sched.stranded().by_campaign, (Count{{"plain", 2}, {"wants-h200", 2}})) << "no worker at all";
   h.ready("h100", 1, gpu_caps("NVIDIA H100 80GB HBM3", "sm_90a"));
   // The H100 took one cpu job; the other waits for a slot, which is not being stranded.
-  EXPECT_EQ(h.sched.unrunnable_by_campaign(), (Count{{"wants-h200", 2}}));
+  EXPECT_EQ(h.sched.stranded().by_campaign, (Count{{"wants-h200", 2}}));
+  EXPECT_EQ(h.sched.stranded().by_need, (Count{{"gpu_model NVIDIA H200", 2}})) << "the same jobs, by what they need";
   h.ready("h200", 2, gpu_caps("NVIDIA H200", "sm_90a"));
-  EXPECT_TRUE(h.sched.unrunnable_by_campaign().empty());
+  EXPECT_TRUE(h.sched.stranded().by_campaign.empty());
 }
 
 TEST(SchedulerTest, ACudaWorkerAlsoTakesCpuJobsItAnnounces) {
