@@ -48,44 +48,55 @@ at::Tensor reference(const std::vector<at::Tensor>& inputs) {
   return attention_fp64(q, inputs.at(1), inputs.at(2), kCausal).to(q.scalar_type()).to(at::kFloat);
 }
 
-// What rounding the unnormalised weights u = exp(s - max) (in (0, 1]) to fp16 before the P @ V
-// product may cost an output of an fp16 kernel where P @ |v| cannot pay for it: below fp16's
-// smallest normal 2^-14 a weight's rounding error is absolute, at most min(u, 2^-25) (half a
+// The tolerance scale: the attention weights P applied to |v|, the size of the terms each output
+// sums, computed as the math reference computes P (the causal mask added as -inf, so that a NaN
+// score stays NaN; softmax in fp64), so that it is NaN exactly where that reference is.
+//
+// For fp16, plus what rounding the unnormalised weights u = exp(s - max) (in (0, 1]) to fp16
+// before the P @ V product may cost a kernel's output where P @ |v| cannot pay for it: below
+// fp16's smallest normal 2^-14 a weight's rounding error is absolute, at most min(u, 2^-25) (half a
 // subnormal step, or the whole weight where it rounds to zero), so the output may be off by
 // sum_j min(u_j, 2^-25) |v_j| / l, l = sum_j u_j, however small the weights' share of P @ |v|
-// (512 keys of weight 2^-20 on v = 1 put it at 3% of the output). In fp64, a (batch, head) at a
-// time, in place where it can be: at seq 8192 a [seq, seq] matrix is 512 MiB and one head needs
-// two of them (the math reference above holds the whole batch's at once); NaN (a NaN input's row
-// or head, whose reference is NaN) counts as 0.
-at::Tensor fp16_weight_rounding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+// (512 keys of weight 2^-20 on v = 1 put it at 3% of the output). That cost is divided by
+// `fp16_atol`, the atol the scale is multiplied by; NaN there (a NaN input's row or head, whose
+// reference is NaN anyway) counts as 0.
+//
+// In fp64, a (batch, head) at a time, in place where it can be: at seq 8192 a [seq, seq] matrix is
+// 512 MiB, and the whole batch's at once (32 heads) would be 16 GiB.
+at::Tensor weights_on_abs_v(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                            double fp16_atol) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2);
   const double scale = 1.0 / std::sqrt(double(q.size(3)));
   at::Tensor out = at::empty({batch, heads, seq, v.size(3)}, q.options().dtype(at::kDouble));
-  at::Tensor above;
-  if (causal) above = at::ones({seq, seq}, q.options().dtype(at::kBool)).triu(1);
+  at::Tensor mask;
+  if (causal)
+    mask = at::zeros({seq, seq}, q.options().dtype(at::kDouble))
+               .masked_fill_(at::ones({seq, seq}, q.options().dtype(at::kBool)).triu(1),
+                             -std::numeric_limits<double>::infinity());
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
-      at::Tensor s = at::matmul(q[b][h].to(at::kDouble), k[b][h].to(at::kDouble).transpose(0, 1)) * scale;
-      if (causal) s.masked_fill_(above, -std::numeric_limits<double>::infinity());
-      at::Tensor u = s.sub_(std::get<0>(s.max(1, /*keepdim=*/true))).exp_();
+      at::Tensor s = at::matmul(q[b][h].to(at::kDouble), k[b][h].to(at::kDouble).transpose(0, 1)).mul_(scale);
+      if (causal) s.add_(mask);
+      at::Tensor u = s.sub_(std::get<0>(s.max(1, /*keepdim=*/true))).exp_();  // s is spent
       const at::Tensor l = u.sum(1, /*keepdim=*/true);
-      at::Tensor err = u.clamp_max(0x1p-25).masked_fill_(u >= 0x1p-14, 0.0);
-      out[b][h].copy_(at::matmul(err, v[b][h].to(at::kDouble).abs()) / l);
+      at::Tensor w = u / l;
+      if (fp16_atol > 0) {
+        at::Tensor err = u.clamp_max(0x1p-25).masked_fill_(u >= 0x1p-14, 0.0).div_(l).div_(fp16_atol);
+        w.add_(err.nan_to_num_(0.0, 0.0, 0.0));
+      }
+      out[b][h].copy_(at::matmul(w, v[b][h].to(at::kDouble).abs()));
     }
-  return at::nan_to_num(out, 0.0, 0.0, 0.0);
+  return out;
 }
 
-// The same weights applied to |v|: the size of the terms each output sums; for fp16, plus the
-// weights' subnormal rounding above, divided by the atol the scale is multiplied by.
 template <bool kCausal>
 at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
   const at::Tensor &q = inputs.at(0), &k = inputs.at(1), &v = inputs.at(2);
-  at::Tensor terms = attention_fp64(q, k, v.abs(), kCausal);
-  if (q.scalar_type() == at::kHalf) {
-    const double atol = find(kCausal ? "flash_attention_causal" : "flash_attention")->tolerance.at(DType::kF16).atol;
-    terms = terms + fp16_weight_rounding(q, k, v, kCausal) / atol;
-  }
-  return terms.to(at::kFloat);
+  const double fp16_atol =
+      q.scalar_type() != at::kHalf
+          ? 0.0
+          : find(kCausal ? "flash_attention_causal" : "flash_attention")->tolerance.at(DType::kF16).atol;
+  return weights_on_abs_v(q, k, v, kCausal, fp16_atol).to(at::kFloat);
 }
 
 // PyTorch's fused attention in the job's dtype (the flash or cuDNN backend for fp16/bf16 on

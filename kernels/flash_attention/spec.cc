@@ -130,7 +130,7 @@ KernelSpec make(const std::string& name, const std::string& prefix, double (*flo
   // rtol: one rounding of the output to its dtype (fp32 2^-24, fp16 2^-11, bf16 2^-8), and the
   // reference's own. fp16 adds to the scale what rounding weights below 2^-14 to fp16 costs,
   // an absolute error of up to 2^-25 each that no fraction of P @ |v| covers (reference.cc,
-  // fp16_weight_rounding; seen on the H100 as two outputs of 10^7 failing 'large_logits' and
+  // weights_on_abs_v; seen on the H100 as two outputs of 10^7 failing 'large_logits' and
   // 'mixed_scales' in both the mma.sync and the wgmma paths).
   k.tolerance = {
       {DType::kF32, {1e-4, 1e-6}},

@@ -113,6 +113,42 @@ TEST(SandboxTolerance, AnFp16FlashKernelsSubnormalWeightRoundingIsInTheScaleAndN
   }
 }
 
+// The flash scale is P @ |v| with P computed as the math reference computes it, a head at a time:
+// on every hostile set, at a shape with two batches, three heads and a ragged sequence, it is NaN
+// exactly where PyTorch's math attention of (q, k, |v|) is, and equal to it elsewhere. fp16 adds
+// its subnormal weight rounding and is never below.
+TEST(SandboxTolerance, TheFlashScaleIsTheMathAttentionOfAbsVAndNaNWhereItIs) {
+  const std::vector<int64_t> shape = {2, 3, 37, 16};
+  for (const char* type : {"flash_attention", "flash_attention_causal"}) {
+    const kernels::TorchHarness* h = kernels::find_harness(type);
+    ASSERT_NE(h, nullptr);
+    const bool causal = std::string(type) == "flash_attention_causal";
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      std::vector<kernels::HostileCase> cases = h->hostile_inputs(shape, dtype, at::kCPU, 11);
+      cases.push_back({"random", h->make_inputs(shape, dtype, at::kCPU, 12)});
+      for (const auto& c : cases) {
+        SCOPED_TRACE(std::string(type) + " " + dtype_name(dtype) + " " + c.name);
+        const at::Tensor &q = c.inputs.at(0), &k = c.inputs.at(1), &v = c.inputs.at(2);
+        const at::Tensor math =
+            std::get<0>(at::_scaled_dot_product_attention_math(q.to(at::kDouble), k.to(at::kDouble),
+                                                               v.to(at::kDouble).abs(), {}, 0.0, causal))
+                .to(at::kFloat);
+        const at::Tensor scale = h->tolerance_scale(c.inputs);
+        ASSERT_EQ(scale.sizes(), math.sizes());
+        EXPECT_TRUE(at::equal(scale.isnan(), math.isnan()));
+        const at::Tensor finite = math.isfinite();
+        const at::Tensor a = scale.masked_select(finite).to(at::kDouble),
+                         b = math.masked_select(finite).to(at::kDouble);
+        if (dtype == DType::kF16) {
+          EXPECT_TRUE((a >= b * (1 - 1e-6)).all().item<bool>());
+        } else {
+          EXPECT_LE((a - b).abs().max().item<double>(), 1e-6 * (1 + b.abs().max().item<double>()));
+        }
+      }
+    }
+  }
+}
+
 TEST(SandboxTolerance, NaNAndInfinityMustBeMatchedExactly) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
