@@ -727,23 +727,30 @@ bool process_alive(pid_t pid) {
 }  // namespace
 
 bool wait_for_exit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  using std::chrono::steady_clock;
   if (pid <= 0) return true;
   Fd pidfd;
   pidfd.fd = open_pidfd(pid);
   if (pidfd.fd < 0 && errno == ESRCH) return true;
   for (;;) {
-    if (!process_alive(pid)) return true;
+    const auto now = steady_clock::now();
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
+        now >= deadline ? std::chrono::milliseconds(0) : std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
     if (pidfd.fd >= 0) {
+      // The pidfd alone decides while there is one: readable once the whole process has exited
+      // (a zombie included), whatever /proc shows (hidepid, or a main thread gone before the rest).
       pollfd p{pidfd.fd, POLLIN, 0};
-      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
+      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
       if (r > 0) return true;
-      continue;  // EINTR, or the deadline: the loop decides
+      if (r < 0 && errno != EINTR) pidfd.reset();  // poll itself failed: /proc from here on
+    } else {
+      if (!process_alive(pid)) return true;
+      // No pidfd (kernel before 5.3): look again in 10 ms, or at the deadline if that is sooner.
+      const auto pause = std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(10));
+      const timespec ts{0, static_cast<long>(pause.count())};
+      if (pause.count() > 0) nanosleep(&ts, nullptr);
     }
-    const timespec ts{0, 10'000'000};  // no pidfd (kernel before 5.3): look again in 10 ms
-    nanosleep(&ts, nullptr);
+    if (steady_clock::now() >= deadline) return pidfd.fd < 0 && !process_alive(pid);
   }
 }
 

@@ -102,6 +102,9 @@ Status RedisServer::wait_for_previous_server() {
   if (!in || !(in >> pid) || pid <= 1) return {};
   if (!live_redis_server(pid_t(pid))) return {};  // gone, or the pid is another program's now
   if (wait_for_exit(pid_t(pid), SteadyClock::now() + options_.stop_timeout)) return {};
+  // Its pid may have gone to another program between the check above and the wait (no pidfd, or
+  // one opened on the newcomer): only a redis-server that stays is refused.
+  if (!live_redis_server(pid_t(pid))) return {};
   return Status::unavailable("a redis-server (pid " + std::to_string(pid) + ") still runs on " + options_.data_dir +
                              " after " + std::to_string(options_.stop_timeout.count()) +
                              " ms; stop it, or give this coordinator another data directory");
