@@ -41,16 +41,25 @@ at::Tensor attention_fp64(const at::Tensor& q, const at::Tensor& k, const at::Te
                                                             v.to(at::kDouble), {}, 0.0, causal));
 }
 
-// fp64, rounded to the job's dtype, returned as fp32.
+// fp64, rounded to the job's dtype, returned as fp32. A (batch, head) at a time: each head's
+// attention is its own, and the math path materialises its [seq, seq] scores several times over
+// (at 1x32x8192 the whole batch's at once would be tens of GiB in fp64).
 template <bool kCausal>
 at::Tensor reference(const std::vector<at::Tensor>& inputs) {
-  const at::Tensor& q = inputs.at(0);
-  return attention_fp64(q, inputs.at(1), inputs.at(2), kCausal).to(q.scalar_type()).to(at::kFloat);
+  const at::Tensor &q = inputs.at(0), &k = inputs.at(1), &v = inputs.at(2);
+  at::Tensor out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options().dtype(at::kFloat));
+  for (int64_t b = 0; b < q.size(0); ++b)
+    for (int64_t h = 0; h < q.size(1); ++h) {
+      auto head = [&](const at::Tensor& x) { return x.narrow(0, b, 1).narrow(1, h, 1); };
+      head(out).copy_(attention_fp64(head(q), head(k), head(v), kCausal).to(q.scalar_type()));
+    }
+  return out;
 }
 
 // The tolerance scale: the attention weights P applied to |v|, the size of the terms each output
 // sums, computed as the math reference computes P (the causal mask added as -inf, so that a NaN
-// score stays NaN; softmax in fp64), so that it is NaN exactly where that reference is.
+// score stays NaN and +inf becomes NaN; softmax in fp64, a row of -inf only giving weights 0 as
+// at::_safe_softmax does), so that it is NaN exactly where that reference is.
 //
 // For fp16, plus what rounding the unnormalised weights u = exp(s - max) (in (0, 1]) to fp16
 // before the P @ V product may cost a kernel's output where P @ |v| cannot pay for it: below
@@ -62,28 +71,31 @@ at::Tensor reference(const std::vector<at::Tensor>& inputs) {
 // reference is NaN anyway) counts as 0.
 //
 // In fp64, a (batch, head) at a time, in place where it can be: at seq 8192 a [seq, seq] matrix is
-// 512 MiB, and the whole batch's at once (32 heads) would be 16 GiB.
+// 512 MiB (two of them for fp16), where the whole batch's at once (32 heads) would be 16 GiB each.
 at::Tensor weights_on_abs_v(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                             double fp16_atol) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2);
   const double scale = 1.0 / std::sqrt(double(q.size(3)));
   at::Tensor out = at::empty({batch, heads, seq, v.size(3)}, q.options().dtype(at::kDouble));
-  at::Tensor mask;
-  if (causal)
-    mask = at::zeros({seq, seq}, q.options().dtype(at::kDouble))
-               .masked_fill_(at::ones({seq, seq}, q.options().dtype(at::kBool)).triu(1),
-                             -std::numeric_limits<double>::infinity());
+  at::Tensor above;
+  if (causal) above = at::ones({seq, seq}, q.options().dtype(at::kBool)).triu(1);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       at::Tensor s = at::matmul(q[b][h].to(at::kDouble), k[b][h].to(at::kDouble).transpose(0, 1)).mul_(scale);
-      if (causal) s.add_(mask);
-      at::Tensor u = s.sub_(std::get<0>(s.max(1, /*keepdim=*/true))).exp_();  // s is spent
-      const at::Tensor l = u.sum(1, /*keepdim=*/true);
-      at::Tensor w = u / l;
-      if (fp16_atol > 0) {
-        at::Tensor err = u.clamp_max(0x1p-25).masked_fill_(u >= 0x1p-14, 0.0).div_(l).div_(fp16_atol);
-        w.add_(err.nan_to_num_(0.0, 0.0, 0.0));
+      if (causal) {  // s + (-inf) above the diagonal, with bool masks a quarter of a double one
+        s.masked_fill_(above.logical_and(s.eq(kInf)), std::nan(""));
+        s.masked_fill_(above.logical_and(s.isnan().logical_not()), -kInf);
       }
+      at::Tensor m = std::get<0>(s.max(1, /*keepdim=*/true));
+      m.masked_fill_(m.eq(-kInf), 0.0);
+      at::Tensor u = s.sub_(m).exp_();  // s is spent
+      const at::Tensor l = u.sum(1, /*keepdim=*/true);
+      at::Tensor err;
+      if (fp16_atol > 0)
+        err = u.clamp_max(0x1p-25).masked_fill_(u >= 0x1p-14, 0.0).div_(l).div_(fp16_atol).nan_to_num_(0.0, 0.0, 0.0);
+      at::Tensor w = u.div_(l).masked_fill_(l.eq(0.0), 0.0);  // u is spent
+      if (err.defined()) w.add_(err);
       out[b][h].copy_(at::matmul(w, v[b][h].to(at::kDouble).abs()));
     }
   return out;
