@@ -6,9 +6,11 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -38,6 +40,11 @@ constexpr std::chrono::milliseconds kCoordinatorGrace{1500};
 // the requests (results, status, cancel). A cancel of many queued jobs takes the coordinator a
 // while; it gets what is left of this, at least kStopRequestTimeout.
 constexpr std::chrono::milliseconds kStopBudget{3500};
+// The whole stop after a signal, the coordinator's exit included, inside the 5 s a user waits for:
+// the coordinator's grace is what is left of this (at least kCoordinatorGraceMin; its Redis
+// fsyncs every write, so a coordinator killed at the end of its grace loses nothing).
+constexpr std::chrono::milliseconds kStopTotal{4500};
+constexpr std::chrono::milliseconds kCoordinatorGraceMin{300};
 // After a run that ended by itself: the last measurements and Redis's shutdown may take longer.
 constexpr std::chrono::milliseconds kWorkerGraceAtEnd{10'000};
 constexpr std::chrono::milliseconds kCoordinatorGraceAtEnd{10'000};
@@ -315,7 +322,8 @@ int run(const RunArgs& a) {
   const std::string stop_cause = by_signal ? signal_name(stop_sig) : std::string("no worker left");
   CoordinatorClient quick(clients_ep, kStopRequestTimeout);
   CoordinatorClient& farm = stop_sig ? quick : client;
-  const auto stop_deadline = std::chrono::steady_clock::now() + kStopBudget;
+  const auto stop_start = std::chrono::steady_clock::now();
+  const auto stop_deadline = stop_start + kStopBudget;
   if (stop_sig) {
     std::cout << "\n"
               << stop_cause << ": stopping (a second stop signal ends it at once, killing the farm)\n"
@@ -337,6 +345,7 @@ int run(const RunArgs& a) {
 
   // 8. Every finished row of this run's campaigns, appended to results.tsv and results.json.
   std::vector<protocol::ResultRow> all_rows;
+  std::map<std::string, int64_t> exported;  // rows by campaign: the stop line's count of finished jobs
   for (const std::string& cid : mine) {
     auto rows = farm.results(cid, "");
     if (!rows.ok()) {
@@ -344,6 +353,7 @@ int run(const RunArgs& a) {
       rc = 1;
       continue;
     }
+    exported[cid] = static_cast<int64_t>(rows->rows.size());
     for (auto& r : rows->rows) all_rows.push_back(std::move(r));
   }
 
@@ -359,8 +369,12 @@ int run(const RunArgs& a) {
     }
     if (unfinished.empty() && !mine.empty()) std::cout << "every campaign of this run had finished\n";
     for (const auto& c : unfinished) {
-      const int64_t left = c.total - c.finished;
-      std::cout << "campaign " << c.campaign_id << " (" << c.name << "): " << c.finished << " of " << c.total
+      // Finished as exported: a result still on its way from a killed worker when the rows were
+      // fetched is stored, but neither counted here nor in results.tsv (the next run's export has it).
+      const auto e = exported.find(c.campaign_id);
+      const int64_t finished = e != exported.end() ? std::min(e->second, c.finished) : c.finished;
+      const int64_t left = c.total - finished;
+      std::cout << "campaign " << c.campaign_id << " (" << c.name << "): " << finished << " of " << c.total
                 << " jobs finished, " << left << " left: ";
       if (a.keep_queue) {
         std::cout << "kept in the queue of " << a.data_dir
@@ -400,7 +414,9 @@ int run(const RunArgs& a) {
   }
   std::cout << std::flush;
   if (!stop_sig) stop_workers(workers, std::chrono::steady_clock::now() + kWorkerGraceAtEnd);
-  coord->stop(stop_sig ? kCoordinatorGrace : kCoordinatorGraceAtEnd);
+  const auto left_of_stop =
+      std::chrono::duration_cast<std::chrono::milliseconds>(stop_start + kStopTotal - std::chrono::steady_clock::now());
+  coord->stop(stop_sig ? std::clamp(left_of_stop, kCoordinatorGraceMin, kCoordinatorGrace) : kCoordinatorGraceAtEnd);
   return stop_sig && by_signal ? 128 + stop_sig : stop_sig ? std::max(rc, 1) : rc;
 }
 
