@@ -52,7 +52,7 @@ TEST(KernelBenchFarmTest, BaselinesThenASweepGiveVerdictsStrictColumnsAndFastP) 
   const std::map<std::string, std::string> layout = {
       {"level_1_problem_1_sample_0_kernel.py", "matmul_correct.py"},
       {"level_1_problem_1_sample_1_kernel.py", "raises_in_forward.py"},
-      {"level_1_problem_1_sample_2_kernel.py", "hangs.py"},
+      {"level_1_problem_1_sample_2_kernel.py", "hangs_idle.py"},
       {"level_1_problem_1_sample_3_kernel.py", "monkeypatch_reference.py"},
       {"level_1_problem_1_sample_4_kernel.py", "syntax_error.py"},
       {"level_1_problem_7_sample_0_kernel.py", "scale_shift_correct.py"},

@@ -165,7 +165,9 @@ class Profile(unittest.TestCase):
         # the query (4 heads) and the key (2, grouped-query attention) are a target each
         rotary = {tuple(t["shape"]): t["share"] for t in report["targets"] if t["kernel_type"] == "rotary_embedding"}
         self.assertEqual(set(rotary), {(64, 4, 16), (64, 2, 16)})
-        self.assertGreater(rotary[(64, 4, 16)], rotary[(64, 2, 16)])
+        if GPU:  # on the CPU, two ops of 4,096 and 2,048 floats cost about the same dispatch: a coin toss
+            self.assertGreater(rotary[(64, 4, 16)], rotary[(64, 2, 16)])
+        self.assertTrue(all(share > 0 for share in rotary.values()), rotary)
         self.assertEqual(by_type["flash_attention_causal"]["layout"], {"kv_heads": 2})
         self.assertEqual(by_type["flash_attention_causal"]["shape"], [2, 4, 32, 16])
         self.assertEqual(by_type["rmsnorm_e5"]["layout"], {})  # the decoder's eps 1e-5 is a type of its own
