@@ -22,8 +22,8 @@ class GpuLock:
     while it waits and times, so that processes arriving for a shared turn queue behind it (a
     stream of compiles cannot starve a timing). Locks go with the process when it exits. Without a
     path every call is a no-op. Waits and exclusive time are counted in .stats (milliseconds), with
-    each exclusive turn's wall-clock span (seconds since the epoch), so turns can be compared
-    across processes.
+    each exclusive turn's span in seconds of CLOCK_MONOTONIC (one clock for every process of the
+    machine, and one a clock step cannot move), so turns can be compared across processes.
     """
 
     def __init__(self, path):
@@ -44,7 +44,7 @@ class GpuLock:
             return
         if self.mode == "exclusive":
             self.stats["exclusive_ms"] += (time.monotonic() - self._since) * 1e3
-            self.stats["exclusive_spans"][-1][1] = time.time()
+            self.stats["exclusive_spans"][-1][1] = time.monotonic()
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             fcntl.flock(self._gate_fd, fcntl.LOCK_UN)
         elif self.mode == "shared":
@@ -61,7 +61,7 @@ class GpuLock:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             self._since = time.monotonic()
             self.stats["exclusive_wait_ms"] += (self._since - t0) * 1e3
-            self.stats["exclusive_spans"].append([time.time(), None])
+            self.stats["exclusive_spans"].append([time.monotonic(), None])
         self.mode = mode
 
 

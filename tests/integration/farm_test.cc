@@ -41,7 +41,11 @@ void expect_one_pass_row_per_job(const StoreSnapshot& snap, const std::string& c
 }
 
 TEST(FarmTest, FiveHundredJobsOnFourWorkersEndWithExactlyOneResultRowPerJob) {
-  Farm farm;
+  // Four workers on CI's two cores: a heartbeat late by 3 s would drop one from the connected
+  // gauge checked mid-campaign; 10 s keeps the check exact without hiding a dead worker for long.
+  Farm::Options o;
+  o.worker_timeout_ms = 10'000;
+  Farm farm(o);
   farm.start_coordinator();
   for (int i = 0; i < 4; ++i) farm.start_worker("w" + std::to_string(i));
   farm.wait_workers(4);

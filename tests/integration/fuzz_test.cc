@@ -50,7 +50,9 @@ TEST(FuzzFarm, GarbageOnBothPortsLeavesTheCoordinatorSmallAndServing) {
   // second). Its answer also means the frames queued before it were read and refused.
   const auto st = farm.wait_status([](const nlohmann::json& s) { return s.contains("workers"); },
                                    std::chrono::seconds(30), "a STATUS reply");
-  EXPECT_EQ(st["workers"].size(), 1u) << "the fuzzer registered as a worker";
+  // (The bystander itself may be missing for a moment: its heartbeats queued behind the fuzz.)
+  for (const auto& w : st["workers"])
+    EXPECT_EQ(w.value("worker_id", ""), "w-bystander") << "the fuzzer registered as a worker: " << w.dump();
   // The frames queued before the fuzzer stopped are refused one by one; wait until the count of
   // refusals stands still over a STATUS long poll (which returns after a state change or 2 s).
   auto refusals = [&] { return ak::testing::metric_value(farm.scrape(), "autokernel_protocol_errors_total"); };

@@ -32,6 +32,10 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
+// The most a step forked from the server may take to start: milliseconds on an idle machine; what
+// a fresh Python takes to import torch is seconds.
+constexpr double kForkedStartS = 1.0;
+
 std::string read_file(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;
@@ -104,10 +108,12 @@ TEST_F(KernelBenchRunnerTest, ForkServerRunsAStepAsAFreshProcessWouldAndStartsIt
   ASSERT_EQ(b.status, ResultStatus::kPass) << b.reason;
   const auto c = served.run(job("served-2", "baseline"), 120s);
   ASSERT_EQ(c.status, ResultStatus::kPass) << c.reason;
-  // Starting Python and importing torch takes seconds; a fork, milliseconds.
+  // Starting Python and importing torch takes seconds; a fork, milliseconds (kForkedStartS allows
+  // for a loaded 2-core machine), and a small fraction of the fresh start.
   EXPECT_GT(start_phase(a), 0.3) << a.kernelbench.dump();
-  EXPECT_LT(start_phase(b), 0.3) << b.kernelbench.dump();
-  EXPECT_LT(start_phase(c), 0.3) << c.kernelbench.dump();
+  EXPECT_LT(start_phase(b), kForkedStartS) << b.kernelbench.dump();
+  EXPECT_LT(start_phase(c), kForkedStartS) << c.kernelbench.dump();
+  EXPECT_LT(start_phase(c), start_phase(a) / 3) << a.kernelbench.dump() << "\n" << c.kernelbench.dump();
   EXPECT_GT(b.m.latency_us, 0);
   EXPECT_EQ(b.kernelbench.at("baseline").at("ok"), true);
 }
@@ -140,7 +146,7 @@ TEST_F(KernelBenchRunnerTest, AForkedStepKilledAtItsTimeoutOrByACancelLeavesTheS
   EXPECT_NE(out.reason.find("stopped in its candidate step"), std::string::npos) << out.reason;
   const auto after = runner.run(job("after-cancel", "baseline"), 120s);
   ASSERT_EQ(after.status, ResultStatus::kPass) << after.reason;
-  EXPECT_LT(start_phase(after), 0.3) << "the server did not survive: " << after.kernelbench.dump();
+  EXPECT_LT(start_phase(after), kForkedStartS) << "the server did not survive: " << after.kernelbench.dump();
 }
 
 TEST_F(KernelBenchRunnerTest, AServerThatRefusesLeavesTheRunnerOnFreshProcessesAndImportNoiseIsNotARefusal) {
@@ -156,20 +162,22 @@ TEST_F(KernelBenchRunnerTest, AServerThatRefusesLeavesTheRunnerOnFreshProcessesA
   KernelBenchRunner served(options(true, noisy.string()));
   const auto s = served.run(job("noisy", "baseline"), 120s);
   ASSERT_EQ(s.status, ResultStatus::kPass) << s.reason;
-  EXPECT_LT(start_phase(s), 0.3) << s.kernelbench.dump();
+  EXPECT_LT(start_phase(s), kForkedStartS) << s.kernelbench.dump();
 }
 
 TEST_F(KernelBenchRunnerTest, AHangingCandidateInAFreshProcessEndsAtTheJobsTimeoutAsTimeoutNamingItsStep) {
   KernelBenchRunner runner(options(false));
   const auto t0 = std::chrono::steady_clock::now();
-  const auto out = runner.run(job("hangs-fresh", "candidate", "hangs.py"), 20s);
+  // 40 s: two fresh Pythons importing torch (the reference step, then the candidate's) must fit
+  // before it on a loaded machine for the timeout to fall in the candidate step.
+  const auto out = runner.run(job("hangs-fresh", "candidate", "hangs.py"), 40s);
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(out.status, ResultStatus::kTimeout) << out.reason;
   EXPECT_EQ(out.stage, "candidate");
-  EXPECT_NE(out.reason.find("the candidate step did not finish within the job's 20000 ms"), std::string::npos)
+  EXPECT_NE(out.reason.find("the candidate step did not finish within the job's 40000 ms"), std::string::npos)
       << out.reason;
   // The timeout covers the step: the job ends at it, not whenever the candidate would.
-  EXPECT_LT(took, 20s + 15s);
+  EXPECT_LT(took, 40s + 15s);
 }
 
 TEST_F(KernelBenchRunnerTest, TheHarnessCopyIsNamedByTheHashOfItsBytesAndDeadProcessesCopiesAreSwept) {
