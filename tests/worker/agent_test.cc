@@ -426,7 +426,7 @@ TEST_F(AgentTest, HangingOrCrashingCandidateInARealSandboxIsReportedAndTheWorker
   SandboxOptions so;
   so.executable = AK_FAKE_SANDBOX;
   so.start_timeout = kPatience;
-  so.exit_grace = milliseconds(200);
+  so.exit_grace = milliseconds(5000);  // the crash is reported as its own signal, not a kill at the grace
   start_agent(std::make_unique<SandboxSupervisor>(so));
   next<protocol::Ready>();
   send_job("hang", "mode:hang", 1, 200);
