@@ -178,6 +178,27 @@ std::string first_line(ChildProcess& c) {
   return **line;
 }
 
+// A shell in a process group of its own that starts `sleep 300` in that group, prints its pid and
+// exits (after which the sleep is nobody's child but init's). The pid is 0 when it was not read.
+struct Orphan {
+  ChildProcess shell;
+  pid_t pid = 0;
+};
+Orphan spawn_orphan() {
+  SpawnOptions o;
+  o.new_process_group = true;
+  o.capture_stdout = true;
+  auto c = ChildProcess::spawn({"/bin/sh", "-c", "sleep 300 & echo $!"}, o);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  if (!c.ok()) return {};
+  Orphan out{std::move(*c), 0};
+  const std::string line = first_line(out.shell);
+  out.pid = std::atoi(line.c_str());
+  EXPECT_GT(out.pid, 1) << line;
+  if (out.pid <= 1) out.pid = 0;
+  return out;
+}
+
 TEST(SpawnOptions, AProgramThatCannotBeExecutedIsAnErrorNamingItNotAnExitCode) {
   auto c = ChildProcess::spawn({"/nonexistent/ak-program"}, {});
   ASSERT_FALSE(c.ok());
@@ -350,14 +371,10 @@ TEST(ChildProcessWaitUntil, WaitsUntilTheDeadlineForAChildThatKeepsRunning) {
 
 // What a step started lives on in its group after the step itself exited: kill_group ends it.
 TEST(ChildProcessKillGroup, EndsWhatTheChildLeftInItsGroupAfterItExited) {
-  SpawnOptions o;
-  o.new_process_group = true;
-  o.capture_stdout = true;
-  auto c = ChildProcess::spawn({"/bin/sh", "-c", "sleep 300 & echo $!"}, o);
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  const std::string pid = first_line(*c);
-  const pid_t grandchild = std::atoi(pid.c_str());
-  ASSERT_GT(grandchild, 1) << pid;
+  Orphan orphan = spawn_orphan();
+  ASSERT_NE(orphan.pid, 0);
+  ChildProcess* c = &orphan.shell;
+  const pid_t grandchild = orphan.pid;
   const int fd = pidfd_of(grandchild);
   ASSERT_GE(fd, 0) << "pidfd_open(" << grandchild << "): errno " << errno;
   EXPECT_EQ(c->wait(), 0);
@@ -371,13 +388,10 @@ TEST(ChildProcessKillGroup, EndsWhatTheChildLeftInItsGroupAfterItExited) {
 // parent exits): it waits out the deadline while the process lives and wakes on its death, not at
 // the deadline.
 TEST(WaitForExit, WaitsForAProcessThatIsNotItsChildUntilItDiesOrTheDeadline) {
-  SpawnOptions o;
-  o.new_process_group = true;
-  o.capture_stdout = true;
-  auto c = ChildProcess::spawn({"/bin/sh", "-c", "sleep 300 & echo $!"}, o);
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  const pid_t grandchild = std::atoi(first_line(*c).c_str());
-  ASSERT_GT(grandchild, 1);
+  Orphan orphan = spawn_orphan();
+  ASSERT_NE(orphan.pid, 0);
+  ChildProcess* c = &orphan.shell;
+  const pid_t grandchild = orphan.pid;
   EXPECT_EQ(c->wait(), 0);
   auto t0 = steady_clock::now();
   EXPECT_FALSE(wait_for_exit(grandchild, t0 + milliseconds(300)));

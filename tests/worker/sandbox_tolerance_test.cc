@@ -17,6 +17,25 @@ at::Tensor values(std::vector<float> v) { return at::tensor(v, at::kFloat); }
 
 bool all_ok(const Comparison& c) { return c.ok.all().item<bool>(); }
 
+// flash_attention and flash_attention_causal, each with its harness and spec (a failure when missing).
+struct FlashType {
+  std::string name;
+  const kernels::TorchHarness* harness;
+  const kernels::KernelSpec* spec;
+  bool causal;
+};
+std::vector<FlashType> flash_types() {
+  std::vector<FlashType> out;
+  for (const char* name : {"flash_attention", "flash_attention_causal"}) {
+    FlashType t{name, kernels::find_harness(name), kernels::find(name), std::string(name) == "flash_attention_causal"};
+    if (t.harness != nullptr && t.spec != nullptr)
+      out.push_back(t);
+    else
+      ADD_FAILURE() << name << " has no harness or no spec";
+  }
+  return out;
+}
+
 TEST(SandboxTolerance, SmallestNormalsAreThoseOfEachDtype) {
   EXPECT_EQ(smallest_normal(at::kFloat), 0x1p-126);
   EXPECT_EQ(smallest_normal(at::kBFloat16), 0x1p-126);
@@ -68,12 +87,7 @@ TEST(SandboxTolerance, AnOutputFarFromZeroStillFailsWhereTheReferenceIsSubnormal
 // now allows; an output off by ten times the bound still fails.
 TEST(SandboxTolerance, AnFp16FlashKernelsSubnormalWeightRoundingIsInTheScaleAndNoMore) {
   const int64_t seq = 512;
-  for (const char* type : {"flash_attention", "flash_attention_causal"}) {
-    const kernels::TorchHarness* h = kernels::find_harness(type);
-    const kernels::KernelSpec* spec = kernels::find(type);
-    ASSERT_NE(h, nullptr);
-    ASSERT_NE(spec, nullptr);
-    const bool causal = std::string(type) == "flash_attention_causal";
+  for (const auto& [type, h, spec, causal] : flash_types()) {
     // head_dim 1 and q = 1: the scores are the keys. Causal: the last query, which sees every key.
     at::Tensor q = at::ones({1, 1, seq, 1}, at::kFloat);
     at::Tensor k = at::full({1, 1, seq, 1}, -13.828125, at::kFloat);  // exact in fp16
@@ -125,12 +139,7 @@ TEST(SandboxTolerance, TheFlashReferenceAndScaleAreTheMathAttentionsAndNaNWhereT
     return std::get<0>(at::_scaled_dot_product_attention_math(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble),
                                                               {}, 0.0, causal));
   };
-  for (const char* type : {"flash_attention", "flash_attention_causal"}) {
-    const kernels::TorchHarness* h = kernels::find_harness(type);
-    const kernels::KernelSpec* spec = kernels::find(type);
-    ASSERT_NE(h, nullptr);
-    ASSERT_NE(spec, nullptr);
-    const bool causal = std::string(type) == "flash_attention_causal";
+  for (const auto& [type, h, spec, causal] : flash_types()) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       std::vector<kernels::HostileCase> cases = h->hostile_inputs(shape, dtype, at::kCPU, 11);
       cases.push_back({"random", h->make_inputs(shape, dtype, at::kCPU, 12)});
