@@ -40,9 +40,10 @@ constexpr std::chrono::milliseconds kCoordinatorGrace{1500};
 // the requests (results, status, cancel). A cancel of many queued jobs takes the coordinator a
 // while; it gets what is left of this, at least kStopRequestTimeout.
 constexpr std::chrono::milliseconds kStopBudget{3500};
-// The whole stop after a signal, the coordinator's exit included, inside the 5 s a user waits for:
-// the coordinator's grace is what is left of this (at least kCoordinatorGraceMin; its Redis
-// fsyncs every write, so a coordinator killed at the end of its grace loses nothing).
+// The whole stop after a signal, counted from the signal, the coordinator's exit included, aimed
+// inside the 5 s a user waits for: the coordinator's grace is what is left of this (at least
+// kCoordinatorGraceMin; its Redis fsyncs every write, so a coordinator killed at the end of its
+// grace loses nothing). Requests that each take their whole timeout can still overrun it.
 constexpr std::chrono::milliseconds kStopTotal{4500};
 constexpr std::chrono::milliseconds kCoordinatorGraceMin{300};
 // After a run that ended by itself: the last measurements and Redis's shutdown may take longer.
@@ -322,7 +323,8 @@ int run(const RunArgs& a) {
   const std::string stop_cause = by_signal ? signal_name(stop_sig) : std::string("no worker left");
   CoordinatorClient quick(clients_ep, kStopRequestTimeout);
   CoordinatorClient& farm = stop_sig ? quick : client;
-  const auto stop_start = std::chrono::steady_clock::now();
+  const auto stop_start =
+      by_signal ? stop_signal_time().value_or(std::chrono::steady_clock::now()) : std::chrono::steady_clock::now();
   const auto stop_deadline = stop_start + kStopBudget;
   if (stop_sig) {
     std::cout << "\n"
@@ -369,13 +371,19 @@ int run(const RunArgs& a) {
     }
     if (unfinished.empty() && !mine.empty()) std::cout << "every campaign of this run had finished\n";
     for (const auto& c : unfinished) {
-      // Finished as exported: a result still on its way from a killed worker when the rows were
-      // fetched is stored, but neither counted here nor in results.tsv (the next run's export has it).
+      // Finished as exported to results.tsv. A result still on its way from a killed worker when
+      // the rows were fetched is stored but not exported: said here, with where to find it.
       const auto e = exported.find(c.campaign_id);
       const int64_t finished = e != exported.end() ? std::min(e->second, c.finished) : c.finished;
-      const int64_t left = c.total - finished;
+      const int64_t left = c.total - c.finished;
       std::cout << "campaign " << c.campaign_id << " (" << c.name << "): " << finished << " of " << c.total
-                << " jobs finished, " << left << " left: ";
+                << " jobs finished";
+      if (e == exported.end())
+        std::cout << " (none of their rows fetched)";
+      else if (c.finished > finished)
+        std::cout << " (and " << c.finished - finished << " more stored in " << a.data_dir
+                  << " after the rows were exported)";
+      std::cout << ", " << left << " left: ";
       if (a.keep_queue) {
         std::cout << "kept in the queue of " << a.data_dir
                   << " (--keep-queue); the next autokernel run with --data-dir " << a.data_dir << " resumes it\n";
@@ -416,7 +424,9 @@ int run(const RunArgs& a) {
   if (!stop_sig) stop_workers(workers, std::chrono::steady_clock::now() + kWorkerGraceAtEnd);
   const auto left_of_stop =
       std::chrono::duration_cast<std::chrono::milliseconds>(stop_start + kStopTotal - std::chrono::steady_clock::now());
-  coord->stop(stop_sig ? std::clamp(left_of_stop, kCoordinatorGraceMin, kCoordinatorGrace) : kCoordinatorGraceAtEnd);
+  coord->stop(by_signal  ? std::clamp(left_of_stop, kCoordinatorGraceMin, kCoordinatorGrace)
+              : stop_sig ? kCoordinatorGrace
+                         : kCoordinatorGraceAtEnd);
   return stop_sig && by_signal ? 128 + stop_sig : stop_sig ? std::max(rc, 1) : rc;
 }
 

@@ -42,6 +42,11 @@ std::atomic<bool>& stop_flag() { return g_stop; }
 
 int stop_signal_number() { return g_signal.load(); }
 
+std::optional<std::chrono::steady_clock::time_point> stop_signal_time() {
+  if (g_signal.load() == 0) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::milliseconds(g_first_ms.load()));
+}
+
 void exit_on_second_stop_signal() { g_exit_on_second.store(true); }
 
 void install_stop_signal_handlers() {

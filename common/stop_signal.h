@@ -6,6 +6,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 
 namespace ak {
 
@@ -16,6 +18,9 @@ std::atomic<bool>& stop_flag();
 void install_stop_signal_handlers();
 // The signal that set stop_flag() first (SIGINT or SIGTERM), 0 while none came. Thread-safe.
 int stop_signal_number();
+// When that signal came (steady_clock is CLOCK_MONOTONIC, which the handler reads, to the
+// millisecond); nullopt while none came. Thread-safe.
+std::optional<std::chrono::steady_clock::time_point> stop_signal_time();
 // From now on a second stop signal (the first one set stop_flag(), before or after this call)
 // means "stop now": the handler ends the process at once with _exit(128 + signal), without
 // running destructors. Children started with SpawnOptions::death_signal die with it. For a

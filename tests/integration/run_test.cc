@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -134,17 +135,21 @@ std::vector<std::map<std::string, std::string>> tsv_rows(const fs::path& file, i
   return rows;
 }
 
-// "campaign <id> (<name>): F of T jobs finished, L left: <what was done>" from the run's output.
+// "campaign <id> (<name>): F of T jobs finished[ (and M more stored in <dir> after the rows were
+// exported)], L left: <what was done>" from the run's output. F counts the rows in results.tsv; M
+// the results that reached the store from a killed worker after they were fetched.
 struct StopLine {
   std::string campaign_id;
-  int64_t finished = -1, total = -1;
+  int64_t finished = -1, total = -1, more = 0;
   std::string action;
 };
 std::optional<StopLine> stop_line(const RunProcess& run) {
-  static const std::regex re(R"(^campaign (\S+) \(.*\): (\d+) of (\d+) jobs finished, \d+ left: (.*)$)");
+  static const std::regex re(
+      R"(^campaign (\S+) \(.*\): (\d+) of (\d+) jobs finished(?: \(and (\d+) more stored in .*\))?, \d+ left: (.*)$)");
   std::smatch m;
   for (const auto& l : run.lines())
-    if (std::regex_match(l, m, re)) return StopLine{m[1], std::stoll(m[2]), std::stoll(m[3]), m[4]};
+    if (std::regex_match(l, m, re))
+      return StopLine{m[1], std::stoll(m[2]), std::stoll(m[3]), m[4].matched ? std::stoll(m[4]) : 0, m[5]};
   return std::nullopt;
 }
 
@@ -245,7 +250,12 @@ TEST_F(RunCommandTest, SigtermMidCampaignStopsWithin5sWritesEveryFinishedRowAndC
     for (const auto& r : stored->rows)
       if (r.correctness != "CANCELLED") done.insert(r.job_id);
     for (const auto& r : rows) exported.insert(r.at("job_id"));
-    EXPECT_EQ(exported, done) << "results.tsv must hold every row the farm stored before it stopped, and no other";
+    // Every row the farm stored before it stopped, and no other; a result that reached the store
+    // after the export is one the stop line counted as "more stored".
+    EXPECT_TRUE(std::includes(done.begin(), done.end(), exported.begin(), exported.end()))
+        << "results.tsv holds a row the farm did not store";
+    EXPECT_EQ(int64_t(done.size()), int64_t(exported.size()) + stop->more)
+        << "results.tsv must hold every row the farm stored before it stopped";
     auto st = client.status();
     ASSERT_TRUE(st.ok());
     for (const auto& cr : st->campaigns)
@@ -295,8 +305,8 @@ TEST_F(RunCommandTest, SigintToTheProcessGroupKeepsTheQueueAndTheNextRunReportsA
   const std::string out2 = second.printed();
   ASSERT_EQ(rc, std::optional<int>(0)) << out2;
   EXPECT_NE(out2.find("found 1 unfinished campaign(s) of an earlier run"), std::string::npos) << out2;
-  EXPECT_NE(out2.find(stop->campaign_id + " (long): " + std::to_string(stop->total - stop->finished) + " of " +
-                      std::to_string(stop->total) + " jobs left"),
+  EXPECT_NE(out2.find(stop->campaign_id + " (long): " + std::to_string(stop->total - stop->finished - stop->more) +
+                      " of " + std::to_string(stop->total) + " jobs left"),
             std::string::npos)
       << out2;
   EXPECT_NE(out2.find("resuming them"), std::string::npos) << out2;
@@ -342,11 +352,11 @@ TEST_F(RunCommandTest, ASecondSignalStopsAtOnce) {
   const auto rc = run.finish(sent + std::chrono::seconds(5));
   ASSERT_TRUE(rc.has_value()) << run.printed();
   EXPECT_EQ(*rc, 128 + SIGINT) << run.printed();
-  // At once: none of the orderly stop's steps (the rows fetched and written, the campaign's fate
-  // told) ran, and it took well under the orderly stop's worker grace and coordinator grace.
+  // At once: the orderly stop's last step (the rows written, after the workers' grace, the
+  // requests and the cancel of some 470 queued jobs) never came, and the exit took seconds less
+  // than an orderly stop may.
   const std::string out = run.printed();
   const std::string after = out.substr(out.find("a second stop signal ends it at once"));
-  EXPECT_EQ(after.find(" jobs finished, "), std::string::npos) << out;
   EXPECT_EQ(after.find("wrote "), std::string::npos) << out;
   EXPECT_LT(std::chrono::duration<double>(steady_clock::now() - sent).count(), 3.0) << out;
 
