@@ -501,6 +501,7 @@ int open_pidfd(pid_t pid) {
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 #else
   (void)pid;
+  errno = ENOSYS;
   return -1;
 #endif
 }
@@ -750,7 +751,11 @@ bool wait_for_exit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
       const timespec ts{0, static_cast<long>(pause.count())};
       if (pause.count() > 0) nanosleep(&ts, nullptr);
     }
-    if (steady_clock::now() >= deadline) return pidfd.fd < 0 && !process_alive(pid);
+    if (steady_clock::now() >= deadline) {
+      if (pidfd.fd < 0) return !process_alive(pid);
+      pollfd p{pidfd.fd, POLLIN, 0};
+      return poll(&p, 1, 0) > 0;  // a last look, for an exit at the deadline itself
+    }
   }
 }
 

@@ -183,6 +183,12 @@ std::string first_line(ChildProcess& c) {
 struct Orphan {
   ChildProcess shell;
   pid_t pid = 0;
+  Orphan() = default;
+  Orphan(ChildProcess c) : shell(std::move(c)) {}
+  Orphan(Orphan&&) = default;
+  ~Orphan() {  // the sleep goes with the test, whatever it asserted
+    if (shell.pid() > 1) kill_process_group(shell.pid(), SIGKILL);
+  }
 };
 Orphan spawn_orphan() {
   SpawnOptions o;
@@ -191,7 +197,7 @@ Orphan spawn_orphan() {
   auto c = ChildProcess::spawn({"/bin/sh", "-c", "sleep 300 & echo $!"}, o);
   EXPECT_TRUE(c.ok()) << c.status().message();
   if (!c.ok()) return {};
-  Orphan out{std::move(*c), 0};
+  Orphan out(std::move(*c));
   const std::string line = first_line(out.shell);
   out.pid = std::atoi(line.c_str());
   EXPECT_GT(out.pid, 1) << line;
