@@ -83,7 +83,7 @@ at::Tensor weights_on_abs_v(const at::Tensor& q, const at::Tensor& k, const at::
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       at::Tensor s = at::matmul(q[b][h].to(at::kDouble), k[b][h].to(at::kDouble).transpose(0, 1)).mul_(scale);
-      if (causal) {  // s + (-inf) above the diagonal, with bool masks a quarter of a double one
+      if (causal) {  // s + (-inf) above the diagonal, with bool masks (an eighth of a double one each)
         s.masked_fill_(above.logical_and(s.eq(kInf)), std::nan(""));
         s.masked_fill_(above.logical_and(s.isnan().logical_not()), -kInf);
       }

@@ -148,12 +148,23 @@ TEST(SandboxTolerance, TheFlashReferenceAndScaleAreTheMathAttentionsAndNaNWhereT
       kernels::HostileCase nan_key{"nan_key_5", h->make_inputs(shape, dtype, at::kCPU, 13)};
       nan_key.inputs[1][1][2][5][3] = std::nan("");
       cases.push_back(nan_key);
+      // Infinite keys, which the hostile sets leave out (kernels part ways there) but the reference
+      // and the scale must still agree on. Head (0, 1): every key -inf in column 3, so a row is all
+      // -inf (weights 0, as at::_safe_softmax gives) or all +inf (NaN). Head (1, 0): key 7 +inf in
+      // column 2, so a masked +inf score (rows 0..6 of the causal type) must become NaN as adding
+      // -inf makes it, and a masked -inf stay -inf.
+      kernels::HostileCase inf_keys{"inf_keys", h->make_inputs(shape, dtype, at::kCPU, 14)};
+      inf_keys.inputs[1][0][1].select(1, 3).fill_(-std::numeric_limits<double>::infinity());
+      inf_keys.inputs[1][1][0][7][2] = std::numeric_limits<double>::infinity();
+      cases.push_back(inf_keys);
       for (const auto& c : cases) {
         SCOPED_TRACE(std::string(type) + " " + dtype_name(dtype) + " " + c.name);
         const at::Tensor &q = c.inputs.at(0), &k = c.inputs.at(1), &v = c.inputs.at(2);
         const at::Tensor want_ref = math(q, k, v, causal).to(q.scalar_type()).to(at::kFloat);
         const at::Tensor ref = h->reference(c.inputs);
-        EXPECT_TRUE(at::allclose(ref, want_ref, 1e-2, 0, /*equal_nan=*/true));
+        // Equal but for a rounding to the dtype that the fp64 sums' order may flip (one ulp).
+        const double ulp = dtype == DType::kF32 ? 0x1p-23 : dtype == DType::kF16 ? 0x1p-10 : 0x1p-7;
+        EXPECT_TRUE(at::allclose(ref, want_ref, ulp, dtype == DType::kF16 ? 0x1p-24 : 0.0, /*equal_nan=*/true));
         EXPECT_TRUE(at::equal(ref.isnan(), want_ref.isnan()));
         const at::Tensor want = math(q, k, v.abs(), causal);
         const at::Tensor scale = h->tolerance_scale(c.inputs).to(at::kDouble);
@@ -162,6 +173,12 @@ TEST(SandboxTolerance, TheFlashReferenceAndScaleAreTheMathAttentionsAndNaNWhereT
         if (c.name == "nan_key_5") {
           EXPECT_TRUE(want[1][2].isnan().all().item<bool>()) << "every row of the head, those before key 5 too";
           EXPECT_FALSE(want[0][0].isnan().any().item<bool>());
+        }
+        if (c.name == "inf_keys") {  // the case holds what it is meant to
+          EXPECT_TRUE(want[0][1].isnan().any().item<bool>());
+          EXPECT_TRUE(want[0][1].eq(0).all(1).any().item<bool>()) << "a row of -inf scores gives 0";
+          EXPECT_TRUE(want[1][0].isnan().any().item<bool>());
+          EXPECT_FALSE(want[1][0].isnan().all().item<bool>());
         }
         const at::Tensor finite = want.isfinite();
         const at::Tensor got = scale.masked_select(finite), exact = want.masked_select(finite);
