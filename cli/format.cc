@@ -450,8 +450,8 @@ bool wait_for_campaign(CoordinatorClient& client, const std::string& campaign_id
       if (!w.empty()) std::cerr << (tty ? "\n" : "") << w << std::flush;
       last_warning = std::move(w);
     }
-    for (const auto& c : st->campaigns) {
-      if (c.campaign_id != campaign_id) continue;
+    if (mine != nullptr) {
+      const protocol::CampaignRow& c = *mine;
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (throttle.should_print(c.finished, c.complete, el)) {
         const std::string line = progress_line(c, el);

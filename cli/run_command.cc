@@ -323,8 +323,7 @@ int run(const RunArgs& a) {
   const std::string stop_cause = by_signal ? signal_name(stop_sig) : std::string("no worker left");
   CoordinatorClient quick(clients_ep, kStopRequestTimeout);
   CoordinatorClient& farm = stop_sig ? quick : client;
-  const auto stop_start =
-      by_signal ? stop_signal_time().value_or(std::chrono::steady_clock::now()) : std::chrono::steady_clock::now();
+  const auto stop_start = stop_signal_time().value_or(std::chrono::steady_clock::now());
   const auto stop_deadline = stop_start + kStopBudget;
   if (stop_sig) {
     std::cout << "\n"

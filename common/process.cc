@@ -25,6 +25,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -689,74 +690,67 @@ std::optional<int> ChildProcess::wait_for(std::chrono::milliseconds timeout) {
   return wait_until(std::chrono::steady_clock::now() + timeout);
 }
 
-std::optional<int> ChildProcess::wait_until(std::chrono::steady_clock::time_point deadline) {
-  if (pid_ <= 0) return -1;
-  if (!running()) return *exit_code_;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    if (pidfd_ >= 0) {
-      // Rounded up, so that poll() never returns just before the deadline.
-      pollfd p{pidfd_, POLLIN, 0};
-      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
-      if (r < 0 && errno == EINTR) continue;
-      break;
-    }
-    // No pidfd (kernel before 5.3): check every 10 ms until the deadline.
-    if (!running()) break;
-    const timespec ts{0, 10'000'000};
-    nanosleep(&ts, nullptr);
-  }
-  if (running()) return std::nullopt;
-  return *exit_code_;
-}
-
 namespace {
 
-// Whether /proc says pid is a process that has not exited: "pid (comm) state ..." with a state other
-// than Z (zombie) or X (dead).
-bool process_alive(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!in || !std::getline(in, stat)) return false;
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return false;
-  return stat[close + 2] != 'Z' && stat[close + 2] != 'X';
-}
-
-}  // namespace
-
-bool wait_for_exit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+// Waits until a process has gone or `deadline`: in poll() on its `pidfd` while there is one
+// (readable once the whole process has exited, a zombie included, whatever /proc shows), else
+// asking `gone` every 10 ms (kernels before 5.3, or a poll that failed). Never false before the
+// deadline (the poll timeout is rounded up), and at it after a last look.
+bool wait_until_gone(int pidfd, std::chrono::steady_clock::time_point deadline, const std::function<bool()>& gone) {
   using std::chrono::steady_clock;
-  if (pid <= 0) return true;
-  Fd pidfd;
-  pidfd.fd = open_pidfd(pid);
-  if (pidfd.fd < 0 && errno == ESRCH) return true;
   for (;;) {
     const auto now = steady_clock::now();
     const auto left =
         now >= deadline ? std::chrono::milliseconds(0) : std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
-    if (pidfd.fd >= 0) {
-      // The pidfd alone decides while there is one: readable once the whole process has exited
-      // (a zombie included), whatever /proc shows (hidepid, or a main thread gone before the rest).
-      pollfd p{pidfd.fd, POLLIN, 0};
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
       const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
       if (r > 0) return true;
-      if (r < 0 && errno != EINTR) pidfd.reset();  // poll itself failed: /proc from here on
+      if (r < 0 && errno != EINTR) pidfd = -1;  // poll itself failed: `gone` from here on
     } else {
-      if (!process_alive(pid)) return true;
-      // No pidfd (kernel before 5.3): look again in 10 ms, or at the deadline if that is sooner.
+      if (gone()) return true;
       const auto pause = std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(10));
       const timespec ts{0, static_cast<long>(pause.count())};
       if (pause.count() > 0) nanosleep(&ts, nullptr);
     }
     if (steady_clock::now() >= deadline) {
-      if (pidfd.fd < 0) return !process_alive(pid);
-      pollfd p{pidfd.fd, POLLIN, 0};
-      return poll(&p, 1, 0) > 0;  // a last look, for an exit at the deadline itself
+      if (pidfd < 0) return gone();
+      pollfd p{pidfd, POLLIN, 0};
+      return poll(&p, 1, 0) > 0;  // an exit at the deadline itself
     }
   }
+}
+
+}  // namespace
+
+std::optional<int> ChildProcess::wait_until(std::chrono::steady_clock::time_point deadline) {
+  if (pid_ <= 0) return -1;
+  if (!running()) return *exit_code_;
+  wait_until_gone(pidfd_, deadline, [this] { return !running(); });
+  if (running()) return std::nullopt;
+  return *exit_code_;
+}
+
+std::optional<ProcStat> proc_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!in || !std::getline(in, stat)) return std::nullopt;
+  // The command name may itself hold ')' or spaces: it ends at the last ')'.
+  const size_t open = stat.find('('), close = stat.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open || close + 2 >= stat.size())
+    return std::nullopt;
+  return ProcStat{stat.substr(open + 1, close - open - 1), stat[close + 2]};
+}
+
+bool wait_for_exit(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  if (pid <= 0) return true;
+  Fd pidfd;
+  pidfd.fd = open_pidfd(pid);
+  if (pidfd.fd < 0 && errno == ESRCH) return true;
+  return wait_until_gone(pidfd.fd, deadline, [pid] {
+    const auto s = proc_stat(pid);
+    return !s || s->state == 'Z' || s->state == 'X';
+  });
 }
 
 int ChildProcess::kill_group() {

@@ -222,6 +222,14 @@ class ChildProcess {
 // ChildProcess. pgid <= 1 is refused (never kill(0) or kill(-1)); false when nothing was signalled.
 bool kill_process_group(pid_t pgid, int sig = SIGKILL);
 
+// The command name and the state letter ('R', 'S', 'Z' for a zombie, ...) of process `pid`, from
+// /proc/<pid>/stat; nullopt when there is no such process or /proc cannot tell.
+struct ProcStat {
+  std::string comm;
+  char state;
+};
+std::optional<ProcStat> proc_stat(pid_t pid);
+
 // Waits until process `pid`, which need not be a child of this one, has exited (a zombie counts as
 // exited), or until `deadline`. True once it has gone or when there is no such process; false at
 // the deadline. Where the kernel has pidfd_open this sleeps in poll() on the process's pidfd and

@@ -313,23 +313,19 @@ bool Scheduler::matches(const Requirements& r, const Capabilities& c) const {
 }
 
 Scheduler::Stranded Scheduler::stranded() const {
-  // One pass over the queue groups the jobs by what they require, then each distinct requirement
-  // is held against the workers once.
-  struct Group {
-    int64_t jobs = 0;
-    std::map<std::string, int64_t> by_campaign;
-  };
-  std::map<std::tuple<Backend, std::string, std::string>, Group> by_requirements;
+  // The queued jobs grouped by what they require; each distinct requirement is held against the
+  // workers once. Counting by campaign takes a second pass, made only when some group is stranded
+  // (every STATUS runs this; usually nothing is).
+  using Key = std::tuple<Backend, std::string, std::string>;
+  auto key_of = [](const Requirements& r) { return Key{r.backend, r.gpu_model, r.arch}; };
+  std::map<Key, int64_t> by_requirements;
   for (const std::string& id : queue_) {
     if (pending_results_.count(id)) continue;  // parked: its result is on its way
-    const JobSpec& spec = jobs_.at(id).spec;
-    const Requirements& r = spec.requires_;
-    Group& g = by_requirements[{r.backend, r.gpu_model, r.arch}];
-    ++g.jobs;
-    if (!spec.campaign_id.empty()) ++g.by_campaign[spec.campaign_id];
+    ++by_requirements[key_of(jobs_.at(id).spec.requires_)];
   }
   Stranded out;
-  for (const auto& [key, g] : by_requirements) {
+  std::set<Key> stranded_keys;
+  for (const auto& [key, n] : by_requirements) {
     const auto& [backend, gpu_model, arch] = key;
     Requirements r{backend, gpu_model, arch};
     bool backend_ok = false, model_ok = false, fits = false;
@@ -349,8 +345,14 @@ Scheduler::Stranded Scheduler::stranded() const {
     const std::string need = !backend_ok ? std::string("backend ") + backend_name(backend)
                              : !model_ok ? "gpu_model " + gpu_model
                                          : "arch " + arch;
-    out.by_need[need] += g.jobs;
-    for (const auto& [campaign, n] : g.by_campaign) out.by_campaign[campaign] += n;
+    out.by_need[need] += n;
+    stranded_keys.insert(key);
+  }
+  if (stranded_keys.empty()) return out;
+  for (const std::string& id : queue_) {
+    if (pending_results_.count(id)) continue;
+    const JobSpec& spec = jobs_.at(id).spec;
+    if (!spec.campaign_id.empty() && stranded_keys.count(key_of(spec.requires_))) ++out.by_campaign[spec.campaign_id];
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/job.h"
+#include "kernels/registry.h"
 
 namespace ak::kernels {
 
@@ -69,7 +70,9 @@ struct TorchHarness {
   // Optional (nullptr: 1 everywhere): the scale of each output's rounding error, an fp32 tensor
   // of the output's shape. The sandbox then checks |out - ref| <= atol * scale + rtol * |ref|,
   // so a sum whose terms cancel is held to the size of its terms (sum: sum of |x| per row).
-  at::Tensor (*tolerance_scale)(const std::vector<at::Tensor>& inputs);
+  // `tolerance` is the job's dtype's, for a scale with a term of absolute size, which enters
+  // divided by tolerance.atol.
+  at::Tensor (*tolerance_scale)(const std::vector<at::Tensor>& inputs, const Tolerance& tolerance);
 };
 
 // nullptr if the kernel type has no libtorch harness.

@@ -606,7 +606,7 @@ void KernelBenchRunner::witness(const fs::path& dir, const fs::path& private_dir
     doc["attempts"] = 1;
     if (!(j.kind == WitnessJudgement::Kind::kFail && j.by_timing)) break;
     first_reason = j.reason;
-    first_doc = doc;
+    first_doc = std::move(doc);  // replaced by the second attempt's before it is read again
     key = kernelbench::new_witness_key();
     if (!key.ok()) return fail(ResultStatus::kCrash, key.status().message());
   }

@@ -79,14 +79,10 @@ Result<std::unique_ptr<RedisServer>> RedisServer::start(RedisServerOptions optio
 
 namespace {
 
-// Whether pid is a live (not zombie) redis-server: /proc/<pid>/stat reads "pid (comm) state ...".
+// Whether pid is a live (not zombie) redis-server.
 bool live_redis_server(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!in || !std::getline(in, stat)) return false;
-  const size_t open = stat.find('('), close = stat.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) return false;
-  return stat.compare(open + 1, close - open - 1, "redis-server") == 0 && stat[close + 2] != 'Z';
+  const auto s = proc_stat(pid);
+  return s && s->comm == "redis-server" && s->state != 'Z';
 }
 
 }  // namespace

@@ -102,12 +102,9 @@ at::Tensor weights_on_abs_v(const at::Tensor& q, const at::Tensor& k, const at::
 }
 
 template <bool kCausal>
-at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
+at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs, const Tolerance& tolerance) {
   const at::Tensor &q = inputs.at(0), &k = inputs.at(1), &v = inputs.at(2);
-  const double fp16_atol =
-      q.scalar_type() != at::kHalf
-          ? 0.0
-          : find(kCausal ? "flash_attention_causal" : "flash_attention")->tolerance.at(DType::kF16).atol;
+  const double fp16_atol = q.scalar_type() == at::kHalf ? tolerance.atol : 0.0;
   return weights_on_abs_v(q, k, v, kCausal, fp16_atol).to(at::kFloat);
 }
 

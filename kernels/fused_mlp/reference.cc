@@ -67,11 +67,9 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) {
 // |silu'(g) g u| + 2 |h|, times |Wd|. The GEMMs' fp32 accumulation errors scale with the sums of
 // |terms| (|x| @ |W|, as matmul's tolerance): they enter with a weight that makes them
 // 2e-5 * (|x| @ |W|) whatever the dtype's atol (kernels/fused_mlp/spec.cc).
-at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
+at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs, const Tolerance& tolerance) {
   const Wide w = wide(inputs);
-  double gemm_weight = 1.0;
-  for (const auto& [dtype, tol] : find("fused_mlp")->tolerance)
-    if (torch_dtype(dtype) == inputs.at(0).scalar_type()) gemm_weight = 2e-5 / tol.atol;
+  const double gemm_weight = 2e-5 / tolerance.atol;
   at::Tensor ax = w.x.abs();
   at::Tensor g = at::mm(w.x, w.wg);
   at::Tensor u = at::mm(w.x, w.wu);

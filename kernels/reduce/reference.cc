@@ -37,10 +37,9 @@ at::Tensor max_reference(const std::vector<at::Tensor>& inputs) {
 void sum_baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) { at::sum_out(out, inputs.at(0), {1}); }
 void max_baseline(const std::vector<at::Tensor>& inputs, at::Tensor& out) { at::amax_out(out, inputs.at(0), {1}); }
 
-at::Tensor sum_scale(const std::vector<at::Tensor>& inputs) {
+at::Tensor sum_scale(const std::vector<at::Tensor>& inputs, const Tolerance&) {
   return at::sum(inputs.at(0).to(at::kDouble).abs(), {1}).to(at::kFloat);
 }
-
 
 }  // namespace
 

@@ -58,7 +58,7 @@ void baseline(const std::vector<at::Tensor>& inputs, at::Tensor&) {
   (void)(x * c + rotated * s);
 }
 
-at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs) {
+at::Tensor tolerance_scale(const std::vector<at::Tensor>& inputs, const Tolerance&) {
   const Parts p = parts(inputs, at::kDouble);
   return at::cat({(p.x1 * p.c).abs() + (p.x2 * p.s).abs(), (p.x2 * p.c).abs() + (p.x1 * p.s).abs()}, 2)
       .to(at::kFloat);

@@ -186,9 +186,7 @@ struct Orphan {
   Orphan() = default;
   Orphan(ChildProcess c) : shell(std::move(c)) {}
   Orphan(Orphan&&) = default;
-  ~Orphan() {  // the sleep goes with the test, whatever it asserted
-    if (shell.pid() > 1) kill_process_group(shell.pid(), SIGKILL);
-  }
+  ~Orphan() { shell.kill_group(); }  // the sleep goes with the test, whatever it asserted
 };
 Orphan spawn_orphan() {
   SpawnOptions o;

@@ -102,7 +102,8 @@ TEST(SandboxTolerance, AnFp16FlashKernelsSubnormalWeightRoundingIsInTheScaleAndN
     const double steps = u[1].item<double>() / 0x1p-24;
     ASSERT_GT(std::abs(steps - std::round(steps)), 0.3) << "each rounds far from its value: " << steps;
     const double got = (at::dot(u.to(at::kHalf).to(at::kFloat), vf) / u.sum()).item<double>();
-    const at::Tensor ref_all = h->reference(in).flatten(), scale_all = h->tolerance_scale(in).flatten();
+    const at::Tensor ref_all = h->reference(in).flatten(),
+                     scale_all = h->tolerance_scale(in, spec->tolerance.at(DType::kF16)).flatten();
     const int64_t row = causal ? seq - 1 : 0;  // causal: only the last query sees every key
     const at::Tensor ref = ref_all.slice(0, row, row + 1), scale = scale_all.slice(0, row, row + 1);
     const kernels::Tolerance tol = spec->tolerance.at(DType::kF16);
@@ -123,7 +124,8 @@ TEST(SandboxTolerance, AnFp16FlashKernelsSubnormalWeightRoundingIsInTheScaleAndN
     const double pv =
         (at::dot(at::softmax(bf[1][0][0].squeeze(1).to(at::kDouble), 0), bf[2][0][0].squeeze(1).to(at::kDouble).abs()))
             .item<double>();
-    EXPECT_NEAR(h->tolerance_scale(bf).flatten()[row].item<double>(), pv, 1e-3 * pv) << type;
+    EXPECT_NEAR(h->tolerance_scale(bf, spec->tolerance.at(DType::kBF16)).flatten()[row].item<double>(), pv, 1e-3 * pv)
+        << type;
   }
 }
 
@@ -167,7 +169,7 @@ TEST(SandboxTolerance, TheFlashReferenceAndScaleAreTheMathAttentionsAndNaNWhereT
         EXPECT_TRUE(at::allclose(ref, want_ref, ulp, dtype == DType::kF16 ? 0x1p-24 : 0.0, /*equal_nan=*/true));
         EXPECT_TRUE(at::equal(ref.isnan(), want_ref.isnan()));
         const at::Tensor want = math(q, k, v.abs(), causal);
-        const at::Tensor scale = h->tolerance_scale(c.inputs).to(at::kDouble);
+        const at::Tensor scale = h->tolerance_scale(c.inputs, spec->tolerance.at(dtype)).to(at::kDouble);
         ASSERT_EQ(scale.sizes(), want.sizes());
         EXPECT_TRUE(at::equal(scale.isnan(), want.isnan()));
         if (c.name == "nan_key_5") {

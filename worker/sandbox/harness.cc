@@ -505,7 +505,7 @@ class HarnessBase : public Harness {
   }
 
   static at::Tensor scale_of(const Job& job, const std::vector<at::Tensor>& inputs) {
-    return job.th->tolerance_scale ? job.th->tolerance_scale(inputs) : at::Tensor();
+    return job.th->tolerance_scale ? job.th->tolerance_scale(inputs, job.tol) : at::Tensor();
   }
 
   // One input set, the output and what the candidate allocated itself [MiB].
