@@ -17,6 +17,7 @@
 # matmul's wgmma and TMA paths, in $OUT/mlp.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
+# "export" the Hugging Face Kernels package built and called on this GPU (tests/models/export_test.py --gpu).
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
 # AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify; the
 # reports of each model in $OUT/pipeline.tgz (pipeline/<model>/).
@@ -146,6 +147,14 @@ for step in $STEPS; do
       # tree serves too)
       timeout 240 python3 tests/dashboards/live_farm_test.py "$B/bin/autokernel" "$PWD" > "$OUT/dashboards.log" 2>&1
       echo "dashboards rc=$?"; grep -E "NO DATA|SKIPPED|FAILED|warns|queries checked|during the cuda|^ok .*([Gg][Pp][Uu]|[Pp]ower|[Cc]lock)" "$OUT/dashboards.log" | cut -c1-300 | head -40 ;;
+    export)
+      # Issue 20: `autokernel export --hf` writes and builds the Hugging Face Kernels package here,
+      # and each exported kernel is called through it for its shape against an fp32 reference
+      # (tests/models/export_test.py --gpu; only the autokernel executable is needed, so a
+      # prebuilt tree serves too).
+      timeout "${AK_EXPORT_TIMEOUT:-300}" python3 tests/models/export_test.py --gpu --autokernel "$B/bin/autokernel" > "$OUT/export.log" 2>&1
+      echo "export rc=$?"; grep -E " \.\.\. |^Ran |^OK|^FAILED" "$OUT/export.log" | cut -c1-240 | head -40
+      sed -n '/"err": {/,/}/p' "$OUT/export.log" | head -14 ;;
     library)
       timeout "${AK_LIBRARY_TIMEOUT:-540}" bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
     rowwise)
