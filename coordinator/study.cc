@@ -18,7 +18,9 @@ const std::set<std::string> kKeys = {"kind",   "name",       "strategy",        
                                      "targets", "gpu_models", "backend",         "budget",      "plateau",
                                      "roofline_fraction",     "source",          "space",       "measure",
                                      "timeout_ms", "tag",     "description"};
-const std::set<std::string> kTargetKeys = {"kernel_type", "backend", "shape", "shapes", "dtype", "dtypes", "share"};
+const std::set<std::string> kTargetKeys = {"kernel_type", "backend", "shape", "shapes",
+                                           "dtype",       "dtypes",  "share", "start"};
+constexpr size_t kMaxStartConfigs = 64;  // per target
 
 Status check_keys(const json& obj, const std::set<std::string>& keys, const std::string& where) {
   return ak::check_keys(obj, keys, where, "coordinator/CAMPAIGNS.md");
@@ -67,6 +69,43 @@ std::function<bool(const search::Config&)> feasibility(const StudyCampaign& c, c
     }
     return spec->cuda_geometry ? ok(spec->cuda_geometry(config, shape, dtype)) : true;
   };
+}
+
+// A target's `start`: a list of {tunable: value} objects, each name a tunable of its space and each
+// value one of that tunable's values (the rest take their defaults later, per dtype).
+Result<std::vector<search::Config>> read_start(const json& target, const std::string& type,
+                                               const std::vector<kernels::Tunable>& space) {
+  std::vector<search::Config> out;
+  if (!target.contains("start")) return out;
+  const json& list = target["start"];
+  if (!list.is_array() || list.size() > kMaxStartConfigs)
+    return Status::invalid("target " + type + ": 'start' must be a list of at most " +
+                           std::to_string(kMaxStartConfigs) + " configurations ({tunable: value} objects)");
+  for (const json& item : list) {
+    if (!item.is_object())
+      return Status::invalid("target " + type + ": each 'start' entry must be an object of {tunable: value}");
+    search::Config cfg;
+    for (const auto& [name, value] : item.items()) {
+      auto tunable =
+          std::find_if(space.begin(), space.end(), [&](const kernels::Tunable& x) { return x.name == name; });
+      if (tunable == space.end()) {
+        std::string names;
+        for (const auto& x : space) names += (names.empty() ? "" : ", ") + x.name;
+        return Status::invalid("target " + type + ": 'start' names '" + name + "', which is not a tunable (" +
+                               (names.empty() ? "it has none" : names) + ")");
+      }
+      if (!value.is_number_integer() ||
+          std::find(tunable->values.begin(), tunable->values.end(), value.get<int64_t>()) == tunable->values.end()) {
+        std::string values;
+        for (int64_t v : tunable->values) values += (values.empty() ? "" : ", ") + std::to_string(v);
+        return Status::invalid("target " + type + ": 'start' gives " + name + " = " + value.dump() +
+                               "; its values are " + values);
+      }
+      cfg[name] = value.get<int64_t>();
+    }
+    out.push_back(std::move(cfg));
+  }
+  return out;
 }
 
 double median(std::vector<double> v) {
@@ -198,7 +237,9 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
     struct Expanded {
       StudyDef def;
       std::optional<double> share;
+      size_t target = 0;  // its index in `starts`
     };
+    std::vector<std::vector<search::Config>> starts;  // each target's, before defaults fill them
     std::vector<Expanded> targets;
     size_t with_share = 0;
     for (const auto& t : doc["targets"]) {
@@ -245,6 +286,10 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
         dtypes.push_back(*dt);
       }
       if (dtypes.empty()) dtypes = spec->dtypes;
+      const std::vector<kernels::Tunable>& space = !c.space.empty() || !c.source.empty() ? c.space : bit->second.space;
+      auto start = read_start(t, type, space);
+      if (!start.ok()) return start.status();
+      starts.push_back(std::move(*start));
       std::optional<double> share;
       if (t.contains("share")) {
         share = t["share"].get<double>();
@@ -260,6 +305,7 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
           e.def.shape = s;
           e.def.dtype = d;
           if (share) e.share = *share / n;  // a target's share is split over what it expands to
+          e.target = starts.size() - 1;
           targets.push_back(std::move(e));
         }
     }
@@ -279,8 +325,20 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
                                  ": name the GPU models to tune for, e.g. \"gpu_models\": [\"NVIDIA H200\"]");
         ms = models;
       }
+      StudyDef with_start = e.def;
+      for (const search::Config& given : starts[e.target]) {
+        search::Config full = default_of(c, e.def);
+        for (const auto& [name, value] : given) full[name] = value;
+        const kernels::KernelSpec* spec = kernels::find(e.def.kernel_type);
+        if (c.source.empty() && e.def.backend == Backend::kCuda && spec->cuda_config_error)
+          if (std::string why = spec->cuda_config_error(full, e.def.dtype); !why.empty())
+            return Status::invalid("target " + e.def.kernel_type + ": 'start' configuration " + config_string(full) +
+                                   " cannot be built in " + dtype_name(e.def.dtype) + ": " + why);
+        if (std::find(with_start.start.begin(), with_start.start.end(), full) == with_start.start.end())
+          with_start.start.push_back(std::move(full));
+      }
       for (const auto& m : ms) {
-        StudyDef d = e.def;
+        StudyDef d = with_start;
         d.index = int(c.studies.size());
         d.gpu_model = m;
         d.share = e.share.value_or(1.0 / double(targets.size()));
@@ -419,6 +477,19 @@ std::vector<JobSpec> propose_study_jobs(const StudyCampaign& c, const std::strin
       if (history.empty()) {
         configs.push_back(default_of(c, d));
         history.push_back({configs.back(), std::nullopt});
+      }
+      if (!d.start.empty() && configs.size() < n) {
+        // The target's start configurations not yet tried, in order; ones this GPU model cannot
+        // launch are passed over.
+        const auto launchable = feasibility(c, d, shared_memory);
+        for (const search::Config& cfg : d.start) {
+          if (configs.size() >= n) break;
+          const bool tried =
+              std::any_of(history.begin(), history.end(), [&](const search::Trial& t) { return t.config == cfg; });
+          if (tried || (launchable && !launchable(cfg))) continue;
+          configs.push_back(cfg);
+          history.push_back({cfg, std::nullopt});
+        }
       }
       if (configs.size() < n) {
         auto strategy = strategy_for(c, d, shared_memory);

@@ -13,7 +13,8 @@
 // proposal is stored as a job record before it is dispatched; so a coordinator that restarts
 // replays the same history from the store, proposes from where the old one stopped and never
 // runs a configuration twice. The first trial of every study is the starter's default
-// configuration for the dtype (the campaign's own defaults with a custom space).
+// configuration for the dtype (the campaign's own defaults with a custom space), then its
+// target's `start` configurations (known good variants, say), then the strategy's proposals.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -45,6 +46,10 @@ struct StudyDef {
   std::string gpu_model;         // as workers report it ("NVIDIA H200"); "cpu" for the cpu backend
   double share = 0;              // f of Amdahl's law
   std::string label;             // "softmax 4096x4096 bf16 on NVIDIA H200"
+  // The target's `start` configurations, each completed with the defaults for this dtype: tried
+  // in order right after the default one, each once, before the strategy proposes; one a GPU
+  // model cannot launch (shared memory) is passed over.
+  std::vector<search::Config> start;
 };
 
 struct StudyCampaign {

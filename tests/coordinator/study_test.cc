@@ -97,9 +97,10 @@ struct SimFarm {
   }
 
   // Runs campaign c with `slots` slots, completing half the slots each step, until complete.
-  void run(const StudyCampaign& c, int64_t slots, const std::function<std::optional<double>(const JobSpec&)>& value) {
+  void run(const StudyCampaign& c, int64_t slots, const std::function<std::optional<double>(const JobSpec&)>& value,
+           const std::string& model = "cpu") {
     for (int step = 0; step < 100000; ++step) {
-      fill(c, slots);
+      fill(c, slots, model);
       if (progress(c).complete) return;
       ASSERT_FALSE(flight.empty()) << "study not complete but nothing in flight";
       complete(size_t(std::max<int64_t>(1, slots / 2)), value);
@@ -506,6 +507,90 @@ TEST(StudyTest, CudaProposalsFollowTheSharedMemoryLimitWorkersAnnounced) {
     f.complete(f.flight.size(), [](const JobSpec&) { return 100.0; });
   }
   EXPECT_GT(above_name_table, 0u) << "the name table's 99 KiB was used instead of the announced limit";
+}
+
+// A target's `start` configurations (known good variants, the kernel READMEs' ladder): tried right
+// after the default, in order, each once, and before the strategy proposes; completed with the
+// dtype's defaults; one a GPU model cannot launch is passed over there; a restarted coordinator
+// proposes the same sequence.
+TEST(StudyTest, TheTargetsStartConfigurationsRunRightAfterTheDefaultInOrderOnceEach) {
+  const json tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},        {"AK_BK", 64},
+                    {"AK_STAGES", 4},  {"AK_WGMMA", 2},   {"AK_MAX_BLOCKS", 132}};
+  json d = {{"kind", "study"},
+            {"strategy", "random"},
+            {"backend", "cuda"},
+            {"gpu_models", {"NVIDIA H200"}},
+            {"budget", {{"trials", 12}}},
+            {"plateau", {{"window", 0}}},
+            {"targets",
+             {{{"kernel_type", "matmul"},
+               {"shape", {4096, 4096, 4096}},
+               {"dtype", "bf16"},
+               // the TMA variant, one change of the default, the same again, and the default itself
+               {"start", {tma, {{"AK_GROUP_M", 1}}, {{"AK_GROUP_M", 1}}, json::object()}}}}}};
+  StudyCampaign c = parse(d);
+  ASSERT_EQ(c.studies.size(), 1u);
+  const kernels::KernelSpec* spec = kernels::find("matmul");
+  const search::Config def = kernels::default_config(spec->backends.at(Backend::kCuda), DType::kBF16);
+  search::Config tma_full = def, group = def;
+  for (const auto& [k, v] : tma.items()) tma_full[k] = v.get<int64_t>();
+  group["AK_GROUP_M"] = 1;
+  EXPECT_EQ(c.studies[0].start, (std::vector<search::Config>{tma_full, group, def}))
+      << "completed with bf16's defaults (AK_WGMMA=1 where not given), the repeat folded";
+
+  SimFarm h200;
+  auto first = h200.fill(c, 2, "nvidia h200");
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].config, def);
+  EXPECT_EQ(first[1].config, tma_full) << "the first start configuration is the second trial";
+  auto next = h200.fill(c, 5, "nvidia h200");
+  ASSERT_EQ(next.size(), 3u);
+  EXPECT_EQ(next[0].config, group);
+  EXPECT_NE(next[1].config, def) << "the default is not run twice, start or not";
+  EXPECT_NE(next[1].config, tma_full);
+  EXPECT_NE(next[1].config, group);
+  SimFarm restarted = h200;  // the store as a restarted coordinator reads it
+  auto value = [](const JobSpec& s) { return 100.0 + double(s.config.at("AK_BN")); };
+  h200.run(c, 5, value, "nvidia h200");
+  restarted.run(c, 5, value, "nvidia h200");
+  EXPECT_EQ(h200.order, restarted.order);
+  std::set<search::Config> seen;
+  for (const auto& [id, j] : h200.jobs) EXPECT_TRUE(seen.insert(j.spec.config).second) << "twice: " << id;
+
+  // 128x256x64 in 4 stages needs more shared memory than the RTX 4090's 99 KiB: passed over there.
+  ASSERT_GT(int64_t(spec->cuda_geometry(tma_full, {4096, 4096, 4096}, DType::kBF16).shared_bytes), 99 * 1024);
+  d["gpu_models"] = {"NVIDIA GeForce RTX 4090"};
+  SimFarm rtx;
+  auto on_rtx = rtx.fill(parse(d), 2, "nvidia geforce rtx 4090");
+  ASSERT_EQ(on_rtx.size(), 2u);
+  EXPECT_EQ(on_rtx[0].config, def);
+  EXPECT_EQ(on_rtx[1].config, group);
+}
+
+TEST(StudyTest, ABadStartConfigurationIsRefusedNamingTheTunableAndItsValues) {
+  auto with_start = [](json start) {
+    json d = {
+        {"kind", "study"},
+        {"backend", "cuda"},
+        {"gpu_models", {"NVIDIA H200"}},
+        {"targets", {{{"kernel_type", "matmul"}, {"shape", {4096, 4096, 4096}}, {"dtype", "bf16"}, {"start", start}}}}};
+    return error_of(d);
+  };
+  EXPECT_EQ(with_start({{{"AK_WGMMA", 2}, {"AK_BK", 64}}}), "");
+  EXPECT_EQ(with_start({{{"AK_NOPE", 1}}}),
+            "target matmul: 'start' names 'AK_NOPE', which is not a tunable (AK_BM, AK_BN, AK_BK, AK_WARPS_M, "
+            "AK_WARPS_N, AK_STAGES, AK_GROUP_M, AK_WGMMA, AK_MAX_BLOCKS)");
+  EXPECT_EQ(with_start({{{"AK_BK", 48}}}), "target matmul: 'start' gives AK_BK = 48; its values are 16, 32, 64");
+  EXPECT_EQ(with_start({{{"AK_BK", "64"}}}), "target matmul: 'start' gives AK_BK = \"64\"; its values are 16, 32, 64");
+  EXPECT_NE(with_start(json::array({64})).find("each 'start' entry must be an object"), std::string::npos);
+  EXPECT_NE(with_start(json::object()).find("'start' must be a list of at most 64"), std::string::npos);
+  EXPECT_EQ(with_start(json(std::vector<json>(64, {{"AK_BK", 64}}))), "");
+  EXPECT_NE(with_start(json(std::vector<json>(65, {{"AK_BK", 64}}))).find("'start' must be a list of at most 64"),
+            std::string::npos);
+  // The TMA path's #error for AK_BK = 32, as the starter's cuda_config_error predicts it.
+  const std::string bk32 = with_start({{{"AK_WGMMA", 2}}});  // the default AK_BK is 32
+  EXPECT_NE(bk32.find("target matmul: 'start' configuration "), std::string::npos) << bk32;
+  EXPECT_NE(bk32.find("cannot be built in bf16: AK_WGMMA=2 (TMA) needs AK_BK 64"), std::string::npos) << bk32;
 }
 
 }  // namespace
