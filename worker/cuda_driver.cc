@@ -14,6 +14,22 @@ std::string CudaDriver::error_text(CUresult r) const {
   return std::string(name ? name : "CUDA_ERROR_?") + " (" + (text ? text : "no description") + ")";
 }
 
+Status grant_dynamic_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, int max_shared, unsigned& granted) {
+  if (bytes <= granted) return Status::ok_status();
+  int static_bytes = 0;
+  if (drv.cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn) != CUDA_SUCCESS) static_bytes = 0;
+  if (int64_t(bytes) + static_bytes > max_shared)
+    return Status::invalid("the launch asks for more shared memory than the device grants a block (" +
+                           std::to_string(max_shared) + " B): " + std::to_string(bytes) + " B dynamic beside " +
+                           std::to_string(static_bytes) + " B static");
+  const CUresult r = drv.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes));
+  if (r != CUDA_SUCCESS)
+    return Status::internal("cannot grant " + std::to_string(bytes) + " B of dynamic shared memory beside " +
+                            std::to_string(static_bytes) + " B static: " + drv.error_text(r));
+  granted = bytes;
+  return Status::ok_status();
+}
+
 Result<std::shared_ptr<const CudaDriver>> CudaDriver::load() {
   static std::mutex mu;
   static std::shared_ptr<const CudaDriver> cached;

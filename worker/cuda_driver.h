@@ -74,6 +74,14 @@ struct CudaDriver {
   static Result<std::shared_ptr<const CudaDriver>> load();
 };
 
+// Grants a launch of `fn` `bytes` of dynamic shared memory: checks them, with the function's static
+// shared memory beside them, against `max_shared` (the device's opt-in limit per block) and raises
+// the function's dynamic limit to `bytes` when they are more than `granted`, the limit set so far
+// (0 before the first). Without that call the limit is 48 KiB less the static part, so even a
+// launch of 48 KiB or less needs it when the kernel also has static shared memory (a TMA matmul
+// with 1 KiB of barriers and 48 KiB of stages failed with CUDA_ERROR_INVALID_VALUE).
+Status grant_dynamic_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, int max_shared, unsigned& granted);
+
 // Checks a driver call; on failure returns a Status naming the call, file:line and the error.
 #define AK_CU_CHECK(drv, call)                                                               \
   do {                                                                                       \

@@ -30,6 +30,7 @@ enum CUdevice_attribute {
 };
 enum CUfunction_attribute {
   CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
+  CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 enum CUevent_flags { CU_EVENT_DEFAULT = 0 };

@@ -54,6 +54,7 @@ struct Driver {
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                            void**, void**) = nullptr;
   CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
+  CUresult (*FuncGetAttribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
   CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*CtxSetCurrent)(CUcontext) = nullptr;
@@ -82,6 +83,7 @@ const Driver& driver() {
     sym(x.ModuleGetFunction, "cuModuleGetFunction");
     sym(x.LaunchKernel, "cuLaunchKernel");
     sym(x.FuncSetAttribute, "cuFuncSetAttribute");
+    sym(x.FuncGetAttribute, "cuFuncGetAttribute");
     sym(x.GetErrorString, "cuGetErrorString");
     sym(x.CtxGetCurrent, "cuCtxGetCurrent");
     sym(x.CtxSetCurrent, "cuCtxSetCurrent");
@@ -136,7 +138,7 @@ std::vector<std::atomic<int64_t>>& tuned_counts() {
 // function marks a cubin the device cannot run.
 struct Loaded {
   CUfunction fn = nullptr;
-  unsigned granted_shared = 48 * 1024;
+  unsigned granted_shared = 0;  // 0: set before the function's first launch that asks for any
 };
 std::map<std::tuple<int, int, int>, Loaded> g_functions;
 
@@ -192,8 +194,12 @@ CUfunction function(const Driver& d, int e, int build, int device, const DeviceS
   }
   Loaded& l = it->second;
   if (l.fn && shared_bytes > l.granted_shared) {
-    TORCH_CHECK(int64_t(shared_bytes) <= st.max_shared, "autokernel export: the ", kEntries[e].kernel_type,
-                " kernel asks for ", shared_bytes, " B of shared memory; this device grants a block ", st.max_shared);
+    // Without the attribute the dynamic limit is 48 KiB less the kernel's static shared memory.
+    int static_bytes = 0;
+    if (d.FuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, l.fn) != CUDA_SUCCESS) static_bytes = 0;
+    TORCH_CHECK(int64_t(shared_bytes) + static_bytes <= st.max_shared, "autokernel export: the ",
+                kEntries[e].kernel_type, " kernel asks for ", shared_bytes, " B of shared memory beside ", static_bytes,
+                " B static; this device grants a block ", st.max_shared);
     CUresult r = d.FuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes));
     TORCH_CHECK(r == CUDA_SUCCESS, "autokernel export: cannot grant ", shared_bytes,
                 " B of shared memory: ", d.error(r));

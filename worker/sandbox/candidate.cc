@@ -40,18 +40,11 @@ class CpuCandidate final : public Candidate {
   DType dtype_;
 };
 
-// Checks a launch's dynamic shared memory against what the device grants a block and raises the
-// function's limit above the 48 KiB default when needed (`granted`: the limit set so far).
-void grant_dynamic_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, int max_shared, unsigned& granted,
-                          const std::string& what) {
-  if (int64_t(bytes) > max_shared)
-    fail("", "the launch asks for more shared memory than the device grants a block (" + std::to_string(max_shared) +
-                 " B): " + what);
-  if (bytes <= granted) return;
-  CUresult r = drv.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes));
-  if (r != CUDA_SUCCESS)
-    fail("", "cannot grant " + std::to_string(bytes) + " B of dynamic shared memory: " + drv.error_text(r));
-  granted = bytes;
+// grant_dynamic_shared (worker/cuda_driver.h) for a launch described by `what`.
+void grant_shared(const CudaDriver& drv, CUfunction fn, unsigned bytes, int max_shared, unsigned& granted,
+                  const std::string& what) {
+  if (Status s = grant_dynamic_shared(drv, fn, bytes, max_shared, granted); !s.ok())
+    fail("", s.message() + "; " + what);
 }
 
 // The geometry and parameters of phase `phase` of a cuda call (kernels/registry.h, cuda_phases):
@@ -279,7 +272,7 @@ class CudaCandidate final : public Candidate {
     if (max_threads_ > 0 && threads > max_threads_)
       fail("", "the kernel can run at most " + std::to_string(max_threads_) +
                    " threads per block (registers); the launch asks for " + what);
-    grant_dynamic_shared(drv_, fn_, g.shared_bytes, max_shared_, granted_shared_, what);
+    grant_shared(drv_, fn_, g.shared_bytes, max_shared_, granted_shared_, what);
     kernels::KernelParams params;
     cuda_phase_params(spec_, *th_, inputs, out, workspace, phases, phase, params);
     CUresult r = drv_.cuLaunchKernel(fn_, g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2],
@@ -297,7 +290,7 @@ class CudaCandidate final : public Candidate {
   DType dtype_;
   int max_threads_;
   int max_shared_;
-  unsigned granted_shared_ = 48 * 1024;
+  unsigned granted_shared_ = 0;  // the dynamic limit set so far (grant_dynamic_shared)
   const kernels::TorchHarness* th_;
   std::unique_ptr<TensorMaps> maps_;
   at::Tensor workspace_;  // grown to the largest shape's spec_.workspace_bytes, kept across calls
@@ -319,7 +312,7 @@ class TritonCandidate final : public Candidate {
     size_t params = 0;              // runtime parameters, before the hidden ones
     size_t hidden = 0;              // trailing scratch pointers
     std::vector<size_t> divisible;  // indices of the parameters this build assumes 16-divisible
-    unsigned granted_shared = 48 * 1024;
+    unsigned granted_shared = 0;
   };
   TritonCandidate(const CudaDriver& drv, std::vector<Build> builds, const kernels::KernelSpec& spec,
                   std::map<std::string, int64_t> config, DType dtype, int max_shared, const kernels::TorchHarness* th)
@@ -353,7 +346,7 @@ class TritonCandidate final : public Candidate {
     const std::string what = "grid " + std::to_string(g.grid[0]) + "x" + std::to_string(g.grid[1]) + "x" +
                              std::to_string(g.grid[2]) + ", block " + std::to_string(b->block) + ", " +
                              std::to_string(b->shared_bytes) + " B dynamic shared memory";
-    grant_dynamic_shared(drv_, b->fn, b->shared_bytes, max_shared_, b->granted_shared, what);
+    grant_shared(drv_, b->fn, b->shared_bytes, max_shared_, b->granted_shared, what);
     CUresult r = drv_.cuLaunchKernel(b->fn, g.grid[0], g.grid[1], g.grid[2], b->block, 1, 1, b->shared_bytes, stream_,
                                      params.args(), nullptr);
     if (r != CUDA_SUCCESS) fail("", "cuLaunchKernel failed (" + what + "): " + drv_.error_text(r));
