@@ -173,6 +173,12 @@ std::string withhold_foreign_diagnostics(const std::string& log, const std::vect
       continue;
     }
     if (line.rfind("In file included from ", 0) == 0 || line.rfind("                 from ", 0) == 0) continue;
+    // The PTX assembler's messages (insufficient registers, an unknown instruction of an asm
+    // statement) quote PTX lines and instruction names, never an included file's text.
+    if (line.rfind("ptxas ", 0) == 0) {
+      out += line + "\n";
+      continue;
+    }
     if (keep_context || line.find("compilation terminated") != std::string::npos ||
         line.find("error detected in the compilation") != std::string::npos)
       out += line + "\n";

@@ -147,6 +147,18 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
         return "AK_WGMMA=1 needs AK_WARPS_M * AK_WARPS_N a multiple of 4 (whole warpgroups), AK_BM a multiple of 64 "
                "per warpgroup, AK_BN 64, 128 or 256, at most 128 accumulators a thread (AK_BM / warpgroups / 64 * "
                "AK_BN / 2) and AK_STAGES >= 3";
+      // ptxas gives a thread at most 65536 / (threads in the block) registers, in steps of 8 and at
+      // most 255; the accumulators and about 30 more must fit, or it stops with "Insufficient
+      // registers" (C7602): 256x256 tiles on four warpgroups have 128 accumulators and 128
+      // registers (96 with TMA's producer warpgroup beside them).
+      const int64_t block = threads + (wgmma == 2 ? 128 : 0);
+      const int64_t budget = std::min<int64_t>(255, 65536 / block / 8 * 8);
+      const int64_t accumulators = bm / std::max<int64_t>(groups, 1) / 64 * bn / 2;
+      if (accumulators + 32 > budget)
+        return "AK_WGMMA=" + std::to_string(wgmma) + ": " + std::to_string(accumulators) +
+               " accumulators a thread and about 32 registers more exceed the " + std::to_string(budget) +
+               " registers a thread of a " + std::to_string(block) +
+               "-thread block gets; use fewer warps (AK_WARPS_M * AK_WARPS_N) or a smaller AK_BN";
     }
   }
   return "";

@@ -192,6 +192,40 @@ TEST_F(CompilerTest, CudaConfigErrorPredictsWhichStarterConfigurationsCompile) {
   EXPECT_GE(checked, 2u * 2 * 6) << "matmul and flash_attention have the predicate";
 }
 
+// The register budget of the wgmma paths: a thread of a block of B threads gets at most 65536 / B
+// registers (in steps of 8), and ptxas stops when the accumulators and the rest do not fit. A study
+// on an H100 proposed 256x256 tiles on four warpgroups, which gemm_config_error let through and
+// NVRTC refused; it now predicts both sides of the boundary, with TMA's producer warpgroup counted.
+TEST_F(CompilerTest, GemmConfigErrorPredictsTheWgmmaPathsRegisterBudget) {
+  const kernels::KernelSpec* mm = kernels::find("matmul");
+  struct Case {
+    int64_t bm, bn, bk, wgmma, stages;
+    bool builds;
+  };
+  for (const Case& c : {Case{256, 256, 32, 1, 5, false},    // 128 accumulators, 128 registers (512 threads)
+                        Case{256, 256, 64, 2, 3, false},    // 128 accumulators, 96 registers (640 threads)
+                        Case{256, 128, 64, 2, 4, true}}) {  // 64 accumulators, 96 registers
+    JobSpec j = job(Backend::kCuda, DType::kBF16);
+    j.kernel_type = "matmul";
+    j.shape = {4096, 4096, 4096};
+    j.source = mm->backends.at(Backend::kCuda).source;
+    j.config = {{"AK_BM", c.bm},   {"AK_BN", c.bn},       {"AK_BK", c.bk},
+                {"AK_WARPS_M", 4}, {"AK_WARPS_N", 4},     {"AK_STAGES", c.stages},
+                {"AK_GROUP_M", 8}, {"AK_WGMMA", c.wgmma}, {"AK_MAX_BLOCKS", 0}};
+    const std::string why = mm->cuda_config_error(j.config, DType::kBF16);
+    EXPECT_EQ(why.empty(), c.builds) << config_string(j.config) << ": " << why;
+    if (!c.builds) {
+      EXPECT_NE(why.find("accumulators a thread and about 32 registers more exceed"), std::string::npos);
+    }
+    auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+    EXPECT_EQ(art.ok(), c.builds) << config_string(j.config) << ": "
+                                  << (art.ok() ? "built" : art.status().message().substr(0, 300));
+    if (!c.builds && !art.ok()) {
+      EXPECT_NE(art.status().message().find("Insufficient registers"), std::string::npos) << art.status().message();
+    }
+  }
+}
+
 // matmul's Hopper path (kernels/matmul/wgmma.cuh) is compiled at sm_90a and only there: with
 // AK_WGMMA=1 a configuration it can run builds for sm_90a in fp16 and bf16 (matmul, and fused_mlp,
 // which includes it), one it cannot run (two stages) is refused there by the
@@ -438,6 +472,23 @@ TEST_F(CompilerTest, NvrtcErrorIsInvalidArgumentWithTheLog) {
   art = compiler_->compile(j, gpu_caps("sm_90a"));
   ASSERT_FALSE(art.ok());
   EXPECT_NE(art.status().message().find("AK_VEC must be"), std::string::npos) << art.status().message();
+}
+
+// The PTX assembler's messages reach the reason: a configuration that needs more registers than its
+// launch bounds allow failed with an empty "nvrtc failed (NVRTC_ERROR_COMPILATION) ... :" on an
+// H100, the ptxas lines withheld as if they were an included file's diagnostics.
+TEST_F(CompilerTest, APtxasFailureKeepsTheAssemblersMessage) {
+  JobSpec j = job(Backend::kCuda);
+  j.source = "extern \"C\" __global__ void ak_softmax(float* y) { asm volatile(\"bogus.op.b32 %0;\" :: \"r\"(1)); }\n";
+  auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(art.status().message().find("ptxas application ptx input, line "), std::string::npos)
+      << art.status().message();
+  EXPECT_NE(art.status().message().find("Not a name of any known instruction: 'bogus'"), std::string::npos)
+      << art.status().message();
+  EXPECT_NE(art.status().message().find("ptxas fatal   : Ptx assembly aborted due to errors"), std::string::npos)
+      << art.status().message();
 }
 
 TEST_F(CompilerTest, CudaNeedsAnArchitectureAndReservesAkDtype) {
