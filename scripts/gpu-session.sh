@@ -119,7 +119,8 @@ for step in $STEPS; do
       awk -v cols=correctness,stage -f bench/tsv.awk "$OUT/throughput/results.tsv" | sort | uniq -c ;;
     study)
       mkdir -p "$OUT/study"
-      (cd "$OUT/study" && timeout 540 "$B/bin/autokernel" run --campaign "$OLDPWD/examples/campaigns/study_h200.toml" \
+      campaign=$(realpath "${AK_STUDY_CAMPAIGN:-examples/campaigns/study_h200.toml}")
+      (cd "$OUT/study" && timeout "${AK_STUDY_TIMEOUT:-540}" "$B/bin/autokernel" run --campaign "$campaign" \
         --data-dir "$OUT/study/.ak" --out "$OUT/study") > "$OUT/study/run.log" 2>&1
       echo "study rc=$?"
       grep -v "^\s*$" "$OUT/study/run.log" | grep -v $'\r' | tail -45
