@@ -17,6 +17,7 @@
 # matmul's wgmma and TMA paths, in $OUT/mlp.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
+# "campaign" the campaign files of AK_CAMPAIGNS, in $OUT/campaign.
 # "export" the Hugging Face Kernels package built and called on this GPU (tests/models/export_test.py --gpu).
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
 # AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify; the
@@ -169,6 +170,11 @@ for step in $STEPS; do
       # flash_wgmma_hopper.toml and flash_causal_wgmma_hopper.toml), in $OUT/flash.
       campaign_step flash "${AK_FLASH_TIMEOUT:-400}" --campaign "$PWD/examples/campaigns/flash_wgmma_hopper.toml" \
         --campaign "$PWD/examples/campaigns/flash_causal_wgmma_hopper.toml" ;;
+    campaign)
+      # The campaign files of AK_CAMPAIGNS (space-separated paths), each job verified, then timed
+      # against PyTorch, in $OUT/campaign.
+      cs=(); for f in ${AK_CAMPAIGNS:?AK_CAMPAIGNS names the campaign files}; do cs+=(--campaign "$(realpath "$f")"); done
+      campaign_step campaign "${AK_CAMPAIGN_TIMEOUT:-300}" "${cs[@]}" ;;
     mlp)
       # fused_mlp's phases on matmul's wgmma paths, TMA included (examples/campaigns/
       # fused_mlp_tma_hopper.toml), in $OUT/mlp.
