@@ -29,7 +29,9 @@
 //
 // Constraints (gemm_config_error says them with AK_WGMMA=1; on other GPUs the setting is ignored
 // and the mma.sync path runs): AK_THREADS a multiple of 128; AK_BM a multiple of 64 per
-// warpgroup; AK_BN in {64, 128, 256}; at most 128 accumulators a thread; AK_STAGES >= 3. At run
+// warpgroup; AK_BN in {64, 128, 256}; at most 128 accumulators a thread, and those and about 32
+// registers more within what a thread of the block gets (65536 / threads in steps of 8: 128 at
+// 512 threads, where ptxas stops with "Insufficient registers"); AK_STAGES >= 3. At run
 // time, K and N multiples of 8 and A, B 16-byte aligned (whole 16-byte chunks); otherwise the
 // mma.sync path.
 
