@@ -252,7 +252,7 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
         for (const auto& c : cfg) {
           if (!c.is_object())
             return Status::invalid("each entry of 'configs' must be an object, got " + what_arrived(c));
-          auto m = kernels::default_config(src, dt);
+          std::map<std::string, int64_t> m;
           for (const auto& [k, v] : c.items()) {
             const kernels::Tunable* tunable = nullptr;
             for (const auto& t : src.space)
@@ -265,7 +265,9 @@ Result<PlannedCampaign> plan_campaign(const json& doc, const std::string& campai
               return Status::invalid("config sets " + k + "=" + std::to_string(value) + ", which is not in its search space");
             m[k] = value;
           }
-          list.push_back(m);
+          // The starter's own build check decides whether the dtype's defaults suit what was given.
+          const bool starter = !doc.contains("source") && *backend == Backend::kCuda;
+          list.push_back(kernels::complete_config(src, dt, m, starter ? spec->cuda_config_error : nullptr));
         }
       } else {
         return Status::invalid("'configs' must be \"all\", \"default\" or a list of objects");

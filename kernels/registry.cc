@@ -152,6 +152,20 @@ std::map<std::string, int64_t> default_config(const BackendSource& source, DType
   return c;
 }
 
+std::map<std::string, int64_t> complete_config(const BackendSource& source, DType dtype,
+                                               const std::map<std::string, int64_t>& given,
+                                               std::string (*config_error)(const std::map<std::string, int64_t>&,
+                                                                           DType)) {
+  auto over = [&](std::map<std::string, int64_t> c) {
+    for (const auto& [name, value] : given) c[name] = value;
+    return c;
+  };
+  std::map<std::string, int64_t> with_dtype = over(default_config(source, dtype));
+  if (!config_error || config_error(with_dtype, dtype).empty()) return with_dtype;
+  std::map<std::string, int64_t> plain = over(default_config(source.space));
+  return config_error(plain, dtype).empty() ? plain : with_dtype;
+}
+
 int64_t config_value(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,
                      const std::string& name, int64_t fallback) {
   if (auto it = config.find(name); it != config.end()) return it->second;

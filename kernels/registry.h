@@ -169,6 +169,15 @@ std::map<std::string, int64_t> default_config(const std::vector<Tunable>& space)
 // The space's defaults with the source's per-dtype defaults on top: the starter's default
 // configuration for a job of that dtype.
 std::map<std::string, int64_t> default_config(const BackendSource& source, DType dtype);
+// `given` (a campaign's or a study start's configuration) completed with the defaults for `dtype`.
+// The dtype's own defaults (dtype_defaults) fill it where the configuration they make can be built
+// (`config_error`, the starter's KernelSpec::cuda_config_error; null: no check); where it cannot but
+// the space's plain defaults can, those fill it: {AK_WARPS = 4} in bf16 keeps flash_attention's
+// mma.sync path, since bf16's AK_WGMMA = 1 cannot run that tile.
+std::map<std::string, int64_t> complete_config(const BackendSource& source, DType dtype,
+                                               const std::map<std::string, int64_t>& given,
+                                               std::string (*config_error)(const std::map<std::string, int64_t>&,
+                                                                           DType) = nullptr);
 // The value of tunable `name`: config's entry if present, else the space's default, else
 // `fallback`.
 int64_t config_value(const std::map<std::string, int64_t>& config, const std::vector<Tunable>& space,

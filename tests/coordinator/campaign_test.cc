@@ -75,6 +75,32 @@ TEST(CampaignTest, DefaultConfigsTakeEachDtypesOwnDefaults) {
   }
 }
 
+// A dtype's own defaults fill an explicit configuration only where the starter can build what they
+// make: flash_attention's fp16/bf16 AK_WGMMA=1 needs 16 query rows a warp, so {AK_WARPS = 4} (32
+// rows a warp at the default tile) keeps the mma.sync path it ran before that default, while
+// {AK_BLOCK_N = 128} and the default configuration take the warpgroup MMA path.
+TEST(CampaignTest, ADtypesDefaultsFillAnExplicitConfigurationOnlyWhereTheStarterCanBuildIt) {
+  json doc = {{"kernel_type", "flash_attention"},
+              {"backend", "cuda"},
+              {"shapes", {{2, 32, 2048, 128}}},
+              {"dtypes", {"bf16", "fp16"}},
+              {"configs", {{{"AK_WARPS", 4}}, {{"AK_BLOCK_N", 128}}}}};
+  auto p = plan_campaign(doc, "c7", 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->jobs.size(), 4u);
+  const kernels::KernelSpec* spec = kernels::find("flash_attention");
+  for (const auto& j : p->jobs) {
+    const bool warps4 = j.config.at("AK_WARPS") == 4;
+    EXPECT_EQ(j.config.at("AK_WGMMA"), warps4 ? 0 : 1) << config_string(j.config);
+    EXPECT_EQ(spec->cuda_config_error(j.config, j.dtype), "") << config_string(j.config);
+  }
+  doc["configs"] = "default";
+  doc["dtypes"] = {"bf16", "fp32"};
+  p = plan_campaign(doc, "c8", 0);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  for (const auto& j : p->jobs) EXPECT_EQ(j.config.at("AK_WGMMA"), j.dtype == DType::kBF16 ? 1 : 0);
+}
+
 TEST(CampaignTest, RequirementsAreCopiedToEveryJob) {
   json doc = {{"kernel_type", "softmax"}, {"backend", "cuda"}, {"configs", "default"},
               {"requires", {{"gpu_model", "NVIDIA H200"}, {"arch", "sm_90a"}}}};

@@ -593,5 +593,40 @@ TEST(StudyTest, ABadStartConfigurationIsRefusedNamingTheTunableAndItsValues) {
   EXPECT_NE(bk32.find("cannot be built in bf16: AK_WGMMA=2 (TMA) needs AK_BK 64"), std::string::npos) << bk32;
 }
 
+// A start configuration some dtype of its target cannot build is left out of that dtype's studies
+// (AK_WGMMA=2 is for fp16/bf16), not a refusal of the campaign; the dtype's defaults complete it only
+// where they suit what it gives (flash_attention's bf16 AK_WGMMA=1 needs 16 query rows a warp, so
+// {AK_WARPS = 4}, 32 rows a warp at the default 128, keeps the mma.sync path).
+TEST(StudyTest, AStartConfigurationGoesToTheDtypesThatCanBuildItWithDefaultsThatSuitIt) {
+  json d = {{"kind", "study"},
+            {"backend", "cuda"},
+            {"gpu_models", {"NVIDIA H200"}},
+            {"targets",
+             {{{"kernel_type", "matmul"}, {"shape", {4096, 4096, 4096}}, {"start", {{{"AK_WGMMA", 2}, {"AK_BK", 64}}}}},
+              {{"kernel_type", "flash_attention"},
+               {"shape", {2, 32, 2048, 128}},
+               {"dtype", "bf16"},
+               {"start", {{{"AK_WARPS", 4}}, {{"AK_BLOCK_N", 128}}}}}}}};
+  StudyCampaign c = parse(d);
+  ASSERT_EQ(c.studies.size(), 4u);  // matmul in fp32, fp16, bf16; flash in bf16
+  for (const StudyDef& s : c.studies) {
+    if (s.kernel_type != "matmul") continue;
+    if (s.dtype == DType::kF32) {
+      EXPECT_TRUE(s.start.empty()) << s.label;
+    } else {
+      ASSERT_EQ(s.start.size(), 1u) << s.label;
+      EXPECT_EQ(s.start[0].at("AK_WGMMA"), 2);
+    }
+  }
+  const StudyDef& flash = c.studies[3];
+  ASSERT_EQ(flash.start.size(), 2u);
+  EXPECT_EQ(flash.start[0].at("AK_WARPS"), 4);
+  EXPECT_EQ(flash.start[0].at("AK_WGMMA"), 0) << "bf16's AK_WGMMA=1 needs 16 rows a warp; 128 rows on 4 warps are 32";
+  EXPECT_EQ(flash.start[1].at("AK_WGMMA"), 1) << "where bf16's default suits the tile, it stays";
+  // Built in none of its dtypes: refused.
+  d["targets"][0]["dtype"] = "fp32";
+  EXPECT_NE(error_of(d).find("cannot be built in fp32: AK_WGMMA=1 is for fp16/bf16"), std::string::npos) << error_of(d);
+}
+
 }  // namespace
 }  // namespace ak
