@@ -7,7 +7,8 @@
 # and bench/throughput.sh; AK_GPU_STEPS picks a subset ("ctest repeat throughput"), "library" runs
 # bench/library.sh (the kernel library's results table), "kernelbench" KernelBench phases: baselines,
 # their agreement with KernelBench's own timing, sweeps (bench/kernelbench.sh), "study" the H200 study campaign
-# (examples/campaigns/study_h200.toml) with its tuning-database export in $OUT/study, "confine" the
+# (examples/campaigns/study_h200.toml, or AK_STUDY_CAMPAIGN; AK_STUDY_TIMEOUT, default 540 s) with its
+# tuning-database export in $OUT/study, "confine" the
 # confinement layers this host gives the worker, as this user and as an unprivileged one,
 # "dashboards" the live dashboards test with the host's GPU; "wgmma" matmul's Hopper path against its
 # mma.sync path (examples/campaigns/matmul_wgmma_hopper.toml, cut by AK_WGMMA_SHAPES, AK_WGMMA_DTYPES and

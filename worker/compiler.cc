@@ -175,7 +175,8 @@ std::string withhold_foreign_diagnostics(const std::string& log, const std::vect
     if (line.rfind("In file included from ", 0) == 0 || line.rfind("                 from ", 0) == 0) continue;
     // The PTX assembler's messages (insufficient registers, an unknown instruction of an asm
     // statement) quote PTX lines and instruction names, never an included file's text.
-    if (line.rfind("ptxas ", 0) == 0) {
+    static const std::regex kPtxas(R"(^ptxas (application ptx input, line [0-9]+; )?(error|fatal|warning|info) *:)");
+    if (std::regex_search(line, kPtxas)) {
       out += line + "\n";
       continue;
     }

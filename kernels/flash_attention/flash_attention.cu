@@ -20,7 +20,7 @@
 //           last (for causal: the longest) query tiles start first.
 //   dynamic shared memory [bytes] = (AK_BLOCK_M + 2 * AK_STAGES * AK_BLOCK_N) * P * E
 //           P = 64 if head_dim <= 64, else 128 (the padded head dim); E = 4 for fp32, 2 otherwise
-//           (over 48 KiB the harness raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
+//           (the harness sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES before the first launch),
 //           plus 1024 with AK_WGMMA 1 or 2 in fp16/bf16 (the start rounded to the swizzle period).
 //
 // Algorithm. A block owns AK_BLOCK_M query rows of one head and walks the keys in tiles of

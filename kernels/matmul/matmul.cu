@@ -19,8 +19,8 @@
 //   dynamic shared memory [bytes]
 //           fp16/bf16: AK_STAGES * (AK_BM * AK_BK + AK_BK * AK_BN) * 2
 //           fp32:      AK_STAGES * ((AK_BM + 4) * AK_BK + AK_BK * AK_BN) * 4
-//           (over 48 KiB the harness must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-//           combinations above 227 KiB fail to compile).
+//           (the harness sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES before the first
+//           launch, static shared memory counted; combinations above 227 KiB fail to compile).
 //
 // Algorithm. Each block computes one AK_BM x AK_BN tile of C, each warp a (AK_BM / AK_WARPS_M) x
 // (AK_BN / AK_WARPS_N) sub-tile, walking K in steps of AK_BK through an AK_STAGES-deep ring of

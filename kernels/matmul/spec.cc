@@ -148,7 +148,7 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
                "per warpgroup, AK_BN 64, 128 or 256, at most 128 accumulators a thread (AK_BM / warpgroups / 64 * "
                "AK_BN / 2) and AK_STAGES >= 3";
       // ptxas gives a thread at most 65536 / (threads in the block) registers, in steps of 8 and at
-      // most 255; the accumulators and about 30 more must fit, or it stops with "Insufficient
+      // most 255; the accumulators and about 32 more must fit, or it stops with "Insufficient
       // registers" (C7602): 256x256 tiles on four warpgroups have 128 accumulators and 128
       // registers (96 with TMA's producer warpgroup beside them).
       const int64_t block = threads + (wgmma == 2 ? 128 : 0);

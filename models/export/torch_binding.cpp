@@ -96,8 +96,9 @@ const Driver& driver() {
   return d;
 }
 
-// What is kept per device: its primary context (PyTorch's, retained once) and the most dynamic
-// shared memory a block may have there.
+// What is kept per device: its primary context (PyTorch's, retained once) and the most shared
+// memory, static and dynamic, a block may have there. (The grant below is the sandbox's
+// grant_dynamic_shared in worker/cuda_driver.cc; the package builds without the farm's sources.)
 struct DeviceState {
   CUcontext ctx = nullptr;
   int max_shared = 48 * 1024;

@@ -580,6 +580,26 @@ TEST_F(HostileCompileTest, AnIncludeHiddenBehindAMacroFailsWithItsDiagnosticsWit
   EXPECT_NE(art.status().message().find("withheld"), std::string::npos) << art.status().message();
 }
 
+// The PTX assembler's lines reach the reason (NvrtcErrorIsInvalidArgumentWithTheLog); a host file
+// written to look like them, pulled in behind a macro, still does not: NVRTC's diagnostics about it
+// are located in that file, and the source lines it quotes are indented.
+TEST_F(HostileCompileTest, AHostFileThatLooksLikeAssemblerMessagesStaysWithheld) {
+  auto compiler = make_compiler(o_);
+  const std::string fake = (dir_ / "fake.h").string();
+  std::ofstream(fake) << "ptxas fatal   : top_secret_token_4711\n"
+                         "ptxas application ptx input, line 1; error   : top_secret_token_4711\n";
+  JobSpec j = cpu_job("");
+  j.requires_.backend = Backend::kCuda;
+  j.source = "#define SECRET \"" + fake + "\"\n#include SECRET\nextern \"C\" __global__ void ak_softmax() {}\n";
+  Capabilities caps;
+  caps.arch = "sm_90a";
+  auto art = compiler->compile(j, caps);
+  ASSERT_FALSE(art.ok());
+  EXPECT_EQ(art.status().code(), StatusCode::kInvalidArgument) << art.status().message();
+  EXPECT_EQ(art.status().message().find("top_secret_token_4711"), std::string::npos) << art.status().message();
+  EXPECT_NE(art.status().message().find("withheld"), std::string::npos) << art.status().message();
+}
+
 TEST_F(HostileCompileTest, ACompileBombEndsAtTheJobsTimeoutAsTimedOut) {
   auto compiler = make_compiler(o_);
   // About 10^10 constant-evaluation steps: minutes of compiler time.

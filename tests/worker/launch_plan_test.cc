@@ -56,8 +56,8 @@ CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 }
 CUresult ok_unload(CUmodule) { return CUDA_SUCCESS; }
 CUresult ok_set(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
-CUresult max_threads(int* v, CUfunction_attribute, CUfunction) {
-  *v = 1024;
+CUresult max_threads(int* v, CUfunction_attribute a, CUfunction) {
+  *v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;  // and no static shared memory
   return CUDA_SUCCESS;
 }
 

@@ -55,7 +55,7 @@ class Candidate {
 struct CudaDevice {
   const CudaDriver* drv = nullptr;
   std::string arch;                  // "sm_90a", for error messages
-  int max_shared_optin = 48 * 1024;  // the most dynamic shared memory a block may have [bytes]
+  int max_shared_optin = 48 * 1024;  // the most shared memory, static and dynamic, a block may have [bytes]
   // Build the TMA tensor maps a kernel asks for (kernels/registry.h). Off in the torch library,
   // whose calls a CUDA graph may capture: a host-to-device copy cannot be part of one.
   bool tensor_maps = true;
