@@ -316,13 +316,10 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
     if (sum > 1 + 1e-9) return Status::invalid("the targets' shares sum to " + std::to_string(sum) + ", above 1");
 
     // A start configuration that some dtype of its target cannot build is left out of that dtype's
-    // studies; one that none can build is refused. Per target, the first refusal reason of each.
-    std::vector<std::vector<bool>> built;
-    std::vector<std::vector<std::string>> unbuilt;
-    for (const auto& list : starts) {
-      built.emplace_back(list.size(), false);
-      unbuilt.emplace_back(list.size());
-    }
+    // studies; one that none can build is refused. Per target and start configuration: "" once some
+    // dtype built it, else the first dtype's refusal.
+    std::vector<std::vector<std::optional<std::string>>> refusals;
+    for (const auto& list : starts) refusals.emplace_back(list.size());
     for (const auto& e : targets) {
       std::vector<std::string> ms;
       if (e.def.backend == Backend::kCpu) {
@@ -338,18 +335,22 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
       const bool starter = c.source.empty() && e.def.backend == Backend::kCuda && spec->cuda_config_error;
       for (size_t i = 0; i < starts[e.target].size(); ++i) {
         const search::Config& given = starts[e.target][i];
-        search::Config full = default_of(c, e.def);
-        for (const auto& [name, value] : given) full[name] = value;
-        if (const kernels::BackendSource* src = backend_source(e.def); src && c.space.empty() && c.source.empty())
+        std::optional<std::string>& refusal = refusals[e.target][i];
+        search::Config full;
+        if (const kernels::BackendSource* src = backend_source(e.def); src && c.space.empty() && c.source.empty()) {
           full = kernels::complete_config(*src, e.def.dtype, given, starter ? spec->cuda_config_error : nullptr);
+        } else {
+          full = default_of(c, e.def);
+          for (const auto& [name, value] : given) full[name] = value;
+        }
         if (starter)
           if (std::string why = spec->cuda_config_error(full, e.def.dtype); !why.empty()) {
-            if (unbuilt[e.target][i].empty())
-              unbuilt[e.target][i] = "target " + e.def.kernel_type + ": 'start' configuration " + config_string(full) +
-                                     " cannot be built in " + dtype_name(e.def.dtype) + ": " + why;
+            if (!refusal)
+              refusal = "target " + e.def.kernel_type + ": 'start' configuration " + config_string(full) +
+                        " cannot be built in " + dtype_name(e.def.dtype) + ": " + why;
             continue;
           }
-        built[e.target][i] = true;
+        refusal = "";
         if (std::find(with_start.start.begin(), with_start.start.end(), full) == with_start.start.end())
           with_start.start.push_back(std::move(full));
       }
@@ -363,9 +364,9 @@ Result<StudyCampaign> parse_study_campaign(const json& doc) {
         c.studies.push_back(std::move(d));
       }
     }
-    for (size_t t = 0; t < starts.size(); ++t)
-      for (size_t i = 0; i < starts[t].size(); ++i)
-        if (!built[t][i]) return Status::invalid(unbuilt[t][i] + " (nor in the target's other dtypes)");
+    for (const auto& target : refusals)
+      for (const auto& refusal : target)
+        if (refusal && !refusal->empty()) return Status::invalid(*refusal + " (nor in the target's other dtypes)");
     if (c.studies.size() > 999) return Status::invalid("a study campaign may hold at most 999 studies");
     return c;
   } catch (const std::exception& e) {

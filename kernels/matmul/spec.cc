@@ -141,9 +141,10 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
       return "AK_WGMMA=2 (TMA) needs AK_BK 64, AK_BM <= 256 (a TMA box) and at most 896 computing threads (a "
              "producer warpgroup joins them)";
     if (wgmma != 0) {
-      const int64_t groups = threads / 128;
-      if (threads % 128 != 0 || bm % (64 * std::max<int64_t>(groups, 1)) != 0 || (bn != 64 && bn != 128 && bn != 256) ||
-          stages < 3 || bm / std::max<int64_t>(groups, 1) / 64 * bn / 2 > 128)
+      const int64_t groups = std::max<int64_t>(threads / 128, 1);
+      const int64_t accumulators = bm / groups / 64 * bn / 2;  // a thread's
+      if (threads % 128 != 0 || bm % (64 * groups) != 0 || (bn != 64 && bn != 128 && bn != 256) || stages < 3 ||
+          accumulators > 128)
         return "AK_WGMMA=1 needs AK_WARPS_M * AK_WARPS_N a multiple of 4 (whole warpgroups), AK_BM a multiple of 64 "
                "per warpgroup, AK_BN 64, 128 or 256, at most 128 accumulators a thread (AK_BM / warpgroups / 64 * "
                "AK_BN / 2) and AK_STAGES >= 3";
@@ -153,7 +154,6 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
       // registers (96 with TMA's producer warpgroup beside them).
       const int64_t block = threads + (wgmma == 2 ? 128 : 0);
       const int64_t budget = std::min<int64_t>(255, 65536 / block / 8 * 8);
-      const int64_t accumulators = bm / std::max<int64_t>(groups, 1) / 64 * bn / 2;
       if (accumulators + 32 > budget)
         return "AK_WGMMA=" + std::to_string(wgmma) + ": " + std::to_string(accumulators) +
                " accumulators a thread and about 32 registers more exceed the " + std::to_string(budget) +
