@@ -6,6 +6,7 @@ add_executable(ak_fake_sandbox ${CMAKE_CURRENT_LIST_DIR}/fake_sandbox.cc)
 target_link_libraries(ak_fake_sandbox PRIVATE ak_common)
 
 ak_test(device_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_test.cc LIBS ak_worker LABELS worker)
+ak_test(cuda_driver_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_driver_test.cc LIBS ak_worker LABELS worker)
 ak_test(device_gpu_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_gpu_test.cc LIBS ak_worker LABELS "gpu;worker")
 ak_test(outbox_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/outbox_test.cc LIBS ak_worker LABELS worker)
 ak_test(supervisor_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/supervisor_test.cc LIBS ak_worker LABELS worker)
