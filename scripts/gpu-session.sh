@@ -18,7 +18,8 @@
 # matmul's wgmma and TMA paths, in $OUT/mlp.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
-# "campaign" the campaign files of AK_CAMPAIGNS, in $OUT/campaign.
+# "campaign" the campaign files of AK_CAMPAIGNS, in $OUT/campaign (bench/campaigns/check_*.toml: checks of
+# launch limits and defaults that a GPU found wrong once).
 # "export" the Hugging Face Kernels package built and called on this GPU (tests/models/export_test.py --gpu).
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
 # AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify; the
