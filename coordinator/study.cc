@@ -46,8 +46,11 @@ std::map<std::string, int64_t> default_of(const StudyCampaign& c, const StudyDef
   return src ? kernels::default_config(*src, s.dtype) : std::map<std::string, int64_t>{};
 }
 
-// Launchability of a cuda configuration: threads per block and shared memory of every launch, and
-// for the starter source its compile-time constraints (KernelSpec::cuda_config_error).
+// Launchability of a cuda configuration: threads per block and shared memory of every launch
+// (dynamic, and for the starter source its static part, KernelSpec::cuda_static_shared_bytes, as
+// the sandbox counts both against the limit), and for the starter source its compile-time
+// constraints (KernelSpec::cuda_config_error). A custom source's static shared memory is unknown
+// until it is compiled: only its dynamic part is counted.
 std::function<bool(const search::Config&)> feasibility(const StudyCampaign& c, const StudyDef& s,
                                                        const SharedMemoryLimits& shared_memory) {
   const kernels::KernelSpec* spec = kernels::find(s.kernel_type);
@@ -56,11 +59,12 @@ std::function<bool(const search::Config&)> feasibility(const StudyCampaign& c, c
   const std::vector<int64_t> shape = s.shape;
   const DType dtype = s.dtype;
   const bool starter = c.source.empty();
-  return [spec, smem, shape, dtype, starter](const search::Config& config) {
+  const int64_t static_bytes = starter ? int64_t(spec->cuda_static_shared_bytes) : 0;
+  return [spec, smem, shape, dtype, starter, static_bytes](const search::Config& config) {
     if (starter && spec->cuda_config_error && !spec->cuda_config_error(config, dtype).empty()) return false;
     auto ok = [&](const kernels::LaunchGeometry& g) {
       const uint64_t threads = uint64_t(g.block[0]) * g.block[1] * g.block[2];
-      return threads >= 1 && threads <= 1024 && int64_t(g.shared_bytes) <= smem;
+      return threads >= 1 && threads <= 1024 && int64_t(g.shared_bytes) + static_bytes <= smem;
     };
     if (spec->cuda_phases > 1 && spec->cuda_phase_geometry) {
       for (int p = 0; p < spec->cuda_phases; ++p)

@@ -50,7 +50,8 @@ struct Tolerance {
 struct LaunchGeometry {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
-  unsigned shared_bytes = 0;  // dynamic shared memory per block [bytes]
+  // Dynamic shared memory per block [bytes]; the static part: KernelSpec::cuda_static_shared_bytes.
+  unsigned shared_bytes = 0;
 };
 
 // One TMA tensor map (CUtensorMap, sm_90+) the sandbox builds for a cuda call: a tiled 2-D to 5-D
@@ -103,6 +104,16 @@ struct KernelSpec {
   // a tunable it lacks takes the space's default.
   LaunchGeometry (*cuda_geometry)(const std::map<std::string, int64_t>& config,
                                   const std::vector<int64_t>& shape, DType dtype) = nullptr;
+  // cuda backend: an upper bound on the static shared memory per block [bytes] of the starter
+  // source in any configuration of its space and any dtype: its __shared__ variables, padded to the
+  // dynamic part's alignment, as the driver reports them (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) and
+  // counts them beside the geometry's dynamic shared_bytes against the device's opt-in limit (the
+  // 1 KiB the driver reserves a block lies outside that limit and is not counted). The coordinator
+  // counts it too when it prunes a study's proposals (coordinator/study.cc, feasibility), so that
+  // it does not propose what the sandbox then refuses to launch; a custom source's is unknown there.
+  // Measured from sm_90a cubins (tests/worker/compiler_test.cc,
+  // EveryStartersStaticSharedMemoryIsWithinItsSpecsBound).
+  unsigned cuda_static_shared_bytes = 0;
   // cuda backend: the compile-time constraints of the starter source on its tunables (its #error
   // lines) as a reason, "" when the configuration compiles. Studies prune what fails it instead of
   // spending a trial on a COMPILE_ERROR. nullptr: the source has no such constraints.

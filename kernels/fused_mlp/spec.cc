@@ -105,6 +105,9 @@ KernelSpec make_spec() {
   k.check_shape = check_shape;
   k.cuda_geometry = first_phase_geometry;
   k.cuda_config_error = config_error;
+  // Static shared memory: matmul's (its GEMMs are matmul.cu's), the TMA paths' mbarriers padded to
+  // 1024 B.
+  k.cuda_static_shared_bytes = 1024;
   k.cuda_phases = 3;
   k.cuda_phase_geometry = phase_geometry;
   k.cuda_phase_tensor_maps = phase_tensor_maps;

@@ -223,6 +223,10 @@ KernelSpec make_spec() {
   k.check_shape = check_shape;
   k.cuda_geometry = cuda_geometry;
   k.cuda_config_error = gemm_config_error;
+  // Static shared memory: the TMA paths' (AK_WGMMA >= 2, wgmma_tma.cuh) mbarriers, 16 B a stage,
+  // and slot index, padded to the dynamic part's 1024-byte alignment: 1024 B at any AK_STAGES up to
+  // 63 (measured at the space's 5: tests/worker/compiler_test.cc). The other paths have none.
+  k.cuda_static_shared_bytes = 1024;
   k.cuda_tensor_maps = cuda_tensor_maps;
   // {130, 264, 200}: K and N multiples of 8 (the wgmma path's condition) with ragged tiles in M, N
   // and K.

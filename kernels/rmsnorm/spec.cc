@@ -78,6 +78,9 @@ KernelSpec make_spec() {
   k.bytes = bytes;
   k.check_shape = check_shape;
   k.cuda_geometry = row_geometry_for<cuda_space>;
+  // Static shared memory: the block reduction's 33 floats (rmsnorm.cu), whatever the
+  // configuration and dtype (measured: tests/worker/compiler_test.cc).
+  k.cuda_static_shared_bytes = 132;
   k.edge_shapes = row_edge_shapes();
   return k;
 }

@@ -83,6 +83,9 @@ KernelSpec make_spec() {
   k.bytes = bytes;
   k.check_shape = check_shape;
   k.cuda_geometry = row_geometry_for<cuda_space>;
+  // Static shared memory: the block reduction's 33 (max, sum) pairs of floats (softmax.cu),
+  // whatever the configuration and dtype (measured: tests/worker/compiler_test.cc).
+  k.cuda_static_shared_bytes = 264;
   // Rows and columns that divide by no vector width, warp or block size, a single element, and
   // a row longer than any tile.
   k.edge_shapes = row_edge_shapes();

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -416,7 +417,7 @@ TEST(StudyTest, CudaProposalsRespectTheModelsLaunchLimits) {
     if (jobs.empty()) break;
     for (const auto& j : jobs) {
       const auto g = spec->cuda_geometry(j.config, j.shape, j.dtype);
-      EXPECT_LE(int64_t(g.shared_bytes), 99 * 1024) << config_string(j.config);
+      EXPECT_LE(int64_t(g.shared_bytes) + spec->cuda_static_shared_bytes, 99 * 1024) << config_string(j.config);
       EXPECT_LE(g.block[0] * g.block[1] * g.block[2], 1024u) << config_string(j.config);
       EXPECT_EQ(spec->cuda_config_error(j.config, j.dtype), "") << "the starter would not compile "
                                                                 << config_string(j.config);
@@ -428,7 +429,8 @@ TEST(StudyTest, CudaProposalsRespectTheModelsLaunchLimits) {
   size_t feasible = 0;
   for (const auto& p : kernels::enumerate_space(spec->backends.at(Backend::kCuda).space)) {
     const auto g = spec->cuda_geometry(p, {4096, 4096, 4096}, DType::kBF16);
-    feasible += g.shared_bytes <= 99 * 1024 && spec->cuda_config_error(p, DType::kBF16).empty();
+    feasible += g.shared_bytes + spec->cuda_static_shared_bytes <= 99 * 1024 &&
+                spec->cuda_config_error(p, DType::kBF16).empty();
   }
   EXPECT_EQ(n, feasible) << "every feasible configuration once, nothing else";
   EXPECT_TRUE(f.progress(c).studies[0].done) << "the feasible space should run out";
@@ -501,12 +503,84 @@ TEST(StudyTest, CudaProposalsFollowTheSharedMemoryLimitWorkersAnnounced) {
     if (jobs.empty()) break;
     for (const auto& j : jobs) {
       const auto g = spec->cuda_geometry(j.config, j.shape, j.dtype);
-      EXPECT_LE(int64_t(g.shared_bytes), 227 * 1024) << config_string(j.config);
+      EXPECT_LE(int64_t(g.shared_bytes) + spec->cuda_static_shared_bytes, 227 * 1024) << config_string(j.config);
       above_name_table += g.shared_bytes > 99 * 1024;
     }
     f.complete(f.flight.size(), [](const JobSpec&) { return 100.0; });
   }
   EXPECT_GT(above_name_table, 0u) << "the name table's 99 KiB was used instead of the announced limit";
+}
+
+// The starter's static shared memory (KernelSpec::cuda_static_shared_bytes: the GEMMs' TMA
+// mbarriers) counts beside the dynamic part of every launch, as the sandbox counts it: on a model
+// whose announced limit a configuration fits by its dynamic part alone, matmul's and fused_mlp's
+// (three GEMM launches) studies never propose it, neither as a `start` configuration nor from the
+// strategy, and they propose one that fits with both and every other such configuration once.
+TEST(StudyTest, CudaProposalsCountTheStartersStaticSharedMemoryBesideTheDynamic) {
+  for (const char* type : {"matmul", "fused_mlp"}) {
+    const kernels::KernelSpec* spec = kernels::find(type);
+    const kernels::BackendSource& src = spec->backends.at(Backend::kCuda);
+    const std::vector<int64_t> shape = src.default_shapes.at(0);
+    const int64_t static_bytes = spec->cuda_static_shared_bytes;
+    ASSERT_GT(static_bytes, 0) << type;
+    // The most shared memory of any launch of a call.
+    auto dynamic = [&](const search::Config& config) {
+      int64_t most = 0;
+      for (int p = 0; p < spec->cuda_phases; ++p) {
+        const kernels::LaunchGeometry g = spec->cuda_phases > 1
+                                              ? spec->cuda_phase_geometry(config, shape, DType::kBF16, p)
+                                              : spec->cuda_geometry(config, shape, DType::kBF16);
+        most = std::max<int64_t>(most, g.shared_bytes);
+      }
+      return most;
+    };
+    const search::Config def = kernels::default_config(src, DType::kBF16);
+    search::Config tight = def, roomy = def;
+    tight["AK_STAGES"] = 5;
+    roomy["AK_GROUP_M"] = 1;
+    // Between tight's dynamic part alone and its two parts together.
+    const int64_t limit = dynamic(tight) + static_bytes / 2;
+    ASSERT_LT(dynamic(roomy) + static_bytes, limit) << type;
+    ASSERT_EQ(spec->cuda_config_error(tight, DType::kBF16), "") << type;
+    ASSERT_EQ(spec->cuda_config_error(roomy, DType::kBF16), "") << type;
+
+    json d = {{"kind", "study"},
+              {"strategy", "random"},
+              {"backend", "cuda"},
+              {"gpu_models", {"NVIDIA Made-up GPU"}},
+              {"budget", {{"trials", 100000}}},
+              {"plateau", {{"window", 0}}},
+              {"targets",
+               {{{"kernel_type", type},
+                 {"shape", shape},
+                 {"dtype", "bf16"},
+                 {"start", {{{"AK_STAGES", 5}}, {{"AK_GROUP_M", 1}}}}}}}};
+    StudyCampaign c = parse(d);
+    ASSERT_EQ(c.studies.size(), 1u);
+    ASSERT_EQ(c.studies[0].start, (std::vector<search::Config>{tight, roomy})) << type;
+    SimFarm f;
+    f.shared_memory = {{"nvidia made-up gpu", limit}};
+    auto first = f.fill(c, 2, "nvidia made-up gpu");
+    ASSERT_EQ(first.size(), 2u) << type;
+    EXPECT_EQ(first[0].config, def) << type;
+    EXPECT_EQ(first[1].config, roomy) << type << ": tight, the first start configuration, is passed over";
+    size_t n = first.size();
+    for (int i = 0; i < 400; ++i) {
+      f.complete(f.flight.size(), [](const JobSpec&) { return 100.0; });
+      auto jobs = f.fill(c, 16, "nvidia made-up gpu");
+      if (jobs.empty()) break;
+      for (const auto& j : jobs) {
+        EXPECT_NE(j.config, tight) << type;
+        EXPECT_LE(dynamic(j.config) + static_bytes, limit) << type << " " << config_string(j.config);
+        ++n;
+      }
+    }
+    EXPECT_TRUE(f.progress(c).studies[0].done) << type << ": the feasible space should run out";
+    size_t feasible = 0;
+    for (const auto& p : kernels::enumerate_space(src.space))
+      feasible += dynamic(p) + static_bytes <= limit && spec->cuda_config_error(p, DType::kBF16).empty();
+    EXPECT_EQ(n, feasible) << type << ": every configuration that fits with its static part once, nothing else";
+  }
 }
 
 // A target's `start` configurations (known good variants, the kernel READMEs' ladder): tried right

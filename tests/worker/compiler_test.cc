@@ -3,10 +3,14 @@
 #include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <optional>
 
 #include "kernels/registry.h"
 #include "worker/compiler.h"
@@ -395,6 +399,135 @@ TEST_F(CompilerTest, EveryKernelTypesStartersBuildWithTheirDefaultConfig) {
         }
       }
     }
+  }
+}
+
+// The sizes [bytes] of an ELF64 (little-endian) file's sections by name, read from its section
+// headers: a cubin's. nullopt when the bytes are no such file or a header points outside them.
+std::optional<std::map<std::string, uint64_t>> elf_section_sizes(const std::string& elf) {
+  auto u16 = [&](size_t at) { return uint64_t(uint8_t(elf[at])) | uint64_t(uint8_t(elf[at + 1])) << 8; };
+  auto u32 = [&](size_t at) { return u16(at) | u16(at + 2) << 16; };
+  auto u64 = [&](size_t at) { return u32(at) | u32(at + 4) << 32; };
+  // "\177ELF", 64-bit, little-endian
+  if (elf.size() < 64 || elf.compare(0, 4, "\177ELF") != 0 || elf[4] != 2 || elf[5] != 1) return std::nullopt;
+  const uint64_t shoff = u64(0x28), shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
+  if (shentsize < 64 || shstrndx >= shnum || shoff > elf.size() || shnum * shentsize > elf.size() - shoff)
+    return std::nullopt;
+  auto header = [&](uint64_t i) { return size_t(shoff + i * shentsize); };  // sh_name at 0, sh_size at 32
+  const uint64_t names = u64(header(shstrndx) + 24), names_size = u64(header(shstrndx) + 32);
+  if (names > elf.size() || names_size > elf.size() - names) return std::nullopt;
+  std::map<std::string, uint64_t> out;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const uint64_t name = u32(header(i));
+    if (name >= names_size) return std::nullopt;
+    const char* text = elf.data() + names + name;
+    out[std::string(text, strnlen(text, names_size - name))] = u64(header(i) + 32);
+  }
+  return out;
+}
+
+// The shared memory sections of kernel `entry` in a cubin [bytes]: its window ".nv.shared.<entry>"
+// (SHT_NOBITS: the static variables, padded to the dynamic part's alignment) and any
+// ".nv.shared.reserved.*" (what the toolkit reserves for itself); 0 for a kernel that has none.
+uint64_t shared_section_bytes(const std::map<std::string, uint64_t>& sections, const std::string& entry) {
+  uint64_t bytes = 0;
+  for (const auto& [name, size] : sections)
+    if (name == ".nv.shared." + entry || name.rfind(".nv.shared.reserved.", 0) == 0) bytes += size;
+  return bytes;
+}
+
+// KernelSpec::cuda_static_shared_bytes bounds the static shared memory of the type's cuda starter,
+// which the coordinator's launch check counts beside the dynamic part (coordinator/study.cc) and
+// the sandbox refuses a launch over the GPU's limit with: measured in the sm_90a cubins (the
+// Hopper paths have the most: TMA's mbarriers) of every type in every dtype at its default
+// configuration, and of matmul and fused_mlp at the TMA paths with the space's most stages, whose
+// mbarriers grow with them (one dtype each: the barriers do not depend on it; fused_mlp's builds
+// are the slowest of all, and its GEMMs are matmul's: its TMA path alone). A norm at another eps
+// (KernelSpec::family) is its base's source with another literal and carries its base's bound
+// (with_eps): not compiled again.
+//
+// At sm_90 ptxas (CUDA 13) starts each kernel's window with the 1 KiB the driver reserves a block
+// (CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, outside the opt-in limit), which neither
+// its "bytes smem" nor the driver's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES counts: that prefix is
+// measured as the window of a kernel with dynamic shared memory alone, and taken off.
+TEST_F(CompilerTest, EveryStartersStaticSharedMemoryIsWithinItsSpecsBound) {
+  auto sections_of = [&](const JobSpec& j) -> std::map<std::string, uint64_t> {
+    auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+    EXPECT_TRUE(art.ok()) << j.kernel_type << " " << dtype_name(j.dtype) << " " << config_string(j.config) << ": "
+                          << art.status().to_string();
+    if (!art.ok()) return {};
+    auto sections = elf_section_sizes(read(art->path));
+    EXPECT_TRUE(sections.has_value()) << art->path << " is no cubin this test can read";
+    return sections.value_or(std::map<std::string, uint64_t>{});
+  };
+  JobSpec dynamic_only = job(Backend::kCuda);
+  dynamic_only.source =
+      "extern \"C\" __global__ void ak_softmax(float* y) {\n"
+      "  extern __shared__ float s[];\n"
+      "  s[threadIdx.x] = y[threadIdx.x];\n"
+      "  __syncthreads();\n"
+      "  y[threadIdx.x] = s[threadIdx.x ^ 1];\n"
+      "}\n";
+  const uint64_t reserved = shared_section_bytes(sections_of(dynamic_only), "ak_softmax");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_TRUE(reserved == 0 || reserved == 1024) << reserved << " B: a new layout of the shared memory window";
+
+  for (const kernels::KernelSpec* k : kernels::all()) {
+    auto it = k->backends.find(Backend::kCuda);
+    if (it == k->backends.end()) continue;
+    if (!k->family.empty()) {
+      EXPECT_EQ(k->cuda_static_shared_bytes, kernels::find(k->family)->cuda_static_shared_bytes) << k->name;
+      continue;
+    }
+    const kernels::BackendSource& src = it->second;
+    std::vector<std::pair<DType, std::map<std::string, int64_t>>> builds;
+    // fused_mlp's default paths are matmul's GEMM, measured there; its TMA build below stays (its
+    // builds are the slowest of all).
+    if (k->name != "fused_mlp")
+      for (DType d : k->dtypes) builds.push_back({d, kernels::default_config(src, d)});
+    if (k->name == "matmul" || k->name == "fused_mlp") {
+      // The TMA paths (AK_WGMMA 2 and up) at the most stages, on 2 x 4 computing warps, which every
+      // such path can run: matmul each in fp16, fused_mlp the last in bf16.
+      const DType d = k->name == "matmul" ? DType::kF16 : DType::kBF16;
+      int64_t stages = 0;
+      std::vector<int64_t> paths;
+      for (const kernels::Tunable& t : src.space) {
+        if (t.name == "AK_STAGES") stages = *std::max_element(t.values.begin(), t.values.end());
+        if (t.name == "AK_WGMMA")
+          for (int64_t v : t.values)
+            if (v >= 2 && (k->name == "matmul" || v == *std::max_element(t.values.begin(), t.values.end())))
+              paths.push_back(v);
+      }
+      ASSERT_FALSE(paths.empty()) << k->name;
+      for (int64_t path : paths) {
+        std::map<std::string, int64_t> tma = kernels::default_config(src, d);
+        tma["AK_WGMMA"] = path;
+        tma["AK_BK"] = 64;
+        tma["AK_STAGES"] = stages;
+        tma["AK_WARPS_M"] = 2;
+        tma["AK_WARPS_N"] = 4;
+        ASSERT_EQ(k->cuda_config_error(tma, d), "") << k->name << " " << config_string(tma);
+        builds.push_back({d, tma});
+      }
+    }
+    uint64_t most = 0;
+    for (const auto& [d, config] : builds) {
+      JobSpec j = job(Backend::kCuda, d);
+      j.kernel_type = k->name;
+      j.shape = src.default_shapes.at(0);
+      j.source = src.source;
+      j.config = config;
+      j.timeout_ms = 600'000;  // a loaded 2-core host: compile time is not what this test is about
+      const uint64_t window = shared_section_bytes(sections_of(j), src.entry);
+      const uint64_t bytes = window > reserved ? window - reserved : 0;
+      EXPECT_LE(bytes, k->cuda_static_shared_bytes)
+          << k->name << " " << dtype_name(d) << " " << config_string(config)
+          << ": raise KernelSpec::cuda_static_shared_bytes in kernels/" << k->name << "/spec.cc";
+      most = std::max(most, bytes);
+    }
+    EXPECT_EQ(most > 0, k->cuda_static_shared_bytes > 0)
+        << k->name << ": its bound is " << k->cuda_static_shared_bytes << " B and its starter has " << most
+        << " B of static shared memory";
   }
 }
 
