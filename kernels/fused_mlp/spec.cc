@@ -60,7 +60,7 @@ std::string config_error(const std::map<std::string, int64_t>& config, DType dty
   return matmul::gemm_config_error(config, dtype);
 }
 
-// The TMA path (AK_WGMMA=2): each phase's GEMM reads its A and B through two maps, keyed as
+// The TMA paths (AK_WGMMA=2 and 3): each phase's GEMM reads its A and B through two maps, keyed as
 // fused_mlp.cu's gemm_tile looks them up (A's and B's addresses, then M, N, K of that GEMM).
 // Inputs: x 0, Wg 1, Wu 2, Wd 3; phase 2's A is Hd in the workspace, after G.
 PhaseTensorMaps phase_tensor_maps(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,

@@ -20,7 +20,7 @@ std::vector<Tunable> cuda_space();
 // 16-byte chunks per thread) as a reason; "" when the configuration compiles.
 std::string gemm_config_error(const std::map<std::string, int64_t>& config, DType dtype);
 LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64_t rows, int64_t cols, DType dtype);
-// The TMA path's two maps (AK_WGMMA=2 in fp16/bf16; else none) for C [m, n] = A [m, k] @ B [k, n],
+// The TMA path's two maps (AK_WGMMA=2 or 3 in fp16/bf16; else none) for C [m, n] = A [m, k] @ B [k, n],
 // A the operand a (a_offset elements in), B the operand b (TensorMapSpec's operand numbers):
 // A in boxes of AK_BK x AK_BM, B in 64 x AK_BK, both with the 128-byte swizzle (wgmma_tma.cuh).
 std::vector<TensorMapSpec> gemm_tensor_maps(const std::map<std::string, int64_t>& config, uint64_t m, uint64_t n,

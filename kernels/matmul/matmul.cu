@@ -11,7 +11,7 @@
 //
 // Launch geometry (the harness computes it from the tunables):
 //   block = AK_WARPS_M * AK_WARPS_N * 32 threads, 1-D, plus a producer warpgroup of 128 with
-//           AK_WGMMA=2 in fp16/bf16
+//           AK_WGMMA=2 or 3 in fp16/bf16
 //   grid  = (ceil(M / AK_BM) * ceil(N / AK_BN), 1, 1), 1-D, at most AK_MAX_BLOCKS when that is not
 //           0; block b computes tiles b, b + gridDim.x, ...; the kernel maps a tile id to a tile
 //           in groups of AK_GROUP_M tile rows (each group is walked column by column), so that
@@ -42,7 +42,9 @@
 // Hopper (sm_90a, fp16/bf16, AK_WGMMA=1): wgmma.cuh, warpgroup MMA from swizzled shared memory,
 // for aligned operands whose K and N are multiples of 8; the other cases keep the path above.
 // AK_WGMMA=2: wgmma_tma.cuh, the same MMA fed by TMA from a producer warpgroup, where the sandbox
-// gave the call its tensor maps; otherwise the paths above.
+// gave the call its tensor maps; otherwise the paths above. AK_WGMMA=3: the same with each of two
+// computing warpgroups on a tile of its own, their main loops taking turns (ping-pong), so that
+// one warpgroup's stores overlap the other's MMA.
 //
 // Reuse: gemm_tile() computes one block's tile; a source that defines AK_MATMUL_NO_ENTRY before
 // including this file (kernels/fused_mlp/fused_mlp.cu) gets the GEMM without the ak_matmul entry,
@@ -58,7 +60,8 @@
 //   AK_GROUP_M  tile rows per L2 group   8     {1, 8}
 //   AK_MAX_BLOCKS  blocks at most        0     {0, 132, 264}   (0: a block per tile; otherwise
 //                                                      each block loops over tiles; launch only)
-//   AK_WGMMA    warpgroup MMA (sm_90a)   0     {0, 1, 2}   (wgmma.cuh; 2: TMA, wgmma_tma.cuh;
+//   AK_WGMMA    warpgroup MMA (sm_90a)   0     {0, 1, 2, 3} (wgmma.cuh; 2: TMA, wgmma_tma.cuh;
+//                                                      3: TMA ping-pong;
 //                                                      fp16/bf16 on sm_90a only, else ignored;
 //                                                      default 1 for bf16; refused in fp32)
 // Rejected at compile time (#error), so the compile stage drops them from a sweep:
@@ -104,9 +107,9 @@
 #endif
 
 #define AK_THREADS (AK_WARPS_M * AK_WARPS_N * 32)
-// AK_WGMMA=2 (fp16/bf16): a producer warpgroup follows the AK_THREADS computing threads
+// AK_WGMMA=2 or 3 (fp16/bf16): a producer warpgroup follows the AK_THREADS computing threads
 // (wgmma_tma.cuh); the other paths leave it idle, and their barriers count AK_THREADS only.
-#if defined(AK_DTYPE) && AK_DTYPE != 0 && AK_WGMMA == 2
+#if defined(AK_DTYPE) && AK_DTYPE != 0 && (AK_WGMMA == 2 || AK_WGMMA == 3)
 #define AK_BLOCK_THREADS (AK_THREADS + 128)
 #else
 #define AK_BLOCK_THREADS AK_THREADS

@@ -68,7 +68,7 @@ std::vector<TensorMapSpec> cuda_tensor_maps(const std::map<std::string, int64_t>
 std::vector<TensorMapSpec> gemm_tensor_maps(const std::map<std::string, int64_t>& config, uint64_t m, uint64_t n,
                                             uint64_t k, DType dtype, int a, uint64_t a_offset, int b) {
   static const std::vector<Tunable> space = cuda_space();
-  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) != 2) return {};
+  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) < 2) return {};
   const uint32_t bm = uint32_t(config_value(config, space, "AK_BM", 128));
   const uint32_t bk = uint32_t(config_value(config, space, "AK_BK", 64));
   return {{a, {k, m}, {bk, bm}, 128, a_offset}, {b, {n, k}, {64, bk}, 128}};
@@ -84,8 +84,9 @@ std::vector<Tunable> cuda_space() {
       {"AK_STAGES", {2, 3, 4, 5}, 4},
       {"AK_GROUP_M", {1, 8}, 8},
       // fp16/bf16 on sm_90a: warpgroup MMA (wgmma.cuh), fed by cp.async (1) or by TMA from a
-      // producer warpgroup (2, wgmma_tma.cuh); ignored on other GPUs, refused in fp32.
-      {"AK_WGMMA", {0, 1, 2}, 0},
+      // producer warpgroup (2, wgmma_tma.cuh), or by TMA to two computing warpgroups each on a tile
+      // of its own, taking turns (3, ping-pong); ignored on other GPUs, refused in fp32.
+      {"AK_WGMMA", {0, 1, 2, 3}, 0},
       // At most this many blocks, each computing every gridDim-th tile (0: a block per tile). The
       // H100's and H200's 132 SMs, once or twice; other GPUs' studies find their own value.
       {"AK_MAX_BLOCKS", {0, 132, 264}, 0},
@@ -99,9 +100,9 @@ LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64
   const int64_t tiles = ((rows + bm - 1) / bm) * ((cols + bn - 1) / bn);
   const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
                                             : stages * (bm * bk + bk * bn) * 2;
-  // AK_WGMMA=2: the producer warpgroup after the computing warps (in every path; off Hopper it
+  // AK_WGMMA=2 or 3: the producer warpgroup after the computing warps (in every path; off Hopper it
   // returns at once).
-  const int64_t producer = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) == 2 ? 128 : 0;
+  const int64_t producer = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) >= 2 ? 128 : 0;
   const int64_t cap = config_value(config, space, "AK_MAX_BLOCKS", 0);
   LaunchGeometry g;
   g.grid[0] = unsigned(std::clamp<int64_t>(cap > 0 ? std::min(tiles, cap) : tiles, 1, 0x7fffffff));
@@ -136,12 +137,16 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
       return "fp16/bf16: the warp tile must be at least 16 x 16 and at most 4096 elements";
     if (threads % (bn / 8) != 0) return "fp16/bf16: AK_BN / 8 must divide the thread count";
     const int64_t wgmma = v("AK_WGMMA");
-    if (wgmma < 0 || wgmma > 2) return "AK_WGMMA must be 0, 1 or 2";
-    if (wgmma == 2 && (bk != 64 || bm > 256 || threads + 128 > 1024))
-      return "AK_WGMMA=2 (TMA) needs AK_BK 64, AK_BM <= 256 (a TMA box) and at most 896 computing threads (a "
-             "producer warpgroup joins them)";
+    if (wgmma < 0 || wgmma > 3) return "AK_WGMMA must be 0, 1, 2 or 3";
+    if (wgmma >= 2 && (bk != 64 || bm > 256 || threads + 128 > 1024))
+      return "AK_WGMMA=" + std::to_string(wgmma) +
+             " (TMA) needs AK_BK 64, AK_BM <= 256 (a TMA box) and at most 896 computing threads (a producer "
+             "warpgroup joins them)";
+    if (wgmma == 3 && threads != 256)
+      return "AK_WGMMA=3 (ping-pong) needs two computing warpgroups (AK_WARPS_M * AK_WARPS_N = 8)";
     if (wgmma != 0) {
-      const int64_t groups = std::max<int64_t>(threads / 128, 1);
+      // The warpgroups that split a tile's rows (ping-pong: one, each warpgroup has its own tile).
+      const int64_t groups = wgmma == 3 ? 1 : std::max<int64_t>(threads / 128, 1);
       const int64_t accumulators = bm / groups / 64 * bn / 2;  // a thread's
       if (threads % 128 != 0 || bm % (64 * groups) != 0 || (bn != 64 && bn != 128 && bn != 256) || stages < 3 ||
           accumulators > 128)
@@ -152,7 +157,7 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
       // most 255; the accumulators and about 32 more must fit, or it stops with "Insufficient
       // registers" (C7602): 256x256 tiles on four warpgroups have 128 accumulators and 128
       // registers (96 with TMA's producer warpgroup beside them).
-      const int64_t block = threads + (wgmma == 2 ? 128 : 0);
+      const int64_t block = threads + (wgmma >= 2 ? 128 : 0);
       const int64_t budget = std::min<int64_t>(255, 65536 / block / 8 * 8);
       if (accumulators + 32 > budget)
         return "AK_WGMMA=" + std::to_string(wgmma) + ": " + std::to_string(accumulators) +

@@ -3,7 +3,8 @@
 // a cp.async ring. Included by matmul.cu inside its fp16/bf16 section; everything here is compiled
 // only where AK_WGMMA_ON is 1 (sm_90a and a configuration the path can run, below).
 //
-// Layout. The block's AK_THREADS / 128 warpgroups split the AK_BM rows of the tile evenly; each
+// Layout. The block's AK_THREADS / 128 warpgroups split the AK_BM rows of the tile evenly (with
+// AK_WGMMA=3 each takes a whole tile: AK_WG_COUNT is 1); each
 // warpgroup computes (AK_BM / warpgroups) x AK_BN in m64 x nAK_BN x k16 steps, AK_WG_MI of them
 // along M, with (AK_WG_MI * AK_BN / 2) fp32 accumulators a thread. Shared memory holds, per stage:
 //   A [AK_BM][AK_BK] as stored (K-major), rows of 128 bytes (AK_BK 64, "128B swizzle") or 64 bytes
@@ -36,12 +37,20 @@
 // mma.sync path.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && AK_WGMMA
-#define AK_WG_COUNT (AK_THREADS / 128)
-#if AK_THREADS % 128 != 0 || AK_BM % (64 * (AK_THREADS / 128 > 0 ? AK_THREADS / 128 : 1)) != 0 || \
-    (AK_BN != 64 && AK_BN != 128 && AK_BN != 256) || AK_STAGES < 3 ||                             \
-    (AK_BM / (AK_THREADS / 128 > 0 ? AK_THREADS / 128 : 1) / 64) * AK_BN / 2 > 128
+// The warpgroups that split a tile's AK_BM rows: all of them, or with AK_WGMMA=3 (ping-pong,
+// wgmma_tma.cuh) one, since each computing warpgroup there takes a whole tile of its own.
+#if AK_WGMMA == 3
+#define AK_WG_COUNT 1
+#else
+#define AK_WG_COUNT (AK_THREADS / 128 > 0 ? AK_THREADS / 128 : 1)
+#endif
+#if AK_THREADS % 128 != 0 || AK_BM % (64 * AK_WG_COUNT) != 0 || (AK_BN != 64 && AK_BN != 128 && AK_BN != 256) || \
+    AK_STAGES < 3 || (AK_BM / AK_WG_COUNT / 64) * AK_BN / 2 > 128
 #error \
     "AK_WGMMA=1 needs warpgroups (AK_WARPS_M * AK_WARPS_N a multiple of 4), AK_BM a multiple of 64 per warpgroup, AK_BN 64, 128 or 256, at most 128 accumulators a thread and AK_STAGES >= 3"
+#endif
+#if AK_WGMMA == 3 && AK_THREADS != 256
+#error "AK_WGMMA=3 (ping-pong) needs two computing warpgroups (AK_WARPS_M * AK_WARPS_N = 8)"
 #endif
 #define AK_WGMMA_ON 1
 #else
@@ -163,7 +172,7 @@ __device__ __forceinline__ void wg_store(float (&acc)[AK_WG_MI][AK_WG_ACC], elem
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const long long row0 = m0 + (tid >> 7) * (AK_BM / AK_WG_COUNT) + ((tid >> 5) & 3) * 16 + g;
+  const long long row0 = m0 + (AK_WG_COUNT > 1 ? (tid >> 7) * (AK_BM / AK_WG_COUNT) : 0) + ((tid >> 5) & 3) * 16 + g;
 #pragma unroll
   for (int i = 0; i < AK_WG_MI; ++i) {
     const long long row = row0 + i * 64;

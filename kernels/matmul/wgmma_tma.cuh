@@ -1,4 +1,4 @@
-// The Hopper path fed by TMA (fp16/bf16, sm_90a, AK_WGMMA=2): wgmma.cuh's warpgroup MMA and
+// The Hopper path fed by TMA (fp16/bf16, sm_90a, AK_WGMMA=2 and 3): wgmma.cuh's warpgroup MMA and
 // shared-memory layout, with the tiles brought in by the Tensor Memory Accelerator from a producer
 // warpgroup. Included by matmul.cu after wgmma.cuh; compiled only where AK_TMA_ON is 1.
 //
@@ -22,13 +22,24 @@
 // in flight, and one wgmma group while the next stage's group is issued. The ring and its
 // counts run on across a block's tiles (more than one with AK_MAX_BLOCKS).
 //
+// Ping-pong (AK_WGMMA=3, two computing warpgroups). Each computing warpgroup takes a whole tile:
+// warpgroup w the block's tiles j = w, w + 2, ... (tile j is blockIdx.x + j * gridDim.x, the
+// order in which the producer fills the ring), with AK_BM / 64 m64 steps and AK_BM / 64 *
+// AK_BN / 2 accumulators a thread. Their main loops take turns: warpgroup w starts tile j once
+// the other has waited for every stage of tile j - 1 (a named barrier of the 256 computing
+// threads, one per direction: the other arrives, this one syncs). So tile j's stages are the
+// next ones in the ring when its waits begin, and no wait can name a parity two phases ahead,
+// and one warpgroup's stores run while the other's MMA do. A stage is read by one warpgroup:
+// its empty barrier counts that warpgroup's 4 warps.
+//
 // Constraints (on top of wgmma.cuh's; gemm_config_error says them): AK_BK 64, AK_BM <= 256, at
-// most 896 computing threads.
+// most 896 computing threads; AK_WGMMA=3: two computing warpgroups.
 
-#if AK_WGMMA_ON && AK_WGMMA == 2
+#if AK_WGMMA_ON && (AK_WGMMA == 2 || AK_WGMMA == 3)
 #if AK_BK != 64 || AK_BM > 256
 #error "AK_WGMMA=2 (TMA) needs AK_BK 64 (one 128-byte swizzled row of A per tile row) and AK_BM <= 256 (a TMA box)"
 #endif
+#define AK_TMA_PINGPONG (AK_WGMMA == 3)
 #define AK_TMA_ON 1
 
 #define AK_TMA_SLOTS 16  // kernels/registry.h, kTensorMapSlots
@@ -90,6 +101,21 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
       "r"(parity)
       : "memory");
 }
+// Named barrier 2 + w of the 256 computing threads (ping-pong: warpgroup w's turn); immediate ids,
+// so that ptxas reserves only the barriers used. Wait for it, or arrive without waiting.
+__device__ __forceinline__ void turn_sync(int w) {
+  if (w == 0)
+    asm volatile("bar.sync 2, 256;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+}
+__device__ __forceinline__ void turn_arrive(int w) {
+  if (w == 0)
+    asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+  else
+    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+}
+
 // The box at (c0 innermost, c1) of `map` into shared memory at dst, completing bytes on bar.
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
   asm volatile(
@@ -116,7 +142,7 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
 #pragma unroll
     for (int s = 0; s < AK_STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, AK_THREADS / 32);
+      mbar_init(empty0 + 8 * s, AK_TMA_PINGPONG ? 4 : AK_THREADS / 32);  // the warps that read a stage
     }
     // The barriers' initialisation is visible to the other threads and to the async proxy.
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -157,10 +183,19 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
 #if AK_TMA_REGS
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 #endif
-  const unsigned a_row0 = (unsigned)((tid >> 7) * (AK_BM / AK_WG_COUNT)) * AK_WG_A_ROW;
   const bool signals = (tid & 31) == 0;
+#if AK_TMA_PINGPONG
+  // Barrier 2 + w: warpgroup w may start its next tile (bar.sync 1 is block_sync's).
+  const int wg = tid >> 7;
+  const unsigned a_row0 = 0;
+  unsigned it = (unsigned)(wg * ktiles);  // k-tiles issued before this warpgroup's first tile
+  for (long long pid = blockIdx.x + (long long)wg * gridDim.x, j = wg; pid < tiles; pid += 2LL * gridDim.x, j += 2) {
+    if (j > 0) turn_sync(wg);  // the other warpgroup has waited for tile j - 1's stages
+#else
+  const unsigned a_row0 = (unsigned)((tid >> 7) * (AK_BM / AK_WG_COUNT)) * AK_WG_A_ROW;
   unsigned it = 0;  // k-tiles consumed so far, as the producer counts them
   for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
+#endif
     float acc[AK_WG_MI][AK_WG_ACC];
 #pragma unroll
     for (int i = 0; i < AK_WG_MI; ++i)
@@ -177,14 +212,20 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
       hold(acc);
       if (kt > 0 && signals) mbar_arrive(empty0 + 8 * ((it - 1) % AK_STAGES));
     }
+#if AK_TMA_PINGPONG
+    if (pid + gridDim.x < tiles) turn_arrive(wg ^ 1);  // tile j + 1's turn
+#endif
     wgmma_wait<0>();
     hold(acc);
     if (signals) mbar_arrive(empty0 + 8 * ((it - 1) % AK_STAGES));  // the tile's last stage
     long long tile_m, tile_n;
     block_tile(pid, M, N, tile_m, tile_n);
     wg_store(acc, C, gate, M, N, tile_m * AK_BM, tile_n * AK_BN);
+#if AK_TMA_PINGPONG
+    it += ktiles;  // the other warpgroup's tile
+#endif
   }
 }
 #else
 #define AK_TMA_ON 0
-#endif  // AK_WGMMA_ON && AK_WGMMA == 2
+#endif  // AK_WGMMA_ON && (AK_WGMMA == 2 || AK_WGMMA == 3)

@@ -336,13 +336,17 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
 // map slots the sandbox fills (kernels/registry.h, kTensorMapSymbol), and at sm_80, where only
 // the other paths exist (the producer warpgroup returns at once, no slots); with AK_BK 32 the
 // path's #error refuses it as gemm_config_error predicts. fused_mlp, whose three GEMM phases read
-// the sandbox's maps too (KernelSpec::cuda_phase_tensor_maps), builds with the slots at sm_90a.
+// the sandbox's maps too (KernelSpec::cuda_phase_tensor_maps), builds with the slots at sm_90a, and
+// so does the ping-pong path (AK_WGMMA=3).
 TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtSm80) {
   const kernels::KernelSpec* mm = kernels::find("matmul");
   const std::map<std::string, int64_t> tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
                                               {"AK_BK", 64},     {"AK_STAGES", 4},  {"AK_WGMMA", 2}};
   std::map<std::string, int64_t> bk32 = tma;
   bk32["AK_BK"] = 32;
+  std::map<std::string, int64_t> pingpong = tma;  // two computing warpgroups, a 128 x 128 tile each
+  pingpong["AK_BN"] = 128;
+  pingpong["AK_WGMMA"] = 3;
   struct Case {
     std::map<std::string, int64_t> config;
     const char* arch;
@@ -353,7 +357,8 @@ TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtS
   const std::vector<Case> cases = {{tma, "sm_90a", true, true},
                                    {tma, "sm_80", true, false},
                                    {bk32, "sm_90a", false},
-                                   {tma, "sm_90a", true, true, "fused_mlp"}};
+                                   {tma, "sm_90a", true, true, "fused_mlp"},
+                                   {pingpong, "sm_90a", true, true}};
   for (const Case& c : cases) {
     const kernels::BackendSource& src = kernels::find(c.type)->backends.at(Backend::kCuda);
     JobSpec j = job(Backend::kCuda, DType::kBF16);

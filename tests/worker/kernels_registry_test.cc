@@ -186,7 +186,7 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
   for (const auto& shape_ : k->edge_shapes) EXPECT_EQ(k->check_shape(shape_), "");
 }
 
-// matmul's TMA path (AK_WGMMA=2, fp16/bf16): the sandbox builds A's map in boxes of AK_BK x AK_BM
+// matmul's TMA paths (AK_WGMMA=2 and 3, fp16/bf16): the sandbox builds A's map in boxes of AK_BK x AK_BM
 // and B's in 64 x AK_BK, both 128-byte swizzled; the block gains the producer warpgroup; the
 // path's constraints are refused before a compile; fp32 and the other settings ask for no maps.
 // AK_MAX_BLOCKS caps the grid.
@@ -239,9 +239,23 @@ TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
   wide["AK_WARPS_M"] = 4;
   wide["AK_WARPS_N"] = 8;
   EXPECT_NE(k->cuda_config_error(wide, DType::kF16).find("at most 896 computing threads"), std::string::npos);
-  std::map<std::string, int64_t> three = tma;
-  three["AK_WGMMA"] = 3;
-  EXPECT_NE(k->cuda_config_error(three, DType::kF16), "");
+  // AK_WGMMA=3 (ping-pong): the same maps and producer warpgroup; each of the two computing
+  // warpgroups takes a whole tile, so 128 x 256 (256 accumulators a thread) is refused and 128 x 128
+  // is not; four computing warps are refused.
+  std::map<std::string, int64_t> pingpong = tma;
+  pingpong["AK_WGMMA"] = 3;
+  EXPECT_NE(k->cuda_config_error(pingpong, DType::kF16).find("at most 128 accumulators a thread"), std::string::npos)
+      << k->cuda_config_error(pingpong, DType::kF16);
+  pingpong["AK_BN"] = 128;
+  EXPECT_EQ(k->cuda_config_error(pingpong, DType::kF16), "");
+  EXPECT_EQ(k->cuda_geometry(pingpong, shape, DType::kBF16).block[0], 256u + 128u);
+  EXPECT_EQ(k->cuda_tensor_maps(pingpong, shape, DType::kBF16).size(), 2u);
+  pingpong["AK_WARPS_N"] = 2;
+  EXPECT_NE(k->cuda_config_error(pingpong, DType::kF16).find("AK_WGMMA=3 (ping-pong) needs two computing warpgroups"),
+            std::string::npos)
+      << k->cuda_config_error(pingpong, DType::kF16);
+  pingpong["AK_WGMMA"] = 4;
+  EXPECT_NE(k->cuda_config_error(pingpong, DType::kF16).find("AK_WGMMA must be 0, 1, 2 or 3"), std::string::npos);
 
   EXPECT_TRUE(reads_tensor_maps(*k, tma, shape, DType::kBF16));
   EXPECT_FALSE(reads_tensor_maps(*k, cp_async, shape, DType::kBF16));
