@@ -57,6 +57,7 @@ struct WorkerArgs {
   int kb_slots = 1;              // KernelBench jobs at once per GPU
   bool kb_fork_server = false;    // harness steps forked from one process that imported torch once
   bool unconfined = false;        // run candidates with the worker's rights (common/confine.h)
+  bool inherit_env = false;       // with unconfined: sandboxes get this environment (inherited_env)
   bool confinement_report = false;  // print which confinement layers this machine allows, then exit
   int64_t candidate_memory_mb = 0;  // cgroup memory limit per sandbox / step; 0: none
   int64_t candidate_pids = 4096;    // cgroup pids limit (tasks: threads count) per sandbox / step; 0: none
@@ -220,6 +221,8 @@ struct RunArgs {
   // Unfinished campaigns an earlier run left in data_dir are cancelled instead of resumed.
   bool cancel_leftover = false;
   std::string python;  // passed to the workers as --python; empty: theirs (WorkerArgs)
+  bool unconfined = false;   // passed to the workers (WorkerArgs)
+  bool inherit_env = false;  // passed to the workers (WorkerArgs); needs unconfined
 };
 // Stops on SIGINT or SIGTERM (to it alone or to its process group) within a few seconds: the
 // workers first, then every finished row appended to the exports, the unfinished campaigns

@@ -35,6 +35,10 @@ int main(int argc, char** argv) {
                 "finishes them first and adds their rows)");
   run->add_option("--backend", run_args.backend, "auto, cpu or cuda")->capture_default_str();
   run->add_option("--python", run_args.python, "the workers' --python (autokernel worker --help)");
+  run->add_flag("--unconfined", run_args.unconfined, "the workers' --unconfined (autokernel worker --help)");
+  run->add_flag("--inherit-env", run_args.inherit_env,
+                "the workers' --inherit-env, with --unconfined: a profiler's injection reaches the candidates, e.g. "
+                "ncu --target-processes all -k regex:ak_ autokernel run --unconfined --inherit-env ...");
   run->add_option("--cpu-workers", run_args.cpu_workers, "CPU worker processes when there is no GPU")->capture_default_str();
   run->add_option("--metrics", run_args.metrics_bind,
                   "address for the coordinator's /metrics; worker i serves its own on port + 1 + i of the same "
@@ -142,6 +146,9 @@ int main(int argc, char** argv) {
   work->add_flag("--unconfined", wo.unconfined,
                  "run candidates with this worker's rights (rlimits only) where the machine allows no confinement; "
                  "see worker/sandbox/VERIFICATION.md, \"Confinement\"");
+  work->add_flag("--inherit-env", wo.inherit_env,
+                 "with --unconfined: hand this worker's whole environment to its sandboxes (a profiler's injection: "
+                 "ncu --target-processes all, compute-sanitizer), not only the search paths and GPU selection");
   work->add_flag("--confinement-report", wo.confinement_report,
                  "print which confinement layers this machine allows (one line each), then exit");
   work->add_option("--candidate-memory-mb", wo.candidate_memory_mb,

@@ -68,6 +68,11 @@ size_t stop_workers(std::vector<ChildProcess>& workers, std::chrono::steady_cloc
 }  // namespace
 
 int run(const RunArgs& a) {
+  if (a.inherit_env && !a.unconfined) {
+    std::cerr
+        << "autokernel run: --inherit-env needs --unconfined (a confined candidate gets a scrubbed environment)\n";
+    return 2;
+  }
   std::filesystem::create_directories(a.data_dir);
   std::filesystem::create_directories(a.out_dir);
   // 1. Which backend: every local GPU, or the CPU.
@@ -205,6 +210,8 @@ int run(const RunArgs& a) {
                                      worker_metrics(workers.size())};
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (!a.python.empty()) argv.insert(argv.end(), {"--python", a.python});
+    if (a.unconfined) argv.push_back("--unconfined");
+    if (a.inherit_env) argv.push_back("--inherit-env");
     ChildProcess::Options o;
     o.new_process_group = true;
     auto w = ChildProcess::spawn(argv, o);

@@ -44,6 +44,11 @@ int worker(const WorkerArgs& a) {
     if (!ec) *dir = abs.lexically_normal().string();
     hidden.push_back(*dir);
   }
+  if (a.inherit_env && !a.unconfined) {
+    std::cerr << "autokernel worker: --inherit-env needs --unconfined (a confined candidate gets a scrubbed "
+                 "environment: the search paths and the GPU selection alone)\n";
+    return 2;
+  }
   auto policy = make_confinement_policy(a.unconfined, hidden, a.candidate_memory_mb << 20, a.candidate_pids);
   if (!policy.ok()) {
     std::cerr << "autokernel worker: " << policy.status().message() << "\n";
@@ -107,7 +112,15 @@ int worker(const WorkerArgs& a) {
 
   const PythonChoice python = choose_python(a.python, a.python_env, AK_DEFAULT_PYTHON);
   const char* ld_path = std::getenv("LD_LIBRARY_PATH");
-  const SandboxEnvironment sandbox_env = sandbox_environment(python, AK_TORCH_VERSION, ld_path ? ld_path : "");
+  SandboxEnvironment sandbox_env = sandbox_environment(python, AK_TORCH_VERSION, ld_path ? ld_path : "");
+  if (a.inherit_env) {
+    // This environment first, then the sandbox's own settings over it.
+    std::vector<std::string> env = inherited_env(environ);
+    env.insert(env.end(), sandbox_env.env.begin(), sandbox_env.env.end());
+    sandbox_env.env = std::move(env);
+    spdlog::warn("--inherit-env: the sandboxes get this worker's whole environment ({} variables)",
+                 sandbox_env.env.size());
+  }
   if (sandbox_env.warning)
     spdlog::warn("{}", sandbox_env.message);
   else

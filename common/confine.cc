@@ -649,6 +649,18 @@ const std::vector<std::string>& kept_env_names() {
   return names;
 }
 
+std::vector<std::string> inherited_env(char** env) {
+  static const std::set<std::string> own = {"TMPDIR", "HOME", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR"};
+  std::vector<std::string> out;
+  for (char** e = env; e && *e; ++e) {
+    const std::string entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq == 0 || eq == std::string::npos || own.count(entry.substr(0, eq))) continue;
+    out.push_back(entry);
+  }
+  return out;
+}
+
 Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<std::string> hidden,
                                                   int64_t memory_limit_bytes, int64_t pids_max) {
   ConfinementPolicy p;

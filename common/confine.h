@@ -147,6 +147,14 @@ struct ConfinementPolicy {
 // location and the GPU selection.
 const std::vector<std::string>& kept_env_names();
 
+// An unconfined worker's whole environment ("NAME=value" entries of `env`, a null-terminated
+// array such as environ) for its sandboxes, for a profiler's or debugger's injection (ncu
+// --target-processes all, compute-sanitizer): every entry but the ones the supervisor sets to the
+// sandbox's private folder (TMPDIR, HOME, CUDA_CACHE_PATH, TRITON_CACHE_DIR) and malformed ones.
+// Never for a confined worker, whose candidates get kept_env_names() alone (`worker --inherit-env`
+// needs --unconfined).
+std::vector<std::string> inherited_env(char** env);
+
 // Probes, builds the filter and fills the policy. Errors: kUnavailable when the layers found are not
 // sufficient() and `unconfined` is false (the message lists the table and names --unconfined).
 Result<ConfinementPolicy> make_confinement_policy(bool unconfined, std::vector<std::string> hidden,

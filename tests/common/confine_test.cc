@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "common/file.h"
 
@@ -82,6 +83,29 @@ std::string root_only_file() {
     return p;
   }();
   return path;
+}
+
+// An unconfined worker's --inherit-env: its whole environment for the sandbox (a profiler's
+// injection variables among it), less the private folders the supervisor sets and entries that
+// are no NAME=value.
+TEST(InheritedEnv, KeepsEveryEntryButTheSandboxsPrivateFoldersAndMalformedOnes) {
+  std::vector<std::string> entries = {"LD_PRELOAD=/opt/profiler/inject.so",
+                                      "CUDA_INJECTION64_PATH=/opt/profiler/cuda.so",
+                                      "TMPDIR=/tmp",
+                                      "HOME=/root",
+                                      "CUDA_CACHE_PATH=/root/.nv",
+                                      "TRITON_CACHE_DIR=/root/.triton",
+                                      "HOMEPAGE=https://example.org",
+                                      "EMPTY=",
+                                      "=no_name",
+                                      "NO_EQUALS"};
+  std::vector<char*> env;
+  for (std::string& e : entries) env.push_back(e.data());
+  env.push_back(nullptr);
+  EXPECT_EQ(inherited_env(env.data()), (std::vector<std::string>{"LD_PRELOAD=/opt/profiler/inject.so",
+                                                                 "CUDA_INJECTION64_PATH=/opt/profiler/cuda.so",
+                                                                 "HOMEPAGE=https://example.org", "EMPTY="}));
+  EXPECT_TRUE(inherited_env(nullptr).empty());
 }
 
 TEST(ConfineProbe, ReportsEveryLayerOnceWithAReason) {
