@@ -18,6 +18,8 @@
 # matmul's wgmma and TMA paths, in $OUT/mlp.
 # "models" the profile of each example model (AK_MODELS, default GPT-2 small, the LLaMA-style 1B
 # and 7B-with-4-layers, BERT-base; bf16) against the calibrated ceilings, tables and JSON in $OUT/models.
+# "ncu" Nsight Compute on the farm's kernel and PyTorch's for each bench/campaigns/ncu_*.toml
+# (AK_NCU_CAMPAIGNS), in $OUT/ncu.tgz.
 # "campaign" the campaign files of AK_CAMPAIGNS, in $OUT/campaign (bench/campaigns/check_*.toml: checks of
 # launch limits and defaults that a GPU found wrong once).
 # "export" the Hugging Face Kernels package built and called on this GPU (tests/models/export_test.py --gpu).
@@ -177,6 +179,36 @@ for step in $STEPS; do
       # against PyTorch, in $OUT/campaign.
       cs=(); for f in ${AK_CAMPAIGNS:?AK_CAMPAIGNS names the campaign files}; do cs+=(--campaign "$(realpath "$f")"); done
       campaign_step campaign "${AK_CAMPAIGN_TIMEOUT:-300}" "${cs[@]}" ;;
+    ncu)
+      # Profiler evidence (issue 23's goals not met): Nsight Compute on the farm's kernel of each
+      # campaign of AK_NCU_CAMPAIGNS (default bench/campaigns/ncu_*.toml, one job each), through a farm
+      # whose worker hands ncu's injection to its sandboxes (run --unconfined --inherit-env), its first
+      # launch (verification's, at the job's shape); then PyTorch's kernel for the same op and shape
+      # (bench/ncu_pytorch.py, a warm launch). --clock-control none: the card's clocks are left alone.
+      # Sections: speed of light, compute and memory workload, occupancy, warp states, launch; in $OUT/ncu.
+      mkdir -p "$OUT/ncu"
+      NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+        --section Occupancy --section WarpStateStats --section LaunchStats)
+      for f in ${AK_NCU_CAMPAIGNS:-bench/campaigns/ncu_*.toml}; do
+        n=$(basename "$f" .toml); d="$OUT/ncu/$n"; mkdir -p "$d"
+        kt=$(sed -n 's/^kernel_type = "\(.*\)"/\1/p' "$f")
+        shape=$(sed -n 's/^shapes = \[\[\(.*\)\]\]/\1/p' "$f" | tr -d ' ')
+        dt=$(sed -n 's/^dtypes = \["\([a-z0-9]*\)".*/\1/p' "$f")
+        cf=$(realpath "$f")
+        (cd "$d" && timeout "${AK_NCU_TIMEOUT:-240}" "$NCU" --target-processes all --clock-control none \
+          -k "regex:^ak_$kt\$" --launch-count 1 "${sections[@]}" "$B/bin/autokernel" run --unconfined \
+          --inherit-env --backend cuda --campaign "$cf" --data-dir "$d/.ak") > "$d/farm.log" 2>&1
+        echo "ncu $n (ak_$kt) rc=$?"; rm -rf "$d/.ak"
+        timeout 120 "$NCU" --clock-control none --launch-skip 10 --launch-count 1 "${sections[@]}" \
+          python3 bench/ncu_pytorch.py "$kt" "$shape" "$dt" > "$d/pytorch.log" 2>&1
+        echo "ncu $n (PyTorch's $kt $shape $dt) rc=$?"
+        for log in farm pytorch; do
+          echo "--- $n: $log"
+          grep -E "^  [A-Za-z_].*\(|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per Thread|Eligible|Issued Warp|Executed Ipc|Stall|L2 Hit|==PROF== Profiling|==ERROR==|==WARNING==" "$d/$log.log" | head -45
+        done
+      done
+      tar czf "$OUT/ncu.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu" ;;
     mlp)
       # fused_mlp's phases on matmul's wgmma paths, TMA included (examples/campaigns/
       # fused_mlp_tma_hopper.toml), in $OUT/mlp.
