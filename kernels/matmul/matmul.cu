@@ -12,7 +12,8 @@
 // Launch geometry (the harness computes it from the tunables):
 //   block = AK_WARPS_M * AK_WARPS_N * 32 threads, 1-D, plus a producer warpgroup of 128 with
 //           AK_WGMMA=2 or 3 in fp16/bf16
-//   grid  = (ceil(M / AK_BM) * ceil(N / AK_BN), 1, 1), 1-D, at most AK_MAX_BLOCKS when that is not
+//   grid  = (ceil(M / AK_BM) * ceil(N / AK_BN), 1, 1), 1-D (half of it, rounded up, with AK_WGMMA=3
+//           in fp16/bf16: two tiles a block), at most AK_MAX_BLOCKS when that is not
 //           0; block b computes tiles b, b + gridDim.x, ...; the kernel maps a tile id to a tile
 //           in groups of AK_GROUP_M tile rows (each group is walked column by column), so that
 //           consecutive blocks share A and B tiles in L2. AK_GROUP_M = 1 is plain row-major order.
@@ -189,7 +190,7 @@ __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, unsigne
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
-// A barrier of the computing threads (all but AK_WGMMA=2's producer warpgroup).
+// A barrier of the computing threads (all but the producer warpgroup of AK_WGMMA=2 and 3).
 __device__ __forceinline__ void block_sync() {
 #if AK_BLOCK_THREADS != AK_THREADS
   asm volatile("bar.sync 1, %0;\n" ::"n"(AK_THREADS) : "memory");

@@ -56,7 +56,7 @@ LaunchGeometry triton_grid(const std::map<std::string, int64_t>& config, const s
   return g;
 }
 
-// AK_WGMMA=2 (fp16/bf16): A's tiles as boxes of AK_BK (64) x AK_BM, B's as 64 x 64 column
+// AK_WGMMA=2 or 3 (fp16/bf16): A's tiles as boxes of AK_BK (64) x AK_BM, B's as 64 x 64 column
 // blocks, both in 128-byte swizzle (wgmma_tma.cuh).
 std::vector<TensorMapSpec> cuda_tensor_maps(const std::map<std::string, int64_t>& config,
                                             const std::vector<int64_t>& shape, DType dtype) {
@@ -104,8 +104,11 @@ LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64
   // returns at once).
   const int64_t producer = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) >= 2 ? 128 : 0;
   const int64_t cap = config_value(config, space, "AK_MAX_BLOCKS", 0);
+  // AK_WGMMA=3 (ping-pong): two tiles a block at least, one for each computing warpgroup, or one
+  // of them would idle beside the other on the SM.
+  const int64_t want = producer > 0 && config_value(config, space, "AK_WGMMA", 0) == 3 ? (tiles + 1) / 2 : tiles;
   LaunchGeometry g;
-  g.grid[0] = unsigned(std::clamp<int64_t>(cap > 0 ? std::min(tiles, cap) : tiles, 1, 0x7fffffff));
+  g.grid[0] = unsigned(std::clamp<int64_t>(cap > 0 ? std::min(want, cap) : want, 1, 0x7fffffff));
   g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32 + producer, 1 << 20));
   g.shared_bytes = unsigned(std::min<int64_t>(smem, int64_t{1} << 30));
   return g;
@@ -150,9 +153,10 @@ std::string gemm_config_error(const std::map<std::string, int64_t>& config, DTyp
       const int64_t accumulators = bm / groups / 64 * bn / 2;  // a thread's
       if (threads % 128 != 0 || bm % (64 * groups) != 0 || (bn != 64 && bn != 128 && bn != 256) || stages < 3 ||
           accumulators > 128)
-        return "AK_WGMMA=1 needs AK_WARPS_M * AK_WARPS_N a multiple of 4 (whole warpgroups), AK_BM a multiple of 64 "
+        return "AK_WGMMA=" + std::to_string(wgmma) +
+               " needs AK_WARPS_M * AK_WARPS_N a multiple of 4 (whole warpgroups), AK_BM a multiple of 64 "
                "per warpgroup, AK_BN 64, 128 or 256, at most 128 accumulators a thread (AK_BM / warpgroups / 64 * "
-               "AK_BN / 2) and AK_STAGES >= 3";
+               "AK_BN / 2, where with AK_WGMMA=3 each warpgroup has a whole tile) and AK_STAGES >= 3";
       // ptxas gives a thread at most 65536 / (threads in the block) registers, in steps of 8 and at
       // most 255; the accumulators and about 32 more must fit, or it stops with "Insufficient
       // registers" (C7602): 256x256 tiles on four warpgroups have 128 accumulators and 128

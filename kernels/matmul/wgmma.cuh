@@ -185,7 +185,10 @@ __device__ __forceinline__ void wg_store(float (&acc)[AK_WG_MI][AK_WG_ACC], elem
   }
 }
 
-// This block's tile by wgmma; A, B, C and gate as in block_gemm, K and N multiples of 8.
+// This block's tile by wgmma; A, B, C and gate as in block_gemm, K and N multiples of 8. Not with
+// AK_WGMMA=3, whose AK_WG_COUNT of 1 would have every warpgroup compute (and store) the same rows:
+// that setting runs the TMA path or matmul.cu's mma.sync paths.
+#if AK_WGMMA != 3
 __device__ __forceinline__ void block_gemm_wgmma(const elem_t* __restrict__ A, const elem_t* __restrict__ B,
                                                  elem_t* __restrict__ C, const elem_t* gate, long long M, long long N,
                                                  long long K, long long m0, long long n0, unsigned sbase) {
@@ -261,4 +264,5 @@ __device__ __forceinline__ void block_gemm_wgmma(const elem_t* __restrict__ A, c
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
   wg_store(acc, C, gate, M, N, m0, n0);
 }
+#endif  // AK_WGMMA != 3
 #endif  // AK_WGMMA_ON

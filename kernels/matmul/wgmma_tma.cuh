@@ -15,7 +15,8 @@
 // broken, no driver support, the torch library) takes matmul.cu's other paths.
 //
 // Pipeline: an mbarrier pair per stage. full[s]: the producer's arrive with the stage's byte
-// count, completed by the copies. empty[s]: one arrive from each computing warp once the wgmma
+// count, completed by the copies. empty[s]: one arrive from each computing warp that reads the
+// stage (every computing warp; with ping-pong, the 4 of the warpgroup whose tile it is) once the wgmma
 // reading the stage have finished (wgmma.wait_group 1 after issuing the next stage). Tile kt
 // uses stage kt % S in round kt / S, whose parity the waits name; the producer's first round
 // waits on the parity before the barrier's first phase, which passes at once. Up to S tiles are
@@ -37,7 +38,7 @@
 
 #if AK_WGMMA_ON && (AK_WGMMA == 2 || AK_WGMMA == 3)
 #if AK_BK != 64 || AK_BM > 256
-#error "AK_WGMMA=2 (TMA) needs AK_BK 64 (one 128-byte swizzled row of A per tile row) and AK_BM <= 256 (a TMA box)"
+#error "AK_WGMMA=2 or 3 (TMA) needs AK_BK 64 (one 128-byte swizzled row of A per tile row) and AK_BM <= 256 (a TMA box)"
 #endif
 #define AK_TMA_PINGPONG (AK_WGMMA == 3)
 #define AK_TMA_ON 1
@@ -48,7 +49,9 @@
 // the producer warpgroup keeps 40 and the computing ones take 232, which balances the register
 // file exactly (168 * 384 = 40 * 128 + 232 * 256). setmaxnreg.inc waits until the registers are
 // free, so a block whose sums were not checked on a GPU skips the exchange (AK_TMA_REGS 0); so do
-// blocks of 256 threads or fewer, which start with the most a thread can have.
+// blocks of 256 threads or fewer, which start with the most a thread can have. ptxas may still drop
+// the exchange (its warning C7508, "'setmaxnreg' ignored": seen for ping-pong tiles of 64 columns),
+// which costs the computing warpgroups registers, not correctness.
 #if AK_BLOCK_THREADS == 384
 #define AK_TMA_REGS 1
 #else
@@ -189,8 +192,8 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
   const int wg = tid >> 7;
   const unsigned a_row0 = 0;
   unsigned it = (unsigned)(wg * ktiles);  // k-tiles issued before this warpgroup's first tile
-  for (long long pid = blockIdx.x + (long long)wg * gridDim.x, j = wg; pid < tiles; pid += 2LL * gridDim.x, j += 2) {
-    if (j > 0) turn_sync(wg);  // the other warpgroup has waited for tile j - 1's stages
+  for (long long pid = blockIdx.x + (long long)wg * gridDim.x, jt = wg; pid < tiles; pid += 2LL * gridDim.x, jt += 2) {
+    if (jt > 0) turn_sync(wg);  // the other warpgroup has waited for the stages of the block's tile jt - 1
 #else
   const unsigned a_row0 = (unsigned)((tid >> 7) * (AK_BM / AK_WG_COUNT)) * AK_WG_A_ROW;
   unsigned it = 0;  // k-tiles consumed so far, as the producer counts them

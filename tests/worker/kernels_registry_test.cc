@@ -250,6 +250,13 @@ TEST(KernelsRegistry, MatmulsTmaPathAsksForTwoMapsAndAProducerWarpgroup) {
   EXPECT_EQ(k->cuda_config_error(pingpong, DType::kF16), "");
   EXPECT_EQ(k->cuda_geometry(pingpong, shape, DType::kBF16).block[0], 256u + 128u);
   EXPECT_EQ(k->cuda_tensor_maps(pingpong, shape, DType::kBF16).size(), 2u);
+  // Two tiles a block at least (one for each computing warpgroup), under the cap as before:
+  // 4096^2 in 128 x 128 tiles is 1024.
+  EXPECT_EQ(k->cuda_geometry(pingpong, {4096, 4096, 4096}, DType::kBF16).grid[0], 512u);
+  EXPECT_EQ(k->cuda_geometry(pingpong, shape, DType::kBF16).grid[0], 5u) << "9 tiles of 300 x 264";
+  pingpong["AK_MAX_BLOCKS"] = 132;
+  EXPECT_EQ(k->cuda_geometry(pingpong, {4096, 4096, 4096}, DType::kBF16).grid[0], 132u);
+  EXPECT_EQ(k->cuda_geometry(pingpong, shape, DType::kF32).grid[0], 9u) << "fp32 runs the SIMT path: a block a tile";
   pingpong["AK_WARPS_N"] = 2;
   EXPECT_NE(k->cuda_config_error(pingpong, DType::kF16).find("AK_WGMMA=3 (ping-pong) needs two computing warpgroups"),
             std::string::npos)
