@@ -100,13 +100,14 @@ LaunchGeometry gemm_geometry(const std::map<std::string, int64_t>& config, int64
   const int64_t tiles = ((rows + bm - 1) / bm) * ((cols + bn - 1) / bn);
   const int64_t smem = dtype == DType::kF32 ? stages * ((bm + 4) * bk + bk * bn) * 4
                                             : stages * (bm * bk + bk * bn) * 2;
+  const int64_t wgmma = dtype == DType::kF32 ? 0 : config_value(config, space, "AK_WGMMA", 0);
   // AK_WGMMA=2 or 3: the producer warpgroup after the computing warps (in every path; off Hopper it
   // returns at once).
-  const int64_t producer = dtype != DType::kF32 && config_value(config, space, "AK_WGMMA", 0) >= 2 ? 128 : 0;
+  const int64_t producer = wgmma >= 2 ? 128 : 0;
   const int64_t cap = config_value(config, space, "AK_MAX_BLOCKS", 0);
   // AK_WGMMA=3 (ping-pong): two tiles a block at least, one for each computing warpgroup, or one
   // of them would idle beside the other on the SM.
-  const int64_t want = producer > 0 && config_value(config, space, "AK_WGMMA", 0) == 3 ? (tiles + 1) / 2 : tiles;
+  const int64_t want = wgmma == 3 ? (tiles + 1) / 2 : tiles;
   LaunchGeometry g;
   g.grid[0] = unsigned(std::clamp<int64_t>(cap > 0 ? std::min(want, cap) : want, 1, 0x7fffffff));
   g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS_M") * v("AK_WARPS_N") * 32 + producer, 1 << 20));
