@@ -17,7 +17,6 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -650,12 +649,11 @@ const std::vector<std::string>& kept_env_names() {
 }
 
 std::vector<std::string> inherited_env(char** env) {
-  static const std::set<std::string> own = {"TMPDIR", "HOME", "CUDA_CACHE_PATH", "TRITON_CACHE_DIR"};
   std::vector<std::string> out;
   for (char** e = env; e && *e; ++e) {
     const std::string entry = *e;
     const size_t eq = entry.find('=');
-    if (eq == 0 || eq == std::string::npos || own.count(entry.substr(0, eq))) continue;
+    if (eq == 0 || eq == std::string::npos) continue;
     out.push_back(entry);
   }
   return out;

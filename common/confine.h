@@ -149,8 +149,8 @@ const std::vector<std::string>& kept_env_names();
 
 // An unconfined worker's whole environment ("NAME=value" entries of `env`, a null-terminated
 // array such as environ) for its sandboxes, for a profiler's or debugger's injection (ncu
-// --target-processes all, compute-sanitizer): every entry but the ones the supervisor sets to the
-// sandbox's private folder (TMPDIR, HOME, CUDA_CACHE_PATH, TRITON_CACHE_DIR) and malformed ones.
+// --target-processes all, compute-sanitizer): every well-formed entry. The supervisor sets the
+// sandbox's private folder (TMPDIR, HOME, CUDA_CACHE_PATH, TRITON_CACHE_DIR) after these, so it wins.
 // Never for a confined worker, whose candidates get kept_env_names() alone (`worker --inherit-env`
 // needs --unconfined).
 std::vector<std::string> inherited_env(char** env);

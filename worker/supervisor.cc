@@ -149,9 +149,12 @@ Status SandboxSupervisor::start() {
   o.new_process_group = true;
   o.inherit_env = false;
   o.keep_env = kept_env_names();
+  // extra_env first: the private folders come after it and so always win (a later entry of the
+  // same name replaces an earlier one), whatever extra_env carries (worker --inherit-env passes the
+  // worker's whole environment, HOME and TMPDIR included).
+  o.env = options_.extra_env;
   for (const char* name : {"TMPDIR", "HOME", "CUDA_CACHE_PATH"}) o.env.push_back(std::string(name) + "=" + tmp_dir_);
   o.env.push_back("TRITON_CACHE_DIR=" + tmp_dir_ + "/triton");
-  o.env.insert(o.env.end(), options_.extra_env.begin(), options_.extra_env.end());
   o.confinement = confinement;
   // The sandbox arms PR_SET_PDEATHSIG(SIGKILL) itself first thing (worker/sandbox/main.cc); the
   // default death signal here also covers the moments before its main runs.

@@ -58,7 +58,9 @@ struct SandboxOptions {
   // with SIGKILL are removed when this process first starts a sandbox under that root. TMPDIR and HOME point at it. The environment is scrubbed: only PATH,
   // LD_LIBRARY_PATH, the CUDA_* / NVIDIA_* device selection variables and extra_env pass.
   std::string tmp_root = "/tmp";
-  std::vector<std::string> extra_env;  // "NAME=value", added after the scrub
+  // "NAME=value", added after the scrub; the private folder's TMPDIR, HOME, CUDA_CACHE_PATH and
+  // TRITON_CACHE_DIR override any of the same name here.
+  std::vector<std::string> extra_env;
   // How the sandbox is confined (common/confine.h; the worker probes it at start). Where it confines
   // at all, each sandbox gets its own cgroup, its temporary directory belongs to the child's uid,
   // each request's artefact is staged (hard link, else copy) into <tmp dir>/in/<n>/, which the

@@ -86,9 +86,9 @@ std::string root_only_file() {
 }
 
 // An unconfined worker's --inherit-env: its whole environment for the sandbox (a profiler's
-// injection variables among it), less the private folders the supervisor sets and entries that
-// are no NAME=value.
-TEST(InheritedEnv, KeepsEveryEntryButTheSandboxsPrivateFoldersAndMalformedOnes) {
+// injection variables among it), less entries that are no NAME=value. The private folders in it
+// are overridden by the supervisor (SandboxSupervisor.SandboxGetsAScrubbedEnvironment...).
+TEST(InheritedEnv, KeepsEveryWellFormedEntry) {
   std::vector<std::string> entries = {"LD_PRELOAD=/opt/profiler/inject.so",
                                       "CUDA_INJECTION64_PATH=/opt/profiler/cuda.so",
                                       "TMPDIR=/tmp",
@@ -102,9 +102,11 @@ TEST(InheritedEnv, KeepsEveryEntryButTheSandboxsPrivateFoldersAndMalformedOnes) 
   std::vector<char*> env;
   for (std::string& e : entries) env.push_back(e.data());
   env.push_back(nullptr);
-  EXPECT_EQ(inherited_env(env.data()), (std::vector<std::string>{"LD_PRELOAD=/opt/profiler/inject.so",
-                                                                 "CUDA_INJECTION64_PATH=/opt/profiler/cuda.so",
-                                                                 "HOMEPAGE=https://example.org", "EMPTY="}));
+  EXPECT_EQ(
+      inherited_env(env.data()),
+      (std::vector<std::string>{"LD_PRELOAD=/opt/profiler/inject.so", "CUDA_INJECTION64_PATH=/opt/profiler/cuda.so",
+                                "TMPDIR=/tmp", "HOME=/root", "CUDA_CACHE_PATH=/root/.nv",
+                                "TRITON_CACHE_DIR=/root/.triton", "HOMEPAGE=https://example.org", "EMPTY="}));
   EXPECT_TRUE(inherited_env(nullptr).empty());
 }
 

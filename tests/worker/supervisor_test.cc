@@ -55,7 +55,8 @@ void expect_fresh_sandbox_works(SandboxSupervisor& sup, int64_t starts_before) {
 TEST(SandboxSupervisor, SandboxGetsAScrubbedEnvironmentLimitsAndAPrivateTmpRemovedAfterwards) {
   setenv("AK_TEST_SECRET_TOKEN", "do-not-leak", 1);
   SandboxOptions o = fake_options();
-  o.extra_env = {"AK_EXTRA=1"};
+  // The private folders win over extra_env's (worker --inherit-env passes HOME and TMPDIR along).
+  o.extra_env = {"AK_EXTRA=1", "HOME=/root", "TMPDIR=/var/tmp", "CUDA_CACHE_PATH=/root/.nv"};
   std::string tmp;
   {
     SandboxSupervisor sup(o);
@@ -72,6 +73,8 @@ TEST(SandboxSupervisor, SandboxGetsAScrubbedEnvironmentLimitsAndAPrivateTmpRemov
     ASSERT_EQ(env.count("TMPDIR"), 1u);
     tmp = env["TMPDIR"];
     EXPECT_EQ(env["HOME"], tmp);
+    EXPECT_EQ(env["CUDA_CACHE_PATH"], tmp);
+    EXPECT_EQ(env["TRITON_CACHE_DIR"], tmp + "/triton");
     EXPECT_EQ(tmp, sup.tmp_dir());
     // Named by the worker's pid, so a later worker removes it if this one is killed.
     EXPECT_EQ(tmp.rfind("/tmp/ak-sandbox-" + std::to_string(getpid()) + "-", 0), 0u) << tmp;
