@@ -23,9 +23,52 @@
 //   block = AK_WARPS_M * AK_WARPS_N * 32 threads; grid = ceil(rows / AK_BM) * ceil(cols / AK_BN)
 //   blocks for the phase's [rows, cols] output; dynamic shared memory as matmul's.
 // The same tunables serve the three GEMMs (K = H for phases 0 and 1, K = F for phase 2).
+//
+// AK_GATEUP=1 (fp16/bf16, with matmul's TMA paths AK_WGMMA=2 or 3 and AK_BN 128 or 256): where the
+// sandbox gave the call the maps of x with Wg and of x with Wu (phases 0's and 1's), phase 1
+// computes Hd = silu(x @ Wg) * (x @ Wu) as one GEMM whose tiles hold AK_BN / 2 columns of each
+// product (wgmma_tma.cuh, block_gemm_tma<true>), so x is read once for both and G never goes
+// through memory; phase 0 then returns at once. Without those maps (another GPU, the torch
+// library of models/plug) both phases run as above. Phase 1's grid is that of a [M, 2 F] output.
+
+#ifndef AK_GATEUP
+#define AK_GATEUP 0
+#endif
+#if AK_GATEUP != 0 && AK_GATEUP != 1
+#error "AK_GATEUP must be 0 or 1"
+#endif
 
 #define AK_MATMUL_NO_ENTRY
 #include "../matmul/matmul.cu"
+
+#if AK_GATEUP && (!defined(AK_DTYPE) || AK_DTYPE == 0 || AK_WGMMA < 2 || AK_BN < 128)
+#error "AK_GATEUP=1 needs fp16/bf16, matmul's TMA path (AK_WGMMA=2 or 3) and AK_BN 128 or 256"
+#endif
+
+#if AK_GATEUP && AK_TMA_ON
+// The slots of the maps of (a, b0) and of (a, b1) for a GEMM of M, N, K (-1 where there is none),
+// one answer for the whole block, as tma_slot (every thread of the block must call it).
+__device__ __forceinline__ int2 tma_slot_pair(const void* a, const void* b0, const void* b1, long long M, long long N,
+                                              long long K) {
+  __shared__ int2 slots;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    bool hit0 = false, hit1 = false;
+    if (lane < AK_TMA_SLOTS) {
+      const unsigned long long* k = ak_tensor_maps[lane].key;
+      const bool call = k[0] == (unsigned long long)a && k[2] == (unsigned long long)M &&
+                        k[3] == (unsigned long long)N && k[4] == (unsigned long long)K && k[5] == 0;
+      hit0 = call && k[1] == (unsigned long long)b0;
+      hit1 = call && k[1] == (unsigned long long)b1;
+    }
+    const unsigned found0 = __ballot_sync(0xffffffffu, hit0);
+    const unsigned found1 = __ballot_sync(0xffffffffu, hit1);
+    if (lane == 0) slots = make_int2(found0 ? __ffs(found0) - 1 : -1, found1 ? __ffs(found1) - 1 : -1);
+  }
+  __syncthreads();
+  return slots;
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(AK_BLOCK_THREADS)
     ak_fused_mlp(const void* x, const void* wg, const void* wu, const void* wd, void* out, long long M, long long H,
@@ -33,6 +76,16 @@ extern "C" __global__ void __launch_bounds__(AK_BLOCK_THREADS)
   extern __shared__ __align__(1024) unsigned char smem[];  // wgmma.cuh: swizzle period
   elem_t* g = (elem_t*)workspace;
   elem_t* h = g + (M * F + 127) / 128 * 128;
+#if AK_GATEUP && AK_TMA_ON
+  if (phase < 2) {
+    const int2 slots = tma_slot_pair(x, wg, wu, M, F, H);
+    if (slots.x >= 0 && slots.y >= 0 && (smem_u32(smem) & 1023u) == 0) {
+      if (phase == 1)
+        block_gemm_tma<true>(ak_tensor_maps[slots.x], &ak_tensor_maps[slots.y], h, nullptr, M, F, H, smem_u32(smem));
+      return;  // phase 0: phase 1 computes both products
+    }
+  }
+#endif
   // One call site: the GEMM is inlined once, not once per phase (a third of the compile time).
   const void* a = phase == 2 ? (const void*)h : x;
   const void* b = phase == 0 ? wg : phase == 1 ? wu : wd;

@@ -6,7 +6,8 @@
 //                 const void* wu, const void* wd, void* out, long long M, long long H,
 //                 long long F, void* workspace, long long phase)   // dtype via -DAK_DTYPE
 // A call is three launches (phases 0, 1, 2; kernels/registry.h, cuda_phases) sharing a
-// workspace of 2 M F elements; see fused_mlp.cu. No cpu or Triton backend.
+// workspace of 2 M F elements; see fused_mlp.cu (AK_GATEUP=1: phases 0 and 1 as one gate/up GEMM on
+// the TMA paths). No cpu or Triton backend.
 #include <algorithm>
 #include <string>
 
@@ -38,10 +39,24 @@ std::string check_shape(const std::vector<int64_t>& shape) {
   return "";
 }
 
-// Phases 0 and 1 write [M, F], phase 2 [M, H], each with matmul's GEMM geometry.
+// matmul's tunables and AK_GATEUP: phase 1 as one gate/up GEMM on the TMA paths (fused_mlp.cu).
+std::vector<Tunable> cuda_space() {
+  std::vector<Tunable> space = matmul::cuda_space();
+  space.push_back({"AK_GATEUP", {0, 1}, 0});
+  return space;
+}
+
+bool gate_up(const std::map<std::string, int64_t>& config) {
+  auto it = config.find("AK_GATEUP");
+  return it != config.end() && it->second == 1;
+}
+
+// Phases 0 and 1 write [M, F], phase 2 [M, H], each with matmul's GEMM geometry; with AK_GATEUP
+// phase 1's tiles are those of [M, 2 F] (each holds half its columns of either product).
 LaunchGeometry phase_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
                               DType dtype, int phase) {
-  return matmul::gemm_geometry(config, shape.at(0), phase == 2 ? shape.at(1) : shape.at(2), dtype);
+  const int64_t cols = phase == 2 ? shape.at(1) : phase == 1 && gate_up(config) ? 2 * shape.at(2) : shape.at(2);
+  return matmul::gemm_geometry(config, shape.at(0), cols, dtype);
 }
 
 LaunchGeometry first_phase_geometry(const std::map<std::string, int64_t>& config, const std::vector<int64_t>& shape,
@@ -55,9 +70,18 @@ int64_t workspace_bytes(const std::vector<int64_t>& shape, DType dtype) {
   return ((mf + 127) / 128 * 128 + mf) * int64_t(dtype_bytes(dtype));
 }
 
-// matmul's constraints.
+// matmul's constraints, and fused_mlp.cu's on AK_GATEUP.
 std::string config_error(const std::map<std::string, int64_t>& config, DType dtype) {
-  return matmul::gemm_config_error(config, dtype);
+  std::string e = matmul::gemm_config_error(config, dtype);
+  if (!e.empty()) return e;
+  auto it = config.find("AK_GATEUP");
+  if (it == config.end() || it->second == 0) return "";
+  if (it->second != 1) return "AK_GATEUP must be 0 or 1";
+  static const std::vector<Tunable> space = cuda_space();
+  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) < 2 ||
+      config_value(config, space, "AK_BN", 128) < 128)
+    return "AK_GATEUP=1 needs fp16/bf16, matmul's TMA path (AK_WGMMA=2 or 3) and AK_BN 128 or 256";
+  return "";
 }
 
 // The TMA paths (AK_WGMMA=2 and 3): each phase's GEMM reads its A and B through two maps, keyed as
@@ -85,7 +109,7 @@ KernelSpec make_spec() {
   k.backends[Backend::kCuda] = BackendSource{
       std::string(kCudaSource),
       "ak_fused_mlp",
-      matmul::cuda_space(),
+      cuda_space(),
       {{4096, 4096, 11008}, {2048, 4096, 14336}, {512, 1024, 2816}, {1000, 1023, 1025}},
       // fp32 (SIMT): 2 x 4 warps, as matmul.
       {{DType::kF32, {{"AK_WARPS_N", 4}}}},

@@ -555,7 +555,7 @@ __device__ __forceinline__ void gemm_tile(const void* a, const void* b, void* c,
 #if AK_TMA_ON
   const int slot = tma_slot(a, b, M, N, K);
   if (slot >= 0 && (sbase & 1023u) == 0) {
-    block_gemm_tma(ak_tensor_maps[slot], (elem_t*)c, (const elem_t*)gate, M, N, K, sbase);
+    block_gemm_tma<false>(ak_tensor_maps[slot], nullptr, (elem_t*)c, (const elem_t*)gate, M, N, K, sbase);
     return;
   }
 #endif

@@ -128,11 +128,46 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c
       : "memory");
 }
 
+// The gate/up epilogue (block_gemm_tma<true>): the tile's accumulators hold AK_BN / 2 columns of
+// G = A @ Bg (n8 steps j < AK_BN / 16) and the same columns of U = A @ Bu (steps j + AK_BN / 16,
+// the same thread's registers: wg_store's layout); C [M, N] at (m0, n0) gets silu(G) * U over
+// AK_BN / 2 columns, G and U both unrounded fp32.
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+__device__ __forceinline__ void wg_store_gateup(float (&acc)[AK_WG_MI][AK_WG_ACC], elem_t* __restrict__ C, long long M,
+                                                long long N, long long m0, long long n0) {
+  constexpr int kHalf = AK_BN / 16;  // n8 steps of one half
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const long long row0 = m0 + (AK_WG_COUNT > 1 ? (tid >> 7) * (AK_BM / AK_WG_COUNT) : 0) + ((tid >> 5) & 3) * 16 + g;
+#pragma unroll
+  for (int i = 0; i < AK_WG_MI; ++i) {
+    const long long row = row0 + i * 64;
+#pragma unroll
+    for (int j = 0; j < kHalf; ++j) {
+      const long long col = n0 + j * 8 + 2 * t;
+      const float* gv = &acc[i][4 * j];
+      const float* uv = &acc[i][4 * (j + kHalf)];
+      store_pair(C, nullptr, M, N, row, col, silu_mul(gv[0], uv[0]), silu_mul(gv[1], uv[1]));
+      store_pair(C, nullptr, M, N, row + 8, col, silu_mul(gv[2], uv[2]), silu_mul(gv[3], uv[3]));
+    }
+  }
+}
+
 // This block's tiles of C = A @ B (gated when gate is not null), A and B read through the maps of
 // `slot`. Every thread of the block calls it. The ring runs on across the block's tiles: the
 // producer fetches the next tile's stages while the computing warpgroups store the last one.
-__device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* __restrict__ C, const elem_t* gate,
-                                               long long M, long long N, long long K, unsigned sbase) {
+// kGateUp (kernels/fused_mlp, AK_GATEUP=1; AK_BN 128 or 256): C [M, N] = silu(A @ Bg) * (A @ Bu)
+// in one pass, Bg read through `slot`'s B map and Bu through `up`'s (A's is `slot`'s). A tile
+// covers AK_BN / 2 columns of C: its B stage holds those columns of Bg in its first AK_BN / 128
+// 64-column blocks and of Bu in the rest, so one wgmma per k16 step computes both products; the
+// tiles are those of a [M, 2 N] output.
+template <bool kGateUp>
+__device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, const ak_tma_slot* up, elem_t* __restrict__ C,
+                                               const elem_t* gate, long long M, long long N, long long K,
+                                               unsigned sbase) {
+  static_assert(!kGateUp || AK_BN >= 128, "the gate/up GEMM needs AK_BN 128 or 256 (a 64-column block a half)");
+  constexpr int kTileCols = kGateUp ? AK_BN / 2 : AK_BN;           // columns of C a tile covers
   __shared__ __align__(8) unsigned long long bars[2 * AK_STAGES];  // full[0..S), then empty[0..S)
   const int tid = threadIdx.x;
   const unsigned full0 = smem_u32(bars);
@@ -140,7 +175,8 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
   const unsigned sa0 = sbase;
   const unsigned sb0 = sbase + AK_STAGES * AK_A_STAGE_BYTES;
   const int ktiles = (int)((K + AK_BK - 1) / AK_BK);
-  const long long tiles = tile_count(M, N);
+  const long long NT = kGateUp ? 2 * N : N;  // the tile grid's columns
+  const long long tiles = tile_count(M, NT);
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < AK_STAGES; ++s) {
@@ -159,15 +195,17 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
     if (tid == AK_THREADS) {
       const void* map_a = slot.map[0];
       const void* map_b = slot.map[1];
+      const void* map_u = kGateUp ? up->map[1] : map_b;
       // The maps were written by a host copy before the launch: make them visible to the
       // tensormap proxy the copies read them through.
       asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_a) : "memory");
       asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_b) : "memory");
+      if (kGateUp) asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_u) : "memory");
       unsigned it = 0;  // k-tiles issued so far, over all of the block's tiles
       for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
         long long tile_m, tile_n;
-        block_tile(pid, M, N, tile_m, tile_n);
-        const int m0 = (int)(tile_m * AK_BM), n0 = (int)(tile_n * AK_BN);
+        block_tile(pid, M, NT, tile_m, tile_n);
+        const int m0 = (int)(tile_m * AK_BM), n0 = (int)(tile_n * kTileCols);
         for (int kt = 0; kt < ktiles; ++kt, ++it) {
           const unsigned s = it % AK_STAGES;
           mbar_wait(empty0 + 8 * s, ((it / AK_STAGES) & 1u) ^ 1u);  // the stage's previous tile is consumed
@@ -175,8 +213,13 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
           mbar_arrive_expect_tx(full, AK_A_STAGE_BYTES + AK_B_STAGE_BYTES);
           tma_load_2d(sa0 + s * AK_A_STAGE_BYTES, map_a, kt * AK_BK, m0, full);
 #pragma unroll
-          for (int j = 0; j < AK_BN / 64; ++j)
-            tma_load_2d(sb0 + s * AK_B_STAGE_BYTES + j * AK_WG_B_BLOCK, map_b, n0 + 64 * j, kt * AK_BK, full);
+          for (int j = 0; j < AK_BN / 64; ++j) {
+            // kGateUp: blocks [0, AK_BN / 128) from Bg, the rest the same columns of Bu.
+            constexpr int kHalfBlocks = AK_BN / 128 > 0 ? AK_BN / 128 : 1;
+            const bool upper = kGateUp && j >= kHalfBlocks;
+            const int col = n0 + 64 * (kGateUp ? j % kHalfBlocks : j);
+            tma_load_2d(sb0 + s * AK_B_STAGE_BYTES + j * AK_WG_B_BLOCK, upper ? map_u : map_b, col, kt * AK_BK, full);
+          }
         }
       }
     }
@@ -222,8 +265,11 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, elem_t* 
     hold(acc);
     if (signals) mbar_arrive(empty0 + 8 * ((it - 1) % AK_STAGES));  // the tile's last stage
     long long tile_m, tile_n;
-    block_tile(pid, M, N, tile_m, tile_n);
-    wg_store(acc, C, gate, M, N, tile_m * AK_BM, tile_n * AK_BN);
+    block_tile(pid, M, NT, tile_m, tile_n);
+    if constexpr (kGateUp)
+      wg_store_gateup(acc, C, M, N, tile_m * AK_BM, tile_n * kTileCols);
+    else
+      wg_store(acc, C, gate, M, N, tile_m * AK_BM, tile_n * AK_BN);
 #if AK_TMA_PINGPONG
     it += ktiles;  // the other warpgroup's tile
 #endif

@@ -337,9 +337,9 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
 // the other paths exist (the producer warpgroup returns at once, no slots); with AK_BK 32 the
 // path's #error refuses it as gemm_config_error predicts. fused_mlp, whose three GEMM phases read
 // the sandbox's maps too (KernelSpec::cuda_phase_tensor_maps), builds with the slots at sm_90a, and
-// so does the ping-pong path (AK_WGMMA=3).
+// so does the ping-pong path (AK_WGMMA=3), and fused_mlp's gate/up GEMM on either (AK_GATEUP=1),
+// whose AK_BN of 64 its #error refuses as the spec's config_error predicts.
 TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtSm80) {
-  const kernels::KernelSpec* mm = kernels::find("matmul");
   const std::map<std::string, int64_t> tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
                                               {"AK_BK", 64},     {"AK_STAGES", 4},  {"AK_WGMMA", 2}};
   std::map<std::string, int64_t> bk32 = tma;
@@ -347,18 +347,36 @@ TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtS
   std::map<std::string, int64_t> pingpong = tma;  // two computing warpgroups, a 128 x 128 tile each
   pingpong["AK_BN"] = 128;
   pingpong["AK_WGMMA"] = 3;
+  // fused_mlp's gate/up GEMM: 128 x 128 of Hd a tile (cooperative), 64 x 128 (ping-pong, AK_BM 64).
+  std::map<std::string, int64_t> gateup = tma;
+  gateup["AK_GATEUP"] = 1;
+  std::map<std::string, int64_t> gateup_pingpong = gateup;
+  gateup_pingpong["AK_WGMMA"] = 3;
+  gateup_pingpong["AK_BM"] = 64;
+  std::map<std::string, int64_t> gateup_bn64 = gateup;
+  gateup_bn64["AK_BN"] = 64;
+  gateup_bn64["AK_WARPS_N"] = 2;
+  gateup_bn64["AK_WARPS_M"] = 4;
+  const char* tma_bk = "AK_WGMMA=2 or 3 (TMA) needs AK_BK 64";
   struct Case {
     std::map<std::string, int64_t> config;
     const char* arch;
     bool builds;
     bool slots = false;
     const char* type = "matmul";
+    const char* error = "";   // in the #error line a configuration that does not build hits
+    const char* reason = "";  // the start of the spec's cuda_config_error for it
   };
-  const std::vector<Case> cases = {{tma, "sm_90a", true, true},
-                                   {tma, "sm_80", true, false},
-                                   {bk32, "sm_90a", false},
-                                   {tma, "sm_90a", true, true, "fused_mlp"},
-                                   {pingpong, "sm_90a", true, true}};
+  const std::vector<Case> cases = {
+      {tma, "sm_90a", true, true},
+      {tma, "sm_80", true, false},
+      {bk32, "sm_90a", false, false, "matmul", tma_bk, "AK_WGMMA=2 (TMA) needs AK_BK 64"},
+      {tma, "sm_90a", true, true, "fused_mlp"},
+      {pingpong, "sm_90a", true, true},
+      {gateup, "sm_90a", true, true, "fused_mlp"},
+      {gateup_pingpong, "sm_90a", true, true, "fused_mlp"},
+      {gateup, "sm_80", true, false, "fused_mlp"},
+      {gateup_bn64, "sm_90a", false, false, "fused_mlp", "AK_GATEUP=1 needs fp16/bf16", "AK_GATEUP=1 needs fp16/bf16"}};
   for (const Case& c : cases) {
     const kernels::BackendSource& src = kernels::find(c.type)->backends.at(Backend::kCuda);
     JobSpec j = job(Backend::kCuda, DType::kBF16);
@@ -371,9 +389,9 @@ TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtS
     ASSERT_EQ(art.ok(), c.builds) << c.type << " " << c.arch << " " << config_string(c.config) << ": "
                                   << (art.ok() ? "ok" : art.status().message().substr(0, 300));
     if (!c.builds) {
-      EXPECT_NE(art.status().message().find("AK_WGMMA=2 or 3 (TMA) needs AK_BK 64"), std::string::npos)
-          << art.status().message();
-      EXPECT_NE(mm->cuda_config_error(c.config, DType::kBF16), "");
+      EXPECT_NE(art.status().message().find(c.error), std::string::npos) << art.status().message();
+      const std::string reason = kernels::find(c.type)->cuda_config_error(c.config, DType::kBF16);
+      EXPECT_EQ(reason.rfind(c.reason, 0), 0u) << reason;
       continue;
     }
     std::ifstream in(art.value().path, std::ios::binary);

@@ -186,6 +186,75 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
   for (const auto& shape_ : k->edge_shapes) EXPECT_EQ(k->check_shape(shape_), "");
 }
 
+// fused_mlp's gate/up GEMM (AK_GATEUP=1): a tunable of its own beside matmul's, allowed only on the
+// TMA paths in fp16/bf16 with AK_BN 128 or 256 (fused_mlp.cu's #error); phase 1's grid is that of
+// a [M, 2 F] output (a tile holds half its columns of either product); the maps are the
+// three-GEMM sequence's, since the kernel finds phase 0's (x, Wg) and phase 1's (x, Wu) by key.
+TEST(KernelsRegistry, FusedMlpsGateUpGemmIsATmaTunableWithPhaseOnesGridDoubled) {
+  const KernelSpec* k = find("fused_mlp");
+  ASSERT_NE(k, nullptr);
+  const BackendSource& s = k->backends.at(Backend::kCuda);
+  const auto tunable =
+      std::find_if(s.space.begin(), s.space.end(), [](const Tunable& t) { return t.name == "AK_GATEUP"; });
+  ASSERT_NE(tunable, s.space.end());
+  EXPECT_EQ(tunable->values, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(tunable->default_value, 0);
+  EXPECT_EQ(find("matmul")->backends.at(Backend::kCuda).space.size() + 1, s.space.size()) << "matmul's and AK_GATEUP";
+
+  const std::map<std::string, int64_t> tma = {{"AK_WARPS_M", 2}, {"AK_WARPS_N", 4}, {"AK_BN", 256},
+                                              {"AK_BK", 64},     {"AK_STAGES", 4},  {"AK_WGMMA", 2}};
+  std::map<std::string, int64_t> gateup = tma;
+  gateup["AK_GATEUP"] = 1;
+  EXPECT_EQ(k->cuda_config_error(gateup, DType::kBF16), "");
+  EXPECT_EQ(k->cuda_config_error(gateup, DType::kF16), "");
+  std::map<std::string, int64_t> pingpong = gateup;
+  pingpong["AK_WGMMA"] = 3;
+  pingpong["AK_BM"] = 64;
+  EXPECT_EQ(k->cuda_config_error(pingpong, DType::kBF16), "");
+  auto refused = [&](std::map<std::string, int64_t> c, DType d) {
+    const std::string e = k->cuda_config_error(c, d);
+    return e.find("AK_GATEUP") != std::string::npos;
+  };
+  std::map<std::string, int64_t> c = gateup;
+  c["AK_WGMMA"] = 1;
+  EXPECT_TRUE(refused(c, DType::kBF16)) << "cp.async wgmma: no maps";
+  c = gateup;
+  c["AK_WGMMA"] = 0;
+  EXPECT_TRUE(refused(c, DType::kBF16));
+  c = gateup;
+  c["AK_BN"] = 64;
+  c["AK_WARPS_M"] = 4;
+  c["AK_WARPS_N"] = 2;
+  EXPECT_EQ(find("matmul")->cuda_config_error(c, DType::kBF16), "") << "matmul's GEMM takes it";
+  EXPECT_TRUE(refused(c, DType::kBF16)) << "a 64-column block a half";
+  c = gateup;
+  c["AK_GATEUP"] = 2;
+  EXPECT_TRUE(refused(c, DType::kBF16));
+  EXPECT_TRUE(refused({{"AK_GATEUP", 1}}, DType::kF32)) << "fp32 has no TMA path";
+  EXPECT_EQ(k->cuda_config_error({{"AK_GATEUP", 0}}, DType::kF32), "");
+
+  // [M, H, F] = [300, 100, 1000], 128 x 256 tiles: phase 1 tiles [300, 2000] (3 x 8) where
+  // phases 0 and 2 tile [300, 1000] (3 x 4) and [300, 100] (3 x 1).
+  const std::vector<int64_t> shape = {300, 100, 1000};
+  EXPECT_EQ(k->cuda_phase_geometry(gateup, shape, DType::kBF16, 0).grid[0], 3u * 4u);
+  EXPECT_EQ(k->cuda_phase_geometry(gateup, shape, DType::kBF16, 1).grid[0], 3u * 8u);
+  EXPECT_EQ(k->cuda_phase_geometry(tma, shape, DType::kBF16, 1).grid[0], 3u * 4u);
+  EXPECT_EQ(k->cuda_phase_geometry(gateup, shape, DType::kBF16, 2).grid[0], 3u * 1u);
+  for (int p = 0; p < 3; ++p) {
+    const PhaseTensorMaps with = k->cuda_phase_tensor_maps(gateup, shape, DType::kBF16, p);
+    const PhaseTensorMaps without = k->cuda_phase_tensor_maps(tma, shape, DType::kBF16, p);
+    ASSERT_EQ(with.maps.size(), 2u) << p;
+    EXPECT_EQ(with.key, without.key) << p;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(with.maps[i].operand, without.maps[i].operand) << p;
+      EXPECT_EQ(with.maps[i].dims, without.maps[i].dims) << p;
+      EXPECT_EQ(with.maps[i].box, without.maps[i].box) << p;
+    }
+  }
+  EXPECT_EQ(k->cuda_phase_tensor_maps(gateup, shape, DType::kBF16, 0).maps[1].operand, 1) << "x with Wg";
+  EXPECT_EQ(k->cuda_phase_tensor_maps(gateup, shape, DType::kBF16, 1).maps[1].operand, 2) << "x with Wu";
+}
+
 // matmul's TMA paths (AK_WGMMA=2 and 3, fp16/bf16): the sandbox builds A's map in boxes of AK_BK x AK_BM
 // and B's in 64 x AK_BK, both 128-byte swizzled; the block gains the producer warpgroup; the
 // path's constraints are refused before a compile; fp32 and the other settings ask for no maps.
