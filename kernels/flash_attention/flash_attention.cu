@@ -21,7 +21,8 @@
 //   dynamic shared memory [bytes] = (AK_BLOCK_M + 2 * AK_STAGES * AK_BLOCK_N) * P * E
 //           P = 64 if head_dim <= 64, else 128 (the padded head dim); E = 4 for fp32, 2 otherwise
 //           (the harness sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES before the first launch),
-//           plus 1024 with AK_WGMMA 1 or 2 in fp16/bf16 (the start rounded to the swizzle period).
+//           plus 1024 with AK_WGMMA 1, 2 or 3 in fp16/bf16 (the start rounded to the swizzle period);
+//           AK_WGMMA=3 (fp16/bf16): block = AK_WARPS * 32 + 128 threads (a producer warpgroup).
 //
 // Algorithm. A block owns AK_BLOCK_M query rows of one head and walks the keys in tiles of
 // AK_BLOCK_N rows of K and V (causal: only the tiles up to the block's last query). Its Q tile
@@ -61,12 +62,14 @@
 //                  (__launch_bounds__): 2 caps registers at 65536 / (2 * threads), 128 at 8
 //                  warps, which spills a little at the default tile (fp16: 72 bytes) but lets
 //                  two blocks share an SM where shared memory allows
-//   AK_WGMMA       warpgroup MMA (sm_90a, fp16/bf16)     0    {0, 1, 2}
+//   AK_WGMMA       warpgroup MMA (sm_90a, fp16/bf16)     0    {0, 1, 2, 3}
 //                  1: both products by wgmma (wgmma.cuh), one warpgroup per 64 query rows
 //                  (AK_BLOCK_M / AK_WARPS = 16); 2: the same with a tile's softmax overlapping
-//                  the previous tile's P V product (AK_STAGES = 2). Ignored below sm_90a, refused
-//                  for fp32. The dynamic shared memory grows by 1 KiB (its start is rounded up to
-//                  1024 bytes).
+//                  the previous tile's P V product (AK_STAGES = 2); 3: 2's order with Q, K and V
+//                  brought in by TMA from a producer warpgroup of 128 more threads in every block
+//                  (wgmma_tma.cuh), where the sandbox gave the call its tensor maps, otherwise 2.
+//                  Ignored below sm_90a (but for the idle producer warpgroup), refused for fp32.
+//                  The dynamic shared memory grows by 1 KiB (its start is rounded up to 1024 bytes).
 // Rejected at compile time (#error), so the compile stage drops them from a sweep: a value outside
 // those sets; AK_BLOCK_M / AK_WARPS other than 16 or 32 (rows per warp: one or two m16 tiles);
 // shared memory for head_dim 128 (formula above) over 227 KiB (fp32 with AK_BLOCK_N = 128 and two
@@ -116,8 +119,8 @@
 #if AK_WARP_ROWS != 16 && AK_WARP_ROWS != 32
 #error "AK_BLOCK_M / AK_WARPS (query rows per warp) must be 16 or 32"
 #endif
-#if AK_WGMMA != 0 && AK_WGMMA != 1 && AK_WGMMA != 2
-#error "AK_WGMMA must be 0, 1 or 2"
+#if AK_WGMMA != 0 && AK_WGMMA != 1 && AK_WGMMA != 2 && AK_WGMMA != 3
+#error "AK_WGMMA must be 0, 1, 2 or 3"
 #endif
 
 #include "../common/elem.cuh"
@@ -127,8 +130,24 @@
 #endif
 
 #if AK_DTYPE == 0 && AK_WGMMA
-#error "AK_WGMMA=1 or 2 is for fp16/bf16 (fp32 runs the SIMT path either way)"
+#error "AK_WGMMA=1, 2 or 3 is for fp16/bf16 (fp32 runs the SIMT path either way)"
 #endif
+
+// AK_WGMMA=3: a producer warpgroup follows the AK_THREADS computing threads (wgmma_tma.cuh) on
+// every GPU; the other paths leave it idle (it returns at once), and their barriers count the
+// computing threads only (named barrier 1; 0 is __syncthreads').
+#if AK_WGMMA == 3
+#define AK_BLOCK_THREADS (AK_THREADS + 128)
+#else
+#define AK_BLOCK_THREADS AK_THREADS
+#endif
+__device__ __forceinline__ void fa_sync() {
+#if AK_WGMMA == 3
+  asm volatile("bar.sync 1, %0;\n" ::"n"(AK_THREADS) : "memory");
+#else
+  __syncthreads();
+#endif
+}
 
 #define AK_ELEM_BYTES (AK_DTYPE == 0 ? 4 : 2)
 #define AK_CHUNK_ELEMS (16 / AK_ELEM_BYTES)  // elements per 16-byte chunk
@@ -560,6 +579,7 @@ __device__ __forceinline__ void rescale(float (&o)[AK_ROWS][AK_OUTS(P)], const f
 
 #if AK_DTYPE != 0
 #include "../flash_attention/wgmma.cuh"
+#include "../flash_attention/wgmma_tma.cuh"
 #endif
 
 // ---- the block's query tile ---------------------------------------------------------------
@@ -596,7 +616,7 @@ __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_
     const bool active = !AK_CAUSAL || k0 <= q0 + wr0 + AK_WARP_ROWS - 1;
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // K_j has landed (this thread's copies) ...
-    __syncthreads();                       // ... everyone's; every warp is done with V_{j-1}
+    fa_sync();                             // ... everyone's; every warp is done with V_{j-1}
     ring.load_v(j + AK_STAGES - 1);
 
     float s[AK_ROWS][AK_SCORES];
@@ -609,7 +629,7 @@ __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_
     }
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // V_j has landed ...
-    __syncthreads();                       // ... everyone's; every warp is done with K_j
+    fa_sync();                             // ... everyone's; every warp is done with K_j
     ring.load_k(j + AK_STAGES);
 
     if (active) tile_accumulate<P>(o, s, sv + stage, lane);
@@ -618,10 +638,26 @@ __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_
   store_rows<P>(O, o, l, q0 + wr0, seq, d, lane);
 }
 
+#if defined(AK_FA_TMA_ON) && AK_FA_TMA_ON
+// AK_WGMMA=3 where a call has no tensor maps (wgmma_tma.cuh): the mma.sync path, out of line.
+// Inlined, its registers would spill into the TMA path's (which has setmaxnreg's 240, the rest of
+// the kernel 168); and a wgmma path in a called function would have ptxas serialise every wgmma of
+// the kernel (its warning C7510). The sandbox gives every call whose tensors TMA can describe its
+// maps, so this is for the torch library of models/plug and a driver without TMA.
+__device__ __noinline__ void attend_without_maps(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
+                                                 const elem_t* __restrict__ V, elem_t* __restrict__ O, long long seq,
+                                                 int d, long long q0, unsigned sbase) {
+  if (d <= 64)
+    attend<64>(Q, K, V, O, seq, d, q0, sbase);
+  else
+    attend<128>(Q, K, V, O, seq, d, q0, sbase);
+}
+#endif
+
 #if AK_MIN_BLOCKS > 1
-#define AK_LAUNCH_BOUNDS __launch_bounds__(AK_THREADS, AK_MIN_BLOCKS)
+#define AK_LAUNCH_BOUNDS __launch_bounds__(AK_BLOCK_THREADS, AK_MIN_BLOCKS)
 #else
-#define AK_LAUNCH_BOUNDS __launch_bounds__(AK_THREADS)
+#define AK_LAUNCH_BOUNDS __launch_bounds__(AK_BLOCK_THREADS)
 #endif
 
 extern "C" __global__ void AK_LAUNCH_BOUNDS
@@ -640,6 +676,23 @@ ak_flash_attention(const void* q, const void* k, const void* v, void* out, long 
   const elem_t* V = (const elem_t*)v + head;
   elem_t* O = (elem_t*)out + head;
   const int d = (int)head_dim;
+#if defined(AK_FA_TMA_ON) && AK_FA_TMA_ON
+  const int slot = fa_tma_slot_of(q, k, v, batch, heads, seq, head_dim);
+  if (slot >= 0) {
+    const unsigned sbase = (smem_u32(smem) + 1023u) & ~1023u;
+    const int bh = (int)(b % bh_count);
+    if (d <= 64)
+      attend_tma<64>(ak_tensor_maps[slot], O, seq, d, q0, bh, sbase);
+    else
+      attend_tma<128>(ak_tensor_maps[slot], O, seq, d, q0, bh, sbase);
+    return;
+  }
+  if (threadIdx.x >= AK_THREADS) return;  // the producer warpgroup
+  attend_without_maps(Q, K, V, O, seq, d, q0, smem_u32(smem));
+#else
+#if AK_BLOCK_THREADS != AK_THREADS
+  if (threadIdx.x >= AK_THREADS) return;                     // the producer warpgroup: nothing to do on these paths
+#endif
 #if defined(AK_FA_WGMMA_ON) && AK_FA_WGMMA_ON
   const unsigned sbase = (smem_u32(smem) + 1023u) & ~1023u;  // the swizzle period; the geometry grants 1 KiB
   if (d <= 64)
@@ -653,4 +706,5 @@ ak_flash_attention(const void* q, const void* k, const void* v, void* out, long 
   else
     attend<128>(Q, K, V, O, seq, d, q0, sbase);
 #endif
+#endif  // AK_FA_TMA_ON
 }

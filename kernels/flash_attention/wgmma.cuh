@@ -1,4 +1,5 @@
-// The Hopper paths of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1 or 2):
+// The Hopper paths of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1, 2 or 3;
+// 3 is wgmma_tma.cuh's, which takes the AK_WGMMA=2 path below where a call has no tensor maps):
 // both matrix products by warpgroup MMA (wgmma.mma_async). Included by flash_attention.cu for
 // fp16/bf16, after the mma.sync helpers it shares (pack2, ex2, row_max, row_of, key_of,
 // start_rows, store_rows, KvRing with layout 1); everything here is compiled only where
@@ -38,14 +39,14 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && AK_WGMMA
 #if AK_WARP_ROWS != 16
-#error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows; so does AK_WGMMA=2)"
+#error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows; so do AK_WGMMA=2 and 3)"
 #endif
 #if AK_MIN_BLOCKS != 1
 #error \
-    "AK_WGMMA=1 or 2 needs AK_MIN_BLOCKS = 1 (128 registers are too few for its accumulators: ptxas spills and serialises the wgmma)"
+    "AK_WGMMA=1, 2 or 3 needs AK_MIN_BLOCKS = 1 (128 registers are too few for its accumulators: ptxas spills and serialises the wgmma)"
 #endif
-#if AK_WGMMA == 2 && AK_STAGES != 2
-#error "AK_WGMMA=2 needs AK_STAGES = 2 (its copies run one tile ahead)"
+#if (AK_WGMMA == 2 || AK_WGMMA == 3) && AK_STAGES != 2
+#error "AK_WGMMA=2 or 3 needs AK_STAGES = 2 (its copies run one tile ahead)"
 #endif
 #define AK_FA_WGMMA_ON 1
 #else
@@ -219,7 +220,7 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // K_j has landed (this thread's copies) ...
     fence_proxy_async();                   // ... is visible to the tensor cores ...
-    __syncthreads();                       // ... everyone's; every warpgroup is done with V_{j-1}
+    fa_sync();                             // ... everyone's; every warpgroup is done with V_{j-1}
     ring.load_v(j + AK_STAGES - 1);
 
     if (active) {
@@ -233,7 +234,7 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
 
     cp_async_wait<2 * (AK_STAGES - 1)>();  // V_j has landed ...
     fence_proxy_async();
-    __syncthreads();  // ... everyone's; every warpgroup is done with K_j
+    fa_sync();  // ... everyone's; every warpgroup is done with K_j
     ring.load_k(j + AK_STAGES);
 
     if (active) {
@@ -244,16 +245,15 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     }
   }
 #else
-  // AK_WGMMA=2: step j issues S_j = Q K_j^T and then P_{j-1} V_{j-1}, so the softmax of S_j runs
-  // while the second product is on the tensor cores; the output is rescaled by S_j's factors once
-  // that product is done. K_j and V_{j-1} arrive together: the copies run one tile ahead (two
-  // stages), V_{j-1}'s group before K_j's.
+  // AK_WGMMA=2 (and 3 without tensor maps): step j issues S_j = Q K_j^T and then P_{j-1} V_{j-1}, so the softmax of S_j
+  // runs while the second product is on the tensor cores; the output is rescaled by S_j's factors once that product is
+  // done. K_j and V_{j-1} arrive together: the copies run one tile ahead (two stages), V_{j-1}'s group before K_j's.
   // P's fragments alternate between pa and pb, so that packing P_j never writes the registers
   // P_{j-1} V_{j-1} is still reading (no copy for the register allocator to fold).
   unsigned pb[AK_BLOCK_N / 16][4];
   cp_async_wait<2 * (AK_STAGES - 1)>();  // K_0 (and Q) have landed ...
   fence_proxy_async();
-  __syncthreads();  // ... everyone's
+  fa_sync();  // ... everyone's
   if (0 < wg_tiles) {
     fa_issue_scores<P>(s, q_rows, sk);
     wgmma_wait<0>();
@@ -264,7 +264,7 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
   auto step = [&](int j, unsigned(&p_prev)[AK_BLOCK_N / 16][4], unsigned(&p_next)[AK_BLOCK_N / 16][4]) {
     cp_async_wait<0>();  // K_j (if any) and V_{j-1} have landed ...
     fence_proxy_async();
-    __syncthreads();  // ... everyone's; every warpgroup is done with K_{j-1} and V_{j-2}
+    fa_sync();        // ... everyone's; every warpgroup is done with K_{j-1} and V_{j-2}
     ring.load_v(j);   // into V_{j-2}'s buffer
     ring.load_k(j + 1);  // into K_{j-1}'s
 

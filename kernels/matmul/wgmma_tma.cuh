@@ -44,6 +44,7 @@
 #define AK_TMA_ON 1
 
 #define AK_TMA_SLOTS 16  // kernels/registry.h, kTensorMapSlots
+#include "../common/tma.cuh"
 
 // Registers: at 384 threads (two computing warpgroups) the launch bound gives each thread 168;
 // the producer warpgroup keeps 40 and the computing ones take 232, which balances the register
@@ -86,24 +87,6 @@ __device__ __forceinline__ int tma_slot(const void* a, const void* b, long long 
   return slot;
 }
 
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Returns once the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nAK_MBAR_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra AK_MBAR_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 // Named barrier 2 + w of the 256 computing threads (ping-pong: warpgroup w's turn); immediate ids,
 // so that ptxas reserves only the barriers used. Wait for it, or arrive without waiting.
 __device__ __forceinline__ void turn_sync(int w) {
@@ -117,15 +100,6 @@ __device__ __forceinline__ void turn_arrive(int w) {
     asm volatile("bar.arrive 2, 256;\n" ::: "memory");
   else
     asm volatile("bar.arrive 3, 256;\n" ::: "memory");
-}
-
-// The box at (c0 innermost, c1) of `map` into shared memory at dst, completing bytes on bar.
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
 }
 
 // The gate/up epilogue (block_gemm_tma<true>): the tile's accumulators hold AK_BN / 2 columns of
@@ -196,11 +170,9 @@ __device__ __forceinline__ void block_gemm_tma(const ak_tma_slot& slot, const ak
       const void* map_a = slot.map[0];
       const void* map_b = slot.map[1];
       const void* map_u = kGateUp ? up->map[1] : map_b;
-      // The maps were written by a host copy before the launch: make them visible to the
-      // tensormap proxy the copies read them through.
-      asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_a) : "memory");
-      asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_b) : "memory");
-      if (kGateUp) asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map_u) : "memory");
+      tma_map_acquire(map_a);
+      tma_map_acquire(map_b);
+      if (kGateUp) tma_map_acquire(map_u);
       unsigned it = 0;  // k-tiles issued so far, over all of the block's tiles
       for (long long pid = blockIdx.x; pid < tiles; pid += gridDim.x) {
         long long tile_m, tile_n;

@@ -278,6 +278,7 @@ TEST_F(CompilerTest, MatmulsWgmmaPathBuildsAtSm90aAndItsConstraintsHoldThereAlon
 // mma.sync path's at sm_90a and equal them at sm_80, where the setting is ignored; a block of 32
 // rows a warp (not one warpgroup per 64 rows) is refused at sm_90a alone, fp32 everywhere, and
 // AK_WGMMA=2 (the overlapped one) with other than two stages, each as cuda_config_error predicts.
+// AK_WGMMA=3 (the same fed by TMA) builds with its tensor map slots at sm_90a alone.
 TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraintsHoldThere) {
   const kernels::KernelSpec* fa = kernels::find("flash_attention");
   auto build = [&](const char* type, DType d, std::map<std::string, int64_t> config, const char* arch) {
@@ -324,12 +325,30 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
   EXPECT_NE(fa->cuda_config_error(one_stage, DType::kF16), "");
   auto staged = build("flash_attention", DType::kF16, one_stage, "sm_90a");
   ASSERT_FALSE(staged.ok());
-  EXPECT_NE(staged.status().message().find("AK_WGMMA=2 needs AK_STAGES = 2"), std::string::npos)
+  EXPECT_NE(staged.status().message().find("AK_WGMMA=2 or 3 needs AK_STAGES = 2"), std::string::npos)
       << staged.status().message();
   EXPECT_NE(fa->cuda_config_error(on, DType::kF32), "");
   auto fp32 = build("flash_attention", DType::kF32, on, "sm_80");
   ASSERT_FALSE(fp32.ok());
   EXPECT_NE(fp32.status().message().find("is for fp16/bf16"), std::string::npos) << fp32.status().message();
+
+  // AK_WGMMA=3 (kernels/flash_attention/wgmma_tma.cuh): at sm_90a the module holds the tensor map
+  // slots the sandbox fills (kernels/registry.h, kTensorMapSymbol), causal or not; at sm_80 it
+  // builds without them (the producer warpgroup returns at once); one stage is refused.
+  const std::map<std::string, int64_t> tma = {{"AK_WGMMA", 3}}, tma_one_stage = {{"AK_WGMMA", 3}, {"AK_STAGES", 1}};
+  for (const Case& c : std::vector<Case>{{"flash_attention", DType::kBF16, "sm_90a", true},
+                                         {"flash_attention_causal", DType::kF16, "sm_90a", true},
+                                         {"flash_attention", DType::kF16, "sm_80", false}}) {
+    EXPECT_EQ(fa->cuda_config_error(tma, c.dtype), "");
+    auto t = build(c.type, c.dtype, tma, c.arch);
+    ASSERT_TRUE(t.ok()) << c.type << " " << c.arch << ": " << t.status().message().substr(0, 300);
+    EXPECT_EQ(read(t->path).find(kernels::kTensorMapSymbol) != std::string::npos, c.differs) << c.type << " " << c.arch;
+  }
+  EXPECT_NE(fa->cuda_config_error(tma_one_stage, DType::kBF16), "");
+  auto tma_staged = build("flash_attention", DType::kBF16, tma_one_stage, "sm_90a");
+  ASSERT_FALSE(tma_staged.ok());
+  EXPECT_NE(tma_staged.status().message().find("AK_WGMMA=2 or 3 needs AK_STAGES = 2"), std::string::npos)
+      << tma_staged.status().message();
 }
 
 // matmul's TMA path (AK_WGMMA=2, kernels/matmul/wgmma_tma.cuh) builds at sm_90a with the tensor
@@ -465,7 +484,8 @@ uint64_t shared_section_bytes(const std::map<std::string, uint64_t>& sections, c
 // Hopper paths have the most: TMA's mbarriers) of every type in every dtype at its default
 // configuration, and of matmul and fused_mlp at the TMA paths with the space's most stages, whose
 // mbarriers grow with them (one dtype each: the barriers do not depend on it; fused_mlp's builds
-// are the slowest of all, and its GEMMs are matmul's: its TMA path alone). A norm at another eps
+// are the slowest of all, and its GEMMs are matmul's: its TMA path alone, with the gate/up GEMM's
+// slot lookup), and of the flash types at their TMA path (AK_WGMMA=3). A norm at another eps
 // (KernelSpec::family) is its base's source with another literal and carries its base's bound
 // (with_eps): not compiled again.
 //
@@ -529,9 +549,17 @@ TEST_F(CompilerTest, EveryStartersStaticSharedMemoryIsWithinItsSpecsBound) {
         tma["AK_STAGES"] = stages;
         tma["AK_WARPS_M"] = 2;
         tma["AK_WARPS_N"] = 4;
+        if (k->name == "fused_mlp") tma["AK_GATEUP"] = 1;  // its block's slot lookup
         ASSERT_EQ(k->cuda_config_error(tma, d), "") << k->name << " " << config_string(tma);
         builds.push_back({d, tma});
       }
+    }
+    if (k->name == "flash_attention" || k->name == "flash_attention_causal") {
+      // The TMA path (AK_WGMMA=3) and its mbarriers, in bf16.
+      std::map<std::string, int64_t> tma = kernels::default_config(src, DType::kBF16);
+      tma["AK_WGMMA"] = 3;
+      ASSERT_EQ(k->cuda_config_error(tma, DType::kBF16), "") << k->name << " " << config_string(tma);
+      builds.push_back({DType::kBF16, tma});
     }
     uint64_t most = 0;
     for (const auto& [d, config] : builds) {

@@ -186,6 +186,59 @@ TEST(KernelsRegistry, FusedMlpIsThreeGemmPhasesOverAWorkspace) {
   for (const auto& shape_ : k->edge_shapes) EXPECT_EQ(k->check_shape(shape_), "");
 }
 
+// flash_attention's TMA path (AK_WGMMA=3, fp16/bf16; kernels/flash_attention/wgmma_tma.cuh): three
+// maps, q, k and v as 3-D tensors {head_dim, seq, batch * heads} in 128-byte swizzled boxes of 64
+// columns by AK_BLOCK_M (q) or AK_BLOCK_N (k, v) rows, keyed with the shape; the block gains the
+// producer warpgroup; two stages only; fp32 and the other paths ask for no maps.
+TEST(KernelsRegistry, FlashAttentionsTmaPathAsksForThreeMapsAndAProducerWarpgroup) {
+  for (const char* name : {"flash_attention", "flash_attention_causal"}) {
+    const KernelSpec* k = find(name);
+    ASSERT_NE(k, nullptr);
+    ASSERT_NE(k->cuda_tensor_maps, nullptr) << name;
+    const std::map<std::string, int64_t> tma = {{"AK_WGMMA", 3}, {"AK_BLOCK_N", 128}};
+    const std::vector<int64_t> shape = {2, 3, 1000, 96};  // [B, H, S, D]
+    const std::vector<TensorMapSpec> maps = k->cuda_tensor_maps(tma, shape, DType::kBF16);
+    ASSERT_EQ(maps.size(), 3u) << name;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(maps[size_t(i)].operand, i);
+      EXPECT_EQ(maps[size_t(i)].dims, (std::vector<uint64_t>{96, 1000, 6}));
+      EXPECT_EQ(maps[size_t(i)].box, (std::vector<uint32_t>{64, 128, 1})) << "AK_BLOCK_M and AK_BLOCK_N are both 128";
+      EXPECT_EQ(maps[size_t(i)].swizzle_bytes, 128);
+      EXPECT_EQ(maps[size_t(i)].offset, 0u);
+    }
+    std::map<std::string, int64_t> small = tma;
+    small["AK_BLOCK_M"] = 64;
+    small["AK_WARPS"] = 4;
+    small["AK_BLOCK_N"] = 32;
+    const std::vector<TensorMapSpec> small_maps = k->cuda_tensor_maps(small, shape, DType::kF16);
+    ASSERT_EQ(small_maps.size(), 3u);
+    EXPECT_EQ(small_maps[0].box, (std::vector<uint32_t>{64, 64, 1}));
+    EXPECT_EQ(small_maps[1].box, (std::vector<uint32_t>{64, 32, 1}));
+    EXPECT_EQ(small_maps[2].box, (std::vector<uint32_t>{64, 32, 1}));
+    EXPECT_EQ(tensor_map_slot_bytes(maps.size()), 448u);
+    EXPECT_LE(maps.size() + shape.size(), 8u) << "the key: three addresses and the shape";
+    EXPECT_TRUE(reads_tensor_maps(*k, tma, shape, DType::kBF16));
+
+    EXPECT_EQ(k->cuda_config_error(tma, DType::kBF16), "");
+    EXPECT_EQ(k->cuda_config_error(small, DType::kF16), "");
+    EXPECT_EQ(k->cuda_geometry(tma, shape, DType::kBF16).block[0], 8u * 32u + 128u);
+    EXPECT_EQ(k->cuda_geometry(small, shape, DType::kF16).block[0], 4u * 32u + 128u);
+    EXPECT_EQ(k->cuda_geometry(tma, shape, DType::kBF16).shared_bytes,
+              k->cuda_geometry({{"AK_WGMMA", 2}, {"AK_BLOCK_N", 128}}, shape, DType::kBF16).shared_bytes)
+        << "AK_WGMMA=2's tiles and its 1 KiB for the alignment";
+    EXPECT_EQ(k->cuda_geometry({{"AK_WGMMA", 2}}, shape, DType::kBF16).block[0], 256u);
+    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 3}, {"AK_STAGES", 1}}, DType::kBF16), "");
+    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 3}, {"AK_MIN_BLOCKS", 2}}, DType::kBF16), "");
+    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 3}, {"AK_WARPS", 4}}, DType::kBF16), "") << "32 rows a warp";
+    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 3}}, DType::kF32), "");
+    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 4}}, DType::kBF16), "");
+    EXPECT_TRUE(k->cuda_tensor_maps(tma, shape, DType::kF32).empty());
+    EXPECT_TRUE(k->cuda_tensor_maps({{"AK_WGMMA", 2}}, shape, DType::kBF16).empty());
+    EXPECT_TRUE(k->cuda_tensor_maps({}, shape, DType::kBF16).empty());
+    EXPECT_FALSE(reads_tensor_maps(*k, {{"AK_WGMMA", 1}}, shape, DType::kBF16));
+  }
+}
+
 // fused_mlp's gate/up GEMM (AK_GATEUP=1): a tunable of its own beside matmul's, allowed only on the
 // TMA paths in fp16/bf16 with AK_BN 128 or 256 (fused_mlp.cu's #error); phase 1's grid is that of
 // a [M, 2 F] output (a tile holds half its columns of either product); the maps are the
