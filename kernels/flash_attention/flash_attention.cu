@@ -21,8 +21,8 @@
 //   dynamic shared memory [bytes] = (AK_BLOCK_M + 2 * AK_STAGES * AK_BLOCK_N) * P * E
 //           P = 64 if head_dim <= 64, else 128 (the padded head dim); E = 4 for fp32, 2 otherwise
 //           (the harness sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES before the first launch),
-//           plus 1024 with AK_WGMMA 1, 2 or 3 in fp16/bf16 (the start rounded to the swizzle period);
-//           AK_WGMMA=3 (fp16/bf16): block = AK_WARPS * 32 + 128 threads (a producer warpgroup).
+//           plus 1024 with AK_WGMMA 1 to 4 in fp16/bf16 (the start rounded to the swizzle period);
+//           AK_WGMMA=3 or 4 (fp16/bf16): block = AK_WARPS * 32 + 128 threads (a producer warpgroup).
 //
 // Algorithm. A block owns AK_BLOCK_M query rows of one head and walks the keys in tiles of
 // AK_BLOCK_N rows of K and V (causal: only the tiles up to the block's last query). Its Q tile
@@ -62,12 +62,14 @@
 //                  (__launch_bounds__): 2 caps registers at 65536 / (2 * threads), 128 at 8
 //                  warps, which spills a little at the default tile (fp16: 72 bytes) but lets
 //                  two blocks share an SM where shared memory allows
-//   AK_WGMMA       warpgroup MMA (sm_90a, fp16/bf16)     0    {0, 1, 2, 3}
+//   AK_WGMMA       warpgroup MMA (sm_90a, fp16/bf16)     0    {0, 1, 2, 3, 4}
 //                  1: both products by wgmma (wgmma.cuh), one warpgroup per 64 query rows
 //                  (AK_BLOCK_M / AK_WARPS = 16); 2: the same with a tile's softmax overlapping
 //                  the previous tile's P V product (AK_STAGES = 2); 3: 2's order with Q, K and V
 //                  brought in by TMA from a producer warpgroup of 128 more threads in every block
-//                  (wgmma_tma.cuh), where the sandbox gave the call its tensor maps, otherwise 2.
+//                  (wgmma_tma.cuh), where the sandbox gave the call its tensor maps, otherwise the
+//                  mma.sync path; 4: 3 with the two computing warpgroups taking turns to issue
+//                  their products (AK_WARPS = 8).
 //                  Ignored below sm_90a (but for the idle producer warpgroup), refused for fp32.
 //                  The dynamic shared memory grows by 1 KiB (its start is rounded up to 1024 bytes).
 // Rejected at compile time (#error), so the compile stage drops them from a sweep: a value outside
@@ -119,8 +121,11 @@
 #if AK_WARP_ROWS != 16 && AK_WARP_ROWS != 32
 #error "AK_BLOCK_M / AK_WARPS (query rows per warp) must be 16 or 32"
 #endif
-#if AK_WGMMA != 0 && AK_WGMMA != 1 && AK_WGMMA != 2 && AK_WGMMA != 3
-#error "AK_WGMMA must be 0, 1, 2 or 3"
+#if AK_WGMMA != 0 && AK_WGMMA != 1 && AK_WGMMA != 2 && AK_WGMMA != 3 && AK_WGMMA != 4
+#error "AK_WGMMA must be 0, 1, 2, 3 or 4"
+#endif
+#if AK_WGMMA == 4 && AK_WARPS != 8
+#error "AK_WGMMA=4 needs AK_WARPS = 8 (two computing warpgroups to take turns)"
 #endif
 
 #include "../common/elem.cuh"
@@ -130,19 +135,19 @@
 #endif
 
 #if AK_DTYPE == 0 && AK_WGMMA
-#error "AK_WGMMA=1, 2 or 3 is for fp16/bf16 (fp32 runs the SIMT path either way)"
+#error "AK_WGMMA=1, 2, 3 or 4 is for fp16/bf16 (fp32 runs the SIMT path either way)"
 #endif
 
-// AK_WGMMA=3: a producer warpgroup follows the AK_THREADS computing threads (wgmma_tma.cuh) on
+// AK_WGMMA=3 and 4: a producer warpgroup follows the AK_THREADS computing threads (wgmma_tma.cuh) on
 // every GPU; the other paths leave it idle (it returns at once), and their barriers count the
 // computing threads only (named barrier 1; 0 is __syncthreads').
-#if AK_WGMMA == 3
+#if AK_WGMMA >= 3
 #define AK_BLOCK_THREADS (AK_THREADS + 128)
 #else
 #define AK_BLOCK_THREADS AK_THREADS
 #endif
 __device__ __forceinline__ void fa_sync() {
-#if AK_WGMMA == 3
+#if AK_WGMMA >= 3
   asm volatile("bar.sync 1, %0;\n" ::"n"(AK_THREADS) : "memory");
 #else
   __syncthreads();
@@ -639,7 +644,7 @@ __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_
 }
 
 #if defined(AK_FA_TMA_ON) && AK_FA_TMA_ON
-// AK_WGMMA=3 where a call has no tensor maps (wgmma_tma.cuh): the mma.sync path, out of line.
+// AK_WGMMA=3 or 4 where a call has no tensor maps (wgmma_tma.cuh): the mma.sync path, out of line.
 // Inlined, its registers would spill into the TMA path's (which has setmaxnreg's 240, the rest of
 // the kernel 168); and a wgmma path in a called function would have ptxas serialise every wgmma of
 // the kernel (its warning C7510). The sandbox gives every call whose tensors TMA can describe its

@@ -52,7 +52,7 @@ std::string check_shape(const std::vector<int64_t>& shape) {
 std::vector<Tunable> cuda_space() {
   return {
       {"AK_BLOCK_M", {64, 128}, 128}, {"AK_BLOCK_N", {32, 64, 128}, 64}, {"AK_WARPS", {4, 8}, 8},
-      {"AK_STAGES", {1, 2}, 2},       {"AK_MIN_BLOCKS", {1, 2}, 1},      {"AK_WGMMA", {0, 1, 2, 3}, 0},
+      {"AK_STAGES", {1, 2}, 2},       {"AK_MIN_BLOCKS", {1, 2}, 1},      {"AK_WGMMA", {0, 1, 2, 3, 4}, 0},
   };
 }
 
@@ -70,23 +70,23 @@ LaunchGeometry cuda_geometry(const std::map<std::string, int64_t>& config, const
   LaunchGeometry g;
   g.grid[0] = unsigned(std::clamp<int64_t>(blocks, 1, 0x7fffffff));
   const int64_t wgmma = dtype == DType::kF32 ? 0 : config_value(config, space, "AK_WGMMA", 0);
-  // AK_WGMMA=3: the producer warpgroup after the computing warps (on every GPU; off Hopper it
+  // AK_WGMMA=3 and 4: the producer warpgroup after the computing warps (on every GPU; off Hopper it
   // returns at once).
-  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS") * 32 + (wgmma == 3 ? 128 : 0), 1 << 20));
-  // AK_WGMMA=1, 2 or 3: 1 KiB more, for rounding the start up to the swizzle period (1024 bytes).
+  g.block[0] = unsigned(std::min<int64_t>(v("AK_WARPS") * 32 + (wgmma >= 3 ? 128 : 0), 1 << 20));
+  // AK_WGMMA=1 to 4: 1 KiB more, for rounding the start up to the swizzle period (1024 bytes).
   const int64_t align = wgmma != 0 ? 1024 : 0;
   g.shared_bytes =
       unsigned(std::min<int64_t>((bm + 2 * stages * bn) * padded_d * elem_bytes + align, int64_t{1} << 30));
   return g;
 }
 
-// AK_WGMMA=3 (fp16/bf16; wgmma_tma.cuh): q, k and v as 3-D tensors {head_dim, seq, batch * heads}
+// AK_WGMMA=3 and 4 (fp16/bf16; wgmma_tma.cuh): q, k and v as 3-D tensors {head_dim, seq, batch * heads}
 // (innermost first) in boxes of 64 x AK_BLOCK_M (q) or 64 x AK_BLOCK_N (k, v) x 1, 128-byte
 // swizzled: one box is one 64-column block of the wgmma tile layout. Otherwise none.
 std::vector<TensorMapSpec> cuda_tensor_maps(const std::map<std::string, int64_t>& config,
                                             const std::vector<int64_t>& shape, DType dtype) {
   static const std::vector<Tunable> space = cuda_space();
-  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) != 3) return {};
+  if (dtype == DType::kF32 || config_value(config, space, "AK_WGMMA", 0) < 3) return {};
   const std::vector<uint64_t> dims = {uint64_t(shape.at(3)), uint64_t(shape.at(2)),
                                       uint64_t(shape.at(0)) * uint64_t(shape.at(1))};
   const uint32_t bm = uint32_t(config_value(config, space, "AK_BLOCK_M", 128));
@@ -107,16 +107,17 @@ std::string cuda_config_error(const std::map<std::string, int64_t>& config, DTyp
   if (min_blocks != 1 && min_blocks != 2) return "AK_MIN_BLOCKS must be 1 or 2";
   if (bm / warps != 16 && bm / warps != 32) return "AK_BLOCK_M / AK_WARPS must be 16 or 32";
   const int64_t wgmma = config_value(config, space, "AK_WGMMA", 0);
-  if (wgmma < 0 || wgmma > 3) return "AK_WGMMA must be 0, 1, 2 or 3";
+  if (wgmma < 0 || wgmma > 4) return "AK_WGMMA must be 0, 1, 2, 3 or 4";
   if (wgmma != 0 && dtype == DType::kF32)
-    return "AK_WGMMA=1, 2 or 3 is for fp16/bf16 (fp32 runs the SIMT path either way)";
+    return "AK_WGMMA=1, 2, 3 or 4 is for fp16/bf16 (fp32 runs the SIMT path either way)";
+  if (wgmma == 4 && warps != 8) return "AK_WGMMA=4 needs AK_WARPS = 8 (two computing warpgroups to take turns)";
   // Checked where the path is compiled (sm_90a); elsewhere the setting is ignored.
   if (wgmma != 0 && bm / warps != 16)
     return "AK_WGMMA=" + std::to_string(wgmma) + " needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 rows)";
   // Two blocks an SM cap registers at 128, under what the accumulators need: ptxas spills and
   // serialises the wgmma (C7512).
-  if (wgmma != 0 && min_blocks != 1) return "AK_WGMMA=1, 2 or 3 needs AK_MIN_BLOCKS = 1";
-  if ((wgmma == 2 || wgmma == 3) && stages != 2)
+  if (wgmma != 0 && min_blocks != 1) return "AK_WGMMA=1 to 4 need AK_MIN_BLOCKS = 1";
+  if (wgmma >= 2 && stages != 2)
     return "AK_WGMMA=" + std::to_string(wgmma) + " needs AK_STAGES = 2 (its copies run one tile ahead)";
   const int64_t elem = dtype == DType::kF32 ? 4 : 2;
   if ((bm + 2 * stages * bn) * 128 * elem + (wgmma ? 1024 : 0) > 227 * 1024)

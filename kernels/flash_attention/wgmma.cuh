@@ -1,5 +1,5 @@
-// The Hopper paths of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1, 2 or 3;
-// 3 is wgmma_tma.cuh's, which takes the AK_WGMMA=2 path below where a call has no tensor maps):
+// The Hopper paths of flash_attention.cu (fp16/bf16, compiled for sm_90a with AK_WGMMA=1 to 4; 3 and
+// 4 are wgmma_tma.cuh's, which reuses the products and the order of the AK_WGMMA=2 path below):
 // both matrix products by warpgroup MMA (wgmma.mma_async). Included by flash_attention.cu for
 // fp16/bf16, after the mma.sync helpers it shares (pack2, ex2, row_max, row_of, key_of,
 // start_rows, store_rows, KvRing with layout 1); everything here is compiled only where
@@ -39,14 +39,14 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && AK_WGMMA
 #if AK_WARP_ROWS != 16
-#error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows; so do AK_WGMMA=2 and 3)"
+#error "AK_WGMMA=1 needs AK_BLOCK_M / AK_WARPS = 16 (one warpgroup per 64 query rows; so do AK_WGMMA=2, 3 and 4)"
 #endif
 #if AK_MIN_BLOCKS != 1
 #error \
-    "AK_WGMMA=1, 2 or 3 needs AK_MIN_BLOCKS = 1 (128 registers are too few for its accumulators: ptxas spills and serialises the wgmma)"
+    "AK_WGMMA=1 to 4 need AK_MIN_BLOCKS = 1 (128 registers are too few for its accumulators: ptxas spills and serialises the wgmma)"
 #endif
-#if (AK_WGMMA == 2 || AK_WGMMA == 3) && AK_STAGES != 2
-#error "AK_WGMMA=2 or 3 needs AK_STAGES = 2 (its copies run one tile ahead)"
+#if AK_WGMMA >= 2 && AK_STAGES != 2
+#error "AK_WGMMA=2, 3 or 4 needs AK_STAGES = 2 (its copies run one tile ahead)"
 #endif
 #define AK_FA_WGMMA_ON 1
 #else
@@ -245,7 +245,7 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
     }
   }
 #else
-  // AK_WGMMA=2 (and 3 without tensor maps): step j issues S_j = Q K_j^T and then P_{j-1} V_{j-1}, so the softmax of S_j
+  // AK_WGMMA=2: step j issues S_j = Q K_j^T and then P_{j-1} V_{j-1}, so the softmax of S_j
   // runs while the second product is on the tensor cores; the output is rescaled by S_j's factors once that product is
   // done. K_j and V_{j-1} arrive together: the copies run one tile ahead (two stages), V_{j-1}'s group before K_j's.
   // P's fragments alternate between pa and pb, so that packing P_j never writes the registers

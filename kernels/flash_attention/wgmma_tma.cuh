@@ -1,4 +1,4 @@
-// The Hopper path fed by TMA (fp16/bf16, sm_90a, AK_WGMMA=3): wgmma.cuh's products, online softmax
+// The Hopper paths fed by TMA (fp16/bf16, sm_90a, AK_WGMMA=3 and 4): wgmma.cuh's products, online softmax
 // and overlap (AK_WGMMA=2's order: step j issues S_j = Q K_j^T, then P_{j-1} V_{j-1}, and runs S_j's
 // softmax while the second product is on the tensor cores), with Q, K and V brought in by the
 // Tensor Memory Accelerator from a producer warpgroup and paced by mbarriers instead of cp.async
@@ -18,8 +18,12 @@
 // seq arrive as zeros: a head's last tile never reads the next head's rows (whose NaN would reach
 // this head's output through 0 * NaN). A slot holds the three maps, then the key: q's, k's and v's
 // addresses, batch, heads, seq, head_dim, 0. A block whose call has no slot (maps left out: TMA's
-// rules broken, no driver support, the torch library of models/plug) takes the AK_WGMMA=2 path
-// with the computing threads alone.
+// rules broken, no driver support, the torch library of models/plug) takes the mma.sync path, out
+// of line, with the computing threads alone (flash_attention.cu, attend_without_maps).
+//
+// AK_WGMMA=4 (two computing warpgroups): the same, with the warpgroups taking turns to issue their
+// products (named barriers 2 and 3, as FlashAttention-3 schedules them), so that one warpgroup's
+// softmax runs while the other's products are on the tensor cores.
 //
 // Pipeline. Barriers: q_full (one phase, the block's Q tile); for each of the two K buffers
 // k_full[s] and k_empty[s], likewise for V. full: the producer's arrive with the byte count,
@@ -33,8 +37,9 @@
 // its rows lie past seq) still waits for the tile's buffers to be full before it arrives on their
 // empty barriers, so that no warp arrives twice in one phase.
 
-#if AK_FA_WGMMA_ON && AK_WGMMA == 3
+#if AK_FA_WGMMA_ON && (AK_WGMMA == 3 || AK_WGMMA == 4)
 #define AK_FA_TMA_ON 1
+#define AK_FA_TURNS (AK_WGMMA == 4)
 #include "../common/tma.cuh"
 
 #define AK_FA_TMA_SLOTS 16  // kernels/registry.h, kTensorMapSlots
@@ -74,6 +79,24 @@ __device__ __forceinline__ int fa_tma_slot_of(const void* q, const void* k, cons
   __syncthreads();
   return slot;
 }
+
+#if AK_FA_TURNS
+// Named barrier 2 + w of the 256 computing threads (AK_WGMMA=4): warpgroup w's turn to issue its
+// products. Immediate ids, so that ptxas reserves only the barriers used (1 is fa_sync's). Wait
+// for it, or arrive without waiting.
+__device__ __forceinline__ void fa_turn_sync(int w) {
+  if (w == 0)
+    asm volatile("bar.sync 2, 256;\n" ::: "memory");
+  else
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+}
+__device__ __forceinline__ void fa_turn_arrive(int w) {
+  if (w == 0)
+    asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+  else
+    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+}
+#endif
 
 // The block's query tile (rows q0 ..) of head bh (the maps' third coordinate), read through the
 // maps of `slot`; O: the head's output. Every thread of the block calls it; sbase is 1024-byte
@@ -165,10 +188,31 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
   unsigned pa[AK_BLOCK_N / 16][4];
   unsigned pb[AK_BLOCK_N / 16][4];
 
+#if AK_FA_TURNS
+  // The two warpgroups take turns to issue their products, so that one's softmax runs while the
+  // other's products are on the tensor cores: warpgroup w issues in its turn (fa_turn_sync(w)) and
+  // then passes the turn on (fa_turn_arrive(w ^ 1)). Each takes kv_tiles + 1 turns (the prologue's
+  // and one a step, with or without work, so that the counts match for causal tiles), warpgroup 0
+  // first: warpgroup 1 passes it one turn before its own first and none after its last, so that no
+  // arrive is left pending at the end.
+  const int wg = tid >> 7;
+  int turns_left = kv_tiles + 1;
+  if (wg == 1) fa_turn_arrive(0);
+  auto turn_begin = [&] { fa_turn_sync(wg); };
+  auto turn_end = [&] {
+    if (--turns_left > 0 || wg == 0) fa_turn_arrive(wg ^ 1);
+  };
+#else
+  auto turn_begin = [] {};
+  auto turn_end = [] {};
+#endif
+
   mbar_wait(q_full, 0);
   mbar_wait(k_full, 0);  // K_0 (kv_tiles >= 1: seq >= 1)
+  turn_begin();
+  if (0 < wg_tiles) fa_issue_scores<P>(s, q_rows, sk);
+  turn_end();
   if (0 < wg_tiles) {
-    fa_issue_scores<P>(s, q_rows, sk);
     wgmma_wait<0>();
     fa_hold(s);
     tile_softmax(s, mc, l, alpha, 0, seq, q0, wr0, c, lane);
@@ -182,9 +226,15 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
     mbar_wait(v_full + 8 * vs, ((unsigned)(j - 1) >> 1) & 1u);       // V_{j-1} has landed
     const unsigned stage = ks * kKVBytes;
     const unsigned prev = vs * kKVBytes;
-    if (j < wg_tiles) {  // S_j, then P_{j-1} V_{j-1}
+    turn_begin();
+    if (j < wg_tiles) {
       fa_issue_scores<P>(s, q_rows, sk + stage);
       fa_issue_pv<P>(o, p_prev, sv + prev);
+    } else if (j == wg_tiles) {
+      fa_issue_pv<P>(o, p_prev, sv + prev);
+    }
+    turn_end();
+    if (j < wg_tiles) {  // S_j, then P_{j-1} V_{j-1}
       wgmma_wait<1>();  // S_j is done (groups complete in order): K_j's buffer may be refilled
       fa_hold(s);
       if (signals) mbar_arrive(k_empty + 8 * ks);
@@ -196,7 +246,6 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
       rescale<P>(o, alpha);
     } else {
       if (j == wg_tiles) {  // the warpgroup's last tile: P V alone
-        fa_issue_pv<P>(o, p_prev, sv + prev);
         wgmma_wait<0>();
         fa_hold(o);
         fa_hold_p(p_prev);
@@ -213,4 +262,4 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
 }
 #else
 #define AK_FA_TMA_ON 0
-#endif  // AK_FA_WGMMA_ON && AK_WGMMA == 3
+#endif  // AK_FA_WGMMA_ON && (AK_WGMMA == 3 || AK_WGMMA == 4)

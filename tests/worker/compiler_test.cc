@@ -278,7 +278,8 @@ TEST_F(CompilerTest, MatmulsWgmmaPathBuildsAtSm90aAndItsConstraintsHoldThereAlon
 // mma.sync path's at sm_90a and equal them at sm_80, where the setting is ignored; a block of 32
 // rows a warp (not one warpgroup per 64 rows) is refused at sm_90a alone, fp32 everywhere, and
 // AK_WGMMA=2 (the overlapped one) with other than two stages, each as cuda_config_error predicts.
-// AK_WGMMA=3 (the same fed by TMA) builds with its tensor map slots at sm_90a alone.
+// AK_WGMMA=3 (the same fed by TMA) and 4 (3 with turns) build with their tensor map slots at sm_90a
+// alone.
 TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraintsHoldThere) {
   const kernels::KernelSpec* fa = kernels::find("flash_attention");
   auto build = [&](const char* type, DType d, std::map<std::string, int64_t> config, const char* arch) {
@@ -325,7 +326,7 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
   EXPECT_NE(fa->cuda_config_error(one_stage, DType::kF16), "");
   auto staged = build("flash_attention", DType::kF16, one_stage, "sm_90a");
   ASSERT_FALSE(staged.ok());
-  EXPECT_NE(staged.status().message().find("AK_WGMMA=2 or 3 needs AK_STAGES = 2"), std::string::npos)
+  EXPECT_NE(staged.status().message().find("AK_WGMMA=2, 3 or 4 needs AK_STAGES = 2"), std::string::npos)
       << staged.status().message();
   EXPECT_NE(fa->cuda_config_error(on, DType::kF32), "");
   auto fp32 = build("flash_attention", DType::kF32, on, "sm_80");
@@ -335,19 +336,30 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
   // AK_WGMMA=3 (kernels/flash_attention/wgmma_tma.cuh): at sm_90a the module holds the tensor map
   // slots the sandbox fills (kernels/registry.h, kTensorMapSymbol), causal or not; at sm_80 it
   // builds without them (the producer warpgroup returns at once); one stage is refused.
+  // AK_WGMMA=4 (the same with the warpgroups taking turns) builds alike; with 4 warps it is refused.
   const std::map<std::string, int64_t> tma = {{"AK_WGMMA", 3}}, tma_one_stage = {{"AK_WGMMA", 3}, {"AK_STAGES", 1}};
+  const std::map<std::string, int64_t> turns = {{"AK_WGMMA", 4}};
+  const std::map<std::string, int64_t> turns_alone = {{"AK_WGMMA", 4}, {"AK_WARPS", 4}, {"AK_BLOCK_M", 64}};
   for (const Case& c : std::vector<Case>{{"flash_attention", DType::kBF16, "sm_90a", true},
                                          {"flash_attention_causal", DType::kF16, "sm_90a", true},
                                          {"flash_attention", DType::kF16, "sm_80", false}}) {
-    EXPECT_EQ(fa->cuda_config_error(tma, c.dtype), "");
-    auto t = build(c.type, c.dtype, tma, c.arch);
-    ASSERT_TRUE(t.ok()) << c.type << " " << c.arch << ": " << t.status().message().substr(0, 300);
-    EXPECT_EQ(read(t->path).find(kernels::kTensorMapSymbol) != std::string::npos, c.differs) << c.type << " " << c.arch;
+    for (const auto& config : {tma, turns}) {
+      EXPECT_EQ(fa->cuda_config_error(config, c.dtype), "");
+      auto t = build(c.type, c.dtype, config, c.arch);
+      ASSERT_TRUE(t.ok()) << c.type << " " << c.arch << ": " << t.status().message().substr(0, 300);
+      EXPECT_EQ(read(t->path).find(kernels::kTensorMapSymbol) != std::string::npos, c.differs)
+          << c.type << " " << c.arch << " " << config_string(config);
+    }
   }
+  EXPECT_NE(fa->cuda_config_error(turns_alone, DType::kBF16), "");
+  auto alone = build("flash_attention", DType::kBF16, turns_alone, "sm_80");
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.status().message().find("AK_WGMMA=4 needs AK_WARPS = 8"), std::string::npos)
+      << alone.status().message();
   EXPECT_NE(fa->cuda_config_error(tma_one_stage, DType::kBF16), "");
   auto tma_staged = build("flash_attention", DType::kBF16, tma_one_stage, "sm_90a");
   ASSERT_FALSE(tma_staged.ok());
-  EXPECT_NE(tma_staged.status().message().find("AK_WGMMA=2 or 3 needs AK_STAGES = 2"), std::string::npos)
+  EXPECT_NE(tma_staged.status().message().find("AK_WGMMA=2, 3 or 4 needs AK_STAGES = 2"), std::string::npos)
       << tma_staged.status().message();
 }
 

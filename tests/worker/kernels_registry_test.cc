@@ -231,11 +231,16 @@ TEST(KernelsRegistry, FlashAttentionsTmaPathAsksForThreeMapsAndAProducerWarpgrou
     EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 3}, {"AK_MIN_BLOCKS", 2}}, DType::kBF16), "");
     EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 3}, {"AK_WARPS", 4}}, DType::kBF16), "") << "32 rows a warp";
     EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 3}}, DType::kF32), "");
-    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 4}}, DType::kBF16), "");
     EXPECT_TRUE(k->cuda_tensor_maps(tma, shape, DType::kF32).empty());
     EXPECT_TRUE(k->cuda_tensor_maps({{"AK_WGMMA", 2}}, shape, DType::kBF16).empty());
     EXPECT_TRUE(k->cuda_tensor_maps({}, shape, DType::kBF16).empty());
     EXPECT_FALSE(reads_tensor_maps(*k, {{"AK_WGMMA", 1}}, shape, DType::kBF16));
+    // AK_WGMMA=4: the same maps and block, two computing warpgroups only.
+    EXPECT_EQ(k->cuda_tensor_maps({{"AK_WGMMA", 4}, {"AK_BLOCK_N", 128}}, shape, DType::kBF16).size(), 3u);
+    EXPECT_EQ(k->cuda_geometry({{"AK_WGMMA", 4}}, shape, DType::kBF16).block[0], 8u * 32u + 128u);
+    EXPECT_EQ(k->cuda_config_error({{"AK_WGMMA", 4}}, DType::kF16), "");
+    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 4}, {"AK_WARPS", 4}, {"AK_BLOCK_M", 64}}, DType::kF16), "");
+    EXPECT_NE(k->cuda_config_error({{"AK_WGMMA", 5}}, DType::kBF16), "");
   }
 }
 
