@@ -17,7 +17,10 @@
 //   block = AK_WARPS * 32 threads, 1-D
 //   grid  = (ceil(seq / AK_BLOCK_M) * batch * heads, 1, 1); block b takes query tile
 //           ceil(seq / AK_BLOCK_M) - 1 - b / (batch * heads) of head b % (batch * heads), so the
-//           last (for causal: the longest) query tiles start first.
+//           last (for causal: the longest) query tiles start first; with AK_HEAD_MAJOR=1, tile
+//           q_tiles - 1 - b % q_tiles of head b / q_tiles (q_tiles = ceil(seq / AK_BLOCK_M)): the
+//           blocks resident at one time share a few heads' K and V in L2, each head's longest
+//           tiles first.
 //   dynamic shared memory [bytes] = (AK_BLOCK_M + 2 * AK_STAGES * AK_BLOCK_N) * P * E
 //           P = 64 if head_dim <= 64, else 128 (the padded head dim); E = 4 for fp32, 2 otherwise
 //           (the harness sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES before the first launch),
@@ -72,6 +75,8 @@
 //                  their products (AK_WARPS = 8).
 //                  Ignored below sm_90a (but for the idle producer warpgroup), refused for fp32.
 //                  The dynamic shared memory grows by 1 KiB (its start is rounded up to 1024 bytes).
+//   AK_HEAD_MAJOR  block order (launch geometry above)   0    {0, 1}
+//                  0: a tile of every head, then the next tile; 1: a head's tiles together
 // Rejected at compile time (#error), so the compile stage drops them from a sweep: a value outside
 // those sets; AK_BLOCK_M / AK_WARPS other than 16 or 32 (rows per warp: one or two m16 tiles);
 // shared memory for head_dim 128 (formula above) over 227 KiB (fp32 with AK_BLOCK_N = 128 and two
@@ -98,6 +103,12 @@
 #endif
 #ifndef AK_WGMMA
 #define AK_WGMMA 0
+#endif
+#ifndef AK_HEAD_MAJOR
+#define AK_HEAD_MAJOR 0
+#endif
+#if AK_HEAD_MAJOR != 0 && AK_HEAD_MAJOR != 1
+#error "AK_HEAD_MAJOR must be 0 or 1"
 #endif
 
 #define AK_THREADS (AK_WARPS * 32)
@@ -674,8 +685,14 @@ ak_flash_attention(const void* q, const void* k, const void* v, void* out, long 
   const long long q_tiles = (seq + AK_BLOCK_M - 1) / AK_BLOCK_M;
   const long long b = blockIdx.x;
   if (b >= q_tiles * bh_count) return;
+#if AK_HEAD_MAJOR
+  const long long bh = b / q_tiles;  // a head's tiles one after another
+  const long long q0 = (q_tiles - 1 - b % q_tiles) * AK_BLOCK_M;
+#else
+  const long long bh = b % bh_count;  // a tile of every head, then the next tile
   const long long q0 = (q_tiles - 1 - b / bh_count) * AK_BLOCK_M;
-  const long long head = (b % bh_count) * seq * head_dim;  // offset of the head's matrices
+#endif
+  const long long head = bh * seq * head_dim;  // offset of the head's matrices
   const elem_t* Q = (const elem_t*)q + head;
   const elem_t* K = (const elem_t*)k + head;
   const elem_t* V = (const elem_t*)v + head;
@@ -685,11 +702,10 @@ ak_flash_attention(const void* q, const void* k, const void* v, void* out, long 
   const int slot = fa_tma_slot_of(q, k, v, batch, heads, seq, head_dim);
   if (slot >= 0) {
     const unsigned sbase = (smem_u32(smem) + 1023u) & ~1023u;
-    const int bh = (int)(b % bh_count);
     if (d <= 64)
-      attend_tma<64>(ak_tensor_maps[slot], O, seq, d, q0, bh, sbase);
+      attend_tma<64>(ak_tensor_maps[slot], O, seq, d, q0, (int)bh, sbase);
     else
-      attend_tma<128>(ak_tensor_maps[slot], O, seq, d, q0, bh, sbase);
+      attend_tma<128>(ak_tensor_maps[slot], O, seq, d, q0, (int)bh, sbase);
     return;
   }
   if (threadIdx.x >= AK_THREADS) return;  // the producer warpgroup

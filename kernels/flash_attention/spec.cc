@@ -51,8 +51,15 @@ std::string check_shape(const std::vector<int64_t>& shape) {
 
 std::vector<Tunable> cuda_space() {
   return {
-      {"AK_BLOCK_M", {64, 128}, 128}, {"AK_BLOCK_N", {32, 64, 128}, 64}, {"AK_WARPS", {4, 8}, 8},
-      {"AK_STAGES", {1, 2}, 2},       {"AK_MIN_BLOCKS", {1, 2}, 1},      {"AK_WGMMA", {0, 1, 2, 3, 4}, 0},
+      {"AK_BLOCK_M", {64, 128}, 128},
+      {"AK_BLOCK_N", {32, 64, 128}, 64},
+      {"AK_WARPS", {4, 8}, 8},
+      {"AK_STAGES", {1, 2}, 2},
+      {"AK_MIN_BLOCKS", {1, 2}, 1},
+      {"AK_WGMMA", {0, 1, 2, 3, 4}, 0},
+      // The blocks' order: a tile of every head, then the next (0), or a head's tiles together (1),
+      // so that the blocks resident at one time share a few heads' K and V in L2.
+      {"AK_HEAD_MAJOR", {0, 1}, 0},
   };
 }
 
