@@ -179,6 +179,15 @@ __device__ __forceinline__ void fa_hold_p(unsigned (&pa)[AK_BLOCK_N / 16][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(pa[kk][i])::"memory");
 }
 
+// The K/V tiles a warpgroup (its first row wg_row0 of the query tile at q0) works on, of the
+// block's tiles up to kv_end: causal, the tiles before the first whose keys all follow the
+// warpgroup's last query; none for a warpgroup whose rows all lie past seq (the last query
+// tile's), which stores nothing.
+__device__ __forceinline__ int fa_wg_tiles(long long q0, int wg_row0, long long kv_end, long long seq) {
+  const long long wg_end = AK_CAUSAL && q0 + wg_row0 + 64 < kv_end ? q0 + wg_row0 + 64 : kv_end;
+  return q0 + wg_row0 >= seq ? 0 : (int)((wg_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
+}
+
 // attend's work by wgmma; sbase is 1024-byte aligned.
 template <int P>
 __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
@@ -196,10 +205,7 @@ __device__ __forceinline__ void attend_wgmma(const elem_t* __restrict__ Q, const
 
   const long long kv_end = AK_CAUSAL && q0 + AK_BLOCK_M < seq ? q0 + AK_BLOCK_M : seq;
   const int kv_tiles = (int)((kv_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
-  // Causal: the tiles before the first whose keys all follow the warpgroup's last query.
-  const long long wg_end = AK_CAUSAL && q0 + wg_row0 + 64 < kv_end ? q0 + wg_row0 + 64 : kv_end;
-  // A warpgroup whose rows all lie past seq (the last query tile's) stores nothing: no tiles.
-  const int wg_tiles = q0 + wg_row0 >= seq ? 0 : (int)((wg_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
+  const int wg_tiles = fa_wg_tiles(q0, wg_row0, kv_end, seq);
 
   const KvRing<P, 1> ring{K, V, seq, d, kv_tiles, sk, sv};
   ring.start(sq, Q, q0);

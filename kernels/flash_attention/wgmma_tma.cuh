@@ -82,20 +82,15 @@ __device__ __forceinline__ int fa_tma_slot_of(const void* q, const void* k, cons
 
 #if AK_FA_TURNS
 // Named barrier 2 + w of the 256 computing threads (AK_WGMMA=4): warpgroup w's turn to issue its
-// products. Immediate ids, so that ptxas reserves only the barriers used (1 is fa_sync's). Wait
-// for it, or arrive without waiting.
+// products (1 is fa_sync's). Wait for it, or arrive without waiting.
 __device__ __forceinline__ void fa_turn_sync(int w) {
   if (w == 0)
     asm volatile("bar.sync 2, 256;\n" ::: "memory");
   else
     asm volatile("bar.sync 3, 256;\n" ::: "memory");
 }
-__device__ __forceinline__ void fa_turn_arrive(int w) {
-  if (w == 0)
-    asm volatile("bar.arrive 2, 256;\n" ::: "memory");
-  else
-    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
-}
+// The barrier id from a register: no branch, since it runs while products are in flight.
+__device__ __forceinline__ void fa_turn_arrive(int w) { asm volatile("bar.arrive %0, 256;\n" ::"r"(2 + w) : "memory"); }
 #endif
 
 // The block's query tile (rows q0 ..) of head bh (the maps' third coordinate), read through the
@@ -172,10 +167,7 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
   const int wr0 = (tid >> 5) * 16;                        // the warp's first row in the tile
   const int wg_row0 = (tid >> 7) * 64;                    // the warpgroup's
   const float c = 1.4426950408889634f / sqrtf((float)d);  // log2(e) / sqrt(d)
-  // Causal: the tiles before the first whose keys all follow the warpgroup's last query.
-  const long long wg_end = AK_CAUSAL && q0 + wg_row0 + 64 < kv_end ? q0 + wg_row0 + 64 : kv_end;
-  // A warpgroup whose rows all lie past seq (the last query tile's) stores nothing: no tiles.
-  const int wg_tiles = q0 + wg_row0 >= seq ? 0 : (int)((wg_end + AK_BLOCK_N - 1) / AK_BLOCK_N);
+  const int wg_tiles = fa_wg_tiles(q0, wg_row0, kv_end, seq);
 
   float o[AK_ROWS][AK_OUTS(P)];
   float mc[AK_ROWS];  // running max of each row times c (-inf: none yet)
@@ -193,15 +185,14 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
   // other's products are on the tensor cores: warpgroup w issues in its turn (fa_turn_sync(w)) and
   // then passes the turn on (fa_turn_arrive(w ^ 1)). Each takes kv_tiles + 1 turns (the prologue's
   // and one a step, with or without work, so that the counts match for causal tiles), warpgroup 0
-  // first: warpgroup 1 passes it one turn before its own first and none after its last, so that no
-  // arrive is left pending at the end.
+  // first: warpgroup 1 passes it one turn before its own first, and warpgroup 0 takes up the pass
+  // after warpgroup 1's last once its loop is done, so that no arrive is left pending at the end.
   const int wg = tid >> 7;
-  int turns_left = kv_tiles + 1;
   if (wg == 1) fa_turn_arrive(0);
   auto turn_begin = [&] { fa_turn_sync(wg); };
-  auto turn_end = [&] {
-    if (--turns_left > 0 || wg == 0) fa_turn_arrive(wg ^ 1);
-  };
+  // Unconditional (no branch while products are in flight: see the K arrive below); warpgroup 0
+  // takes up warpgroup 1's last pass after its loop.
+  auto turn_end = [&] { fa_turn_arrive(wg ^ 1); };
 #else
   auto turn_begin = [] {};
   auto turn_end = [] {};
@@ -209,14 +200,19 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
 
   mbar_wait(q_full, 0);
   mbar_wait(k_full, 0);  // K_0 (kv_tiles >= 1: seq >= 1)
+  // Between a product's issue and its wait no branch may separate the two (a branch while wgmma
+  // are in flight has ptxas serialise every wgmma of the kernel: its C7518, "WG.DP in divergent
+  // path"), so each branch below has its own issue, pass of the turn and wait.
   turn_begin();
-  if (0 < wg_tiles) fa_issue_scores<P>(s, q_rows, sk);
-  turn_end();
   if (0 < wg_tiles) {
+    fa_issue_scores<P>(s, q_rows, sk);
+    turn_end();
     wgmma_wait<0>();
     fa_hold(s);
     tile_softmax(s, mc, l, alpha, 0, seq, q0, wr0, c, lane);
     fa_pack(pa, s);
+  } else {
+    turn_end();
   }
   if (signals) mbar_arrive(k_empty);
   auto step = [&](int j, unsigned(&p_prev)[AK_BLOCK_N / 16][4], unsigned(&p_next)[AK_BLOCK_N / 16][4]) {
@@ -227,30 +223,32 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
     const unsigned stage = ks * kKVBytes;
     const unsigned prev = vs * kKVBytes;
     turn_begin();
-    if (j < wg_tiles) {
+    if (j < wg_tiles) {  // S_j, then P_{j-1} V_{j-1}
       fa_issue_scores<P>(s, q_rows, sk + stage);
       fa_issue_pv<P>(o, p_prev, sv + prev);
-    } else if (j == wg_tiles) {
-      fa_issue_pv<P>(o, p_prev, sv + prev);
-    }
-    turn_end();
-    if (j < wg_tiles) {  // S_j, then P_{j-1} V_{j-1}
-      wgmma_wait<1>();  // S_j is done (groups complete in order): K_j's buffer may be refilled
+      turn_end();
+      wgmma_wait<1>();  // S_j is done (groups complete in order)
       fa_hold(s);
-      if (signals) mbar_arrive(k_empty + 8 * ks);
       tile_softmax(s, mc, l, alpha, (long long)j * AK_BLOCK_N, seq, q0, wr0, c, lane);
       fa_pack(p_next, s);
       wgmma_wait<0>();  // ... and P_{j-1} V_{j-1}
       fa_hold(o);
       fa_hold_p(p_prev);
+      // K_j's buffer may be refilled. Not before: a branch (the arrive is lane 0's) while the P V
+      // product, which reads P from registers, is in flight has ptxas serialise every wgmma of the
+      // kernel (its C7518, "WG.DP in divergent path").
+      if (signals) mbar_arrive(k_empty + 8 * ks);
       rescale<P>(o, alpha);
-    } else {
-      if (j == wg_tiles) {  // the warpgroup's last tile: P V alone
-        wgmma_wait<0>();
-        fa_hold(o);
-        fa_hold_p(p_prev);
-      }
+    } else if (j == wg_tiles) {  // the warpgroup's last tile: P V alone
+      fa_issue_pv<P>(o, p_prev, sv + prev);
+      turn_end();
+      wgmma_wait<0>();
+      fa_hold(o);
+      fa_hold_p(p_prev);
       if (has_k && signals) mbar_arrive(k_empty + 8 * ks);  // K_j unread here, but full: no early arrive
+    } else {
+      turn_end();
+      if (has_k && signals) mbar_arrive(k_empty + 8 * ks);
     }
     if (signals) mbar_arrive(v_empty + 8 * vs);
   };
@@ -258,6 +256,9 @@ __device__ __forceinline__ void attend_tma(const fa_tma_slot& slot, elem_t* __re
     step(j, pa, pb);
     if (j + 1 <= kv_tiles) step(j + 1, pb, pa);
   }
+#if AK_FA_TURNS
+  if (wg == 0) fa_turn_sync(0);  // warpgroup 1's pass after its last turn: no arrive left pending
+#endif
   store_rows<P>(O, o, l, q0 + wr0, seq, d, lane);
 }
 #else

@@ -167,12 +167,16 @@ __device__ __forceinline__ void wg_issue(float (&acc)[AK_WG_MI][AK_WG_ACC], unsi
 // lane 4 g + t holds, for each n8 column step j, rows g and g + 8 at columns 8 j + 2 t and
 // 8 j + 2 t + 1 (registers 4 j, 4 j + 1 and 4 j + 2, 4 j + 3), the layout of mma.sync's m16n8 per
 // step.
+// The first of this computing thread's accumulator rows in the tile whose first row is m0 (its
+// rows are that one and every 8th after it in steps of 64: wg_store's layout).
+__device__ __forceinline__ long long wg_first_row(long long m0) {
+  const int tid = threadIdx.x;
+  return m0 + (AK_WG_COUNT > 1 ? (tid >> 7) * (AK_BM / AK_WG_COUNT) : 0) + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2);
+}
 __device__ __forceinline__ void wg_store(float (&acc)[AK_WG_MI][AK_WG_ACC], elem_t* __restrict__ C, const elem_t* gate,
                                          long long M, long long N, long long m0, long long n0) {
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const long long row0 = m0 + (AK_WG_COUNT > 1 ? (tid >> 7) * (AK_BM / AK_WG_COUNT) : 0) + ((tid >> 5) & 3) * 16 + g;
+  const int t = threadIdx.x & 3;
+  const long long row0 = wg_first_row(m0);
 #pragma unroll
   for (int i = 0; i < AK_WG_MI; ++i) {
     const long long row = row0 + i * 64;

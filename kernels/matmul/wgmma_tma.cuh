@@ -110,10 +110,8 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f +
 __device__ __forceinline__ void wg_store_gateup(float (&acc)[AK_WG_MI][AK_WG_ACC], elem_t* __restrict__ C, long long M,
                                                 long long N, long long m0, long long n0) {
   constexpr int kHalf = AK_BN / 16;  // n8 steps of one half
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const long long row0 = m0 + (AK_WG_COUNT > 1 ? (tid >> 7) * (AK_BM / AK_WG_COUNT) : 0) + ((tid >> 5) & 3) * 16 + g;
+  const int t = threadIdx.x & 3;
+  const long long row0 = wg_first_row(m0);
 #pragma unroll
   for (int i = 0; i < AK_WG_MI; ++i) {
     const long long row = row0 + i * 64;
