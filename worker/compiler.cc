@@ -465,6 +465,7 @@ class RealCompiler final : public Compiler {
                               truncate_log(run->output));
     if (Status s = install(out_path, final_path); !s.ok()) return s;
     art.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!run->output.empty()) art.diagnostics = truncate_log(withhold_foreign_diagnostics(run->output, {name}));
     return art;
   }
 

@@ -42,6 +42,10 @@ struct CompiledArtifact {
   std::string options_hash;  // xxh64 hex of options + compiler version + arch
   double compile_ms = 0;     // 0 on a cache hit
   bool cache_hit = false;
+  // cuda: the PTX assembler's messages of a build that succeeded (warnings and performance notes
+  // such as C7518, "wgmma.mma_async instructions are serialized"), lines naming files outside the
+  // source withheld as for a failed build's log; empty on a cache hit.
+  std::string diagnostics;
 };
 
 class Compiler {

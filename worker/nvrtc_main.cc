@@ -5,7 +5,8 @@
 //   autokernel-nvrtc NAME SOURCE_FILE OUT_FILE [NVRTC OPTIONS...]
 //
 // NAME is the program's name in diagnostics ("softmax.cu"). Exit codes:
-//   0  the cubin was written to OUT_FILE;
+//   0  the cubin was written to OUT_FILE; stdout holds the compile's log if it has one (the PTX
+//      assembler's warnings and performance notes, such as C7518: wgmma serialised);
 //   1  the compile failed: the first line of stdout is the NVRTC result's name, the log follows;
 //   2  bad usage, or SOURCE_FILE / OUT_FILE could not be read or written (stderr says which);
 //   3  NVRTC failed for another reason, or produced no cubin (stderr says why).
@@ -44,14 +45,14 @@ int run(int argc, char** argv) {
   std::vector<const char*> options;
   for (int i = 4; i < argc; ++i) options.push_back(argv[i]);
   rc = nvrtcCompileProgram(prog, static_cast<int>(options.size()), options.data());
+  std::string log;
+  size_t log_size = 0;
+  if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    log.resize(log_size);
+    if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
+    while (!log.empty() && (log.back() == '\0' || log.back() == ' ' || log.back() == '\n')) log.pop_back();
+  }
   if (rc != NVRTC_SUCCESS) {
-    std::string log;
-    size_t log_size = 0;
-    if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
-      log.resize(log_size);
-      if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) log.clear();
-      while (!log.empty() && log.back() == '\0') log.pop_back();
-    }
     std::cout << nvrtcGetErrorString(rc) << "\n" << log << std::flush;
     return 1;
   }
@@ -66,6 +67,7 @@ int run(int argc, char** argv) {
   out.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
   out.close();
   if (!out) return fail(2, std::string("cannot write ") + argv[3]);
+  if (!log.empty()) std::cout << log << "\n" << std::flush;
   return 0;
 }
 

@@ -349,6 +349,11 @@ TEST_F(CompilerTest, FlashAttentionsWgmmaPathBuildsAtSm90aAloneAndItsConstraints
       ASSERT_TRUE(t.ok()) << c.type << " " << c.arch << ": " << t.status().message().substr(0, 300);
       EXPECT_EQ(read(t->path).find(kernels::kTensorMapSymbol) != std::string::npos, c.differs)
           << c.type << " " << c.arch << " " << config_string(config);
+      // No wgmma serialised by ptxas (C7518: a branch while products are in flight; C7510: wgmma
+      // in a called function), which costs the path most of its speed and nothing else shows.
+      ASSERT_FALSE(t->cache_hit);
+      EXPECT_EQ(t->diagnostics.find("serialized"), std::string::npos)
+          << c.type << " " << c.arch << " " << config_string(config) << ": " << t->diagnostics;
     }
   }
   EXPECT_NE(fa->cuda_config_error(turns_alone, DType::kBF16), "");
@@ -428,7 +433,33 @@ TEST_F(CompilerTest, MatmulsTmaPathBuildsWithItsMapSlotsAtSm90aAndWithoutThemAtS
     std::ifstream in(art.value().path, std::ios::binary);
     const std::string cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(cubin.find(kernels::kTensorMapSymbol) != std::string::npos, c.slots) << c.arch;
+    EXPECT_EQ(art->diagnostics.find("serialized"), std::string::npos)
+        << c.type << " " << c.arch << " " << config_string(c.config)
+        << ": wgmma serialised by ptxas: " << art->diagnostics;
   }
+}
+
+// A cuda build that succeeds keeps the PTX assembler's messages (CompiledArtifact::diagnostics),
+// where a wgmma path's serialisation (C7518, C7510) shows and nothing else does; a cache hit has
+// none. Here: a launch bound whose blocks per SM cannot fit, which ptxas warns about and ignores.
+TEST_F(CompilerTest, ACudaBuildThatSucceedsKeepsThePtxAssemblersMessages) {
+  JobSpec j = job(Backend::kCuda);
+  j.source =
+      "extern \"C\" __global__ void __launch_bounds__(1024, 4) ak_softmax(float* y) { y[threadIdx.x] *= 2.0f; }\n";
+  j.config.clear();
+  auto art = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_TRUE(art.ok()) << art.status().message();
+  EXPECT_FALSE(art->cache_hit);
+  EXPECT_NE(art->diagnostics.find("ptxas warning"), std::string::npos) << art->diagnostics;
+  EXPECT_NE(art->diagnostics.find("minnctapersm"), std::string::npos) << art->diagnostics;
+  auto again = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->cache_hit);
+  EXPECT_EQ(again->diagnostics, "");
+  j.source = "extern \"C\" __global__ void ak_softmax(float* y) { y[threadIdx.x] *= 2.0f; }\n";
+  auto quiet = compiler_->compile(j, gpu_caps("sm_90a"));
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_EQ(quiet->diagnostics, "") << "a build with nothing to say";
 }
 
 // Every kernel type's starters build with their default configuration: cuda for sm_90a (Hopper)
