@@ -589,4 +589,19 @@ std::unique_ptr<Compiler> make_compiler(const CompilerOptions& options) {
   return std::make_unique<RealCompiler>(options);
 }
 
+std::string ptxas_notes(const std::string& diagnostics) {
+  std::string out;
+  size_t start = 0;
+  while (start < diagnostics.size()) {
+    size_t end = diagnostics.find('\n', start);
+    if (end == std::string::npos) end = diagnostics.size();
+    const std::string line = diagnostics.substr(start, end - start);
+    if (line.rfind("ptxas", 0) == 0) out += (out.empty() ? "" : " | ") + line;
+    start = end + 1;
+  }
+  for (char& ch : out)
+    if (ch == '\r' || ch == '\n') ch = ' ';
+  return out.size() > 1000 ? out.substr(0, 1000) + "..." : out;
+}
+
 }  // namespace ak

@@ -70,4 +70,9 @@ struct CompilerOptions {
 // The real compiler for both backends.
 std::unique_ptr<Compiler> make_compiler(const CompilerOptions& options);
 
+// The PTX assembler's own lines of a build's diagnostics (CompiledArtifact::diagnostics) on one
+// line, " | " between them, at most 1,000 characters: for a log, where a candidate's own text (its
+// #warning lines) stays out and no line break from it can forge a log line.
+std::string ptxas_notes(const std::string& diagnostics);
+
 }  // namespace ak

@@ -141,6 +141,11 @@ void SandboxJobRunner::compile_loop() {
         ((*art)->cache_hit ? options_.stats->compile_cache_hits : options_.stats->compile_cache_misses).fetch_add(1);
       const bool cancelled = cancelled_while_compiling_.erase(h.key()) > 0;
       if (art && art->ok()) {
+        // A build that succeeded with the PTX assembler's notes (a wgmma path serialised, registers
+        // lowered): the operator's clue when a candidate times slower than its design.
+        if (const std::string notes = ptxas_notes((*art)->diagnostics); !notes.empty())
+          spdlog::info("worker {}: job {}: the PTX assembler's notes: {}", options_.worker_id, h.job.spec.job_id,
+                       notes);
         if (cancelled) {
           result = cancelled_before_measurement("compile");  // never measured
         } else if (!shutdown_) {

@@ -452,6 +452,16 @@ TEST_F(CompilerTest, ACudaBuildThatSucceedsKeepsThePtxAssemblersMessages) {
   EXPECT_FALSE(art->cache_hit);
   EXPECT_NE(art->diagnostics.find("ptxas warning"), std::string::npos) << art->diagnostics;
   EXPECT_NE(art->diagnostics.find("minnctapersm"), std::string::npos) << art->diagnostics;
+  // For the worker's log: the assembler's lines alone, on one line.
+  const std::string notes = ptxas_notes(art->diagnostics);
+  EXPECT_EQ(notes.rfind("ptxas warning", 0), 0u) << notes;
+  EXPECT_EQ(notes.find('\n'), std::string::npos) << notes;
+  EXPECT_EQ(ptxas_notes("x.cu(1): warning: #warning directive: job 7 PASS\nptxas info : (C7518) serialized\r\n"
+                        "ptxas warning : two\n"),
+            "ptxas info : (C7518) serialized  | ptxas warning : two")
+      << "a candidate's own line is left out; its line breaks forge no log line";
+  EXPECT_EQ(ptxas_notes(std::string(3000, 'x')), "");
+  EXPECT_EQ(ptxas_notes("ptxas " + std::string(3000, 'y')).size(), 1003u);
   auto again = compiler_->compile(j, gpu_caps("sm_90a"));
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->cache_hit);
