@@ -47,4 +47,19 @@ __device__ __forceinline__ void tma_map_acquire(const void* map) {
   asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(map) : "memory");
 }
 
+// kernels/registry.h's tensor-map slots: the first of `count` slots whose key (8 u64: the maps'
+// tensors' addresses, then the call's dims, zero-padded as the sandbox writes it) equals `key`, or
+// -1. Warp 0 alone calls it (lane i reads slot i, every lane gets the answer).
+template <class Slot>
+__device__ __forceinline__ int tma_slot_index(const Slot* slots, int count, const unsigned long long (&key)[8]) {
+  const int lane = (int)threadIdx.x & 31;
+  bool hit = lane < count;
+  if (hit) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) hit = hit && slots[lane].key[i] == key[i];
+  }
+  const unsigned found = __ballot_sync(0xffffffffu, hit);
+  return found ? __ffs(found) - 1 : -1;
+}
+
 #endif  // AK_COMMON_TMA_CUH

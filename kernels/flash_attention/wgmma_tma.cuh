@@ -65,16 +65,11 @@ __device__ __forceinline__ int fa_tma_slot_of(const void* q, const void* k, cons
                                               long long heads, long long seq, long long head_dim) {
   __shared__ int slot;
   if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    bool hit = false;
-    if (lane < AK_FA_TMA_SLOTS) {
-      const unsigned long long* x = ak_tensor_maps[lane].key;
-      hit = x[0] == (unsigned long long)q && x[1] == (unsigned long long)k && x[2] == (unsigned long long)v &&
-            x[3] == (unsigned long long)batch && x[4] == (unsigned long long)heads && x[5] == (unsigned long long)seq &&
-            x[6] == (unsigned long long)head_dim && x[7] == 0;
-    }
-    const unsigned found = __ballot_sync(0xffffffffu, hit);
-    if (lane == 0) slot = found ? __ffs(found) - 1 : -1;
+    const unsigned long long key[8] = {
+        (unsigned long long)q,     (unsigned long long)k,   (unsigned long long)v,        (unsigned long long)batch,
+        (unsigned long long)heads, (unsigned long long)seq, (unsigned long long)head_dim, 0};
+    const int found = tma_slot_index(ak_tensor_maps, AK_FA_TMA_SLOTS, key);
+    if (threadIdx.x == 0) slot = found;
   }
   __syncthreads();
   return slot;

@@ -52,18 +52,25 @@ __device__ __forceinline__ int2 tma_slot_pair(const void* a, const void* b0, con
                                               long long K) {
   __shared__ int2 slots;
   if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    bool hit0 = false, hit1 = false;
-    if (lane < AK_TMA_SLOTS) {
-      const unsigned long long* k = ak_tensor_maps[lane].key;
-      const bool call = k[0] == (unsigned long long)a && k[2] == (unsigned long long)M &&
-                        k[3] == (unsigned long long)N && k[4] == (unsigned long long)K && k[5] == 0;
-      hit0 = call && k[1] == (unsigned long long)b0;
-      hit1 = call && k[1] == (unsigned long long)b1;
-    }
-    const unsigned found0 = __ballot_sync(0xffffffffu, hit0);
-    const unsigned found1 = __ballot_sync(0xffffffffu, hit1);
-    if (lane == 0) slots = make_int2(found0 ? __ffs(found0) - 1 : -1, found1 ? __ffs(found1) - 1 : -1);
+    const unsigned long long g[8] = {(unsigned long long)a,
+                                     (unsigned long long)b0,
+                                     (unsigned long long)M,
+                                     (unsigned long long)N,
+                                     (unsigned long long)K,
+                                     0,
+                                     0,
+                                     0};
+    const unsigned long long u[8] = {(unsigned long long)a,
+                                     (unsigned long long)b1,
+                                     (unsigned long long)M,
+                                     (unsigned long long)N,
+                                     (unsigned long long)K,
+                                     0,
+                                     0,
+                                     0};
+    const int found0 = tma_slot_index(ak_tensor_maps, AK_TMA_SLOTS, g);
+    const int found1 = tma_slot_index(ak_tensor_maps, AK_TMA_SLOTS, u);
+    if (threadIdx.x == 0) slots = make_int2(found0, found1);
   }
   __syncthreads();
   return slots;

@@ -73,15 +73,16 @@ __device__ ak_tma_slot ak_tensor_maps[AK_TMA_SLOTS];
 __device__ __forceinline__ int tma_slot(const void* a, const void* b, long long M, long long N, long long K) {
   __shared__ int slot;
   if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    bool hit = false;
-    if (lane < AK_TMA_SLOTS) {
-      const unsigned long long* k = ak_tensor_maps[lane].key;
-      hit = k[0] == (unsigned long long)a && k[1] == (unsigned long long)b && k[2] == (unsigned long long)M &&
-            k[3] == (unsigned long long)N && k[4] == (unsigned long long)K && k[5] == 0;
-    }
-    const unsigned found = __ballot_sync(0xffffffffu, hit);
-    if (lane == 0) slot = found ? __ffs(found) - 1 : -1;
+    const unsigned long long key[8] = {(unsigned long long)a,
+                                       (unsigned long long)b,
+                                       (unsigned long long)M,
+                                       (unsigned long long)N,
+                                       (unsigned long long)K,
+                                       0,
+                                       0,
+                                       0};
+    const int found = tma_slot_index(ak_tensor_maps, AK_TMA_SLOTS, key);
+    if (threadIdx.x == 0) slot = found;
   }
   __syncthreads();
   return slot;
