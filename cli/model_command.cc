@@ -631,7 +631,8 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
   std::fprintf(stderr, "compiling %zu tuned kernels for %s (%s)%s\n", selected.size(), gpu_model.c_str(), arch.c_str(),
                a.unconfined ? ", unconfined" : "");
   auto prepared =
-      compile_tuned_kernels(*compiler, selected, Backend::kCuda, caps, a.min_speedup, (work / "kernels").string());
+      compile_tuned_kernels(*compiler, selected, Backend::kCuda, caps, a.min_speedup, (work / "kernels").string(),
+                            /*tensor_maps=*/false);  // the package's launcher builds none
   if (!prepared.ok()) {
     std::cerr << "autokernel export: " << prepared.status().message() << "\n";
     return 1;

@@ -72,8 +72,9 @@ struct TensorMapSpec {
 // call that needs it (outside any timed region, once per input set) and reuses it afterwards; a
 // kernel scans the keys for its own call and, finding none, must run without TMA (the maps are
 // absent when the driver lacks cuTensorMapEncodeTiled, when a tensor breaks TMA's rules: address
-// or a row stride not a multiple of 16 bytes, a dim of 2^31 or more; and in the torch library
-// that plugs tuned kernels into models, which may be captured by a CUDA graph).
+// or a row stride not a multiple of 16 bytes, a dim of 2^31 or more). The torch library that plugs
+// tuned kernels into models writes the slots with a kernel of its own, which a CUDA graph captures
+// with the calls (worker/sandbox/candidate.h, CudaDevice::map_writer).
 inline constexpr const char* kTensorMapSymbol = "ak_tensor_maps";
 inline constexpr int kTensorMapSlots = 16;  // a multi-phase call's keys for each of up to 4 input sets
 

@@ -83,6 +83,7 @@ Result<std::shared_ptr<const CudaDriver>> CudaDriver::load() {
   sym(d->cuEventSynchronize, "cuEventSynchronize");
   sym(d->cuEventElapsedTime, "cuEventElapsedTime_v2");
   sym(d->cuStreamSynchronize, "cuStreamSynchronize");
+  sym(d->cuStreamIsCapturing, "cuStreamIsCapturing");
   sym(d->cuMemHostAlloc, "cuMemHostAlloc");
   sym(d->cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
   sym(d->cuMemFreeHost, "cuMemFreeHost");

@@ -38,7 +38,7 @@ struct CudaDriver {
   CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice);
   CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxSynchronize)();
-  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);  // a cubin, or PTX text (compiled by the driver)
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
@@ -51,6 +51,7 @@ struct CudaDriver {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned int);
   CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int);
   CUresult (*cuMemFreeHost)(void*);

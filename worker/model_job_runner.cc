@@ -129,7 +129,7 @@ std::string default_ops_library() {
 
 Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const json& tuned, Backend backend,
                                               const Capabilities& caps, double min_speedup,
-                                              const std::string& kernels_dir) {
+                                              const std::string& kernels_dir, bool tensor_maps) {
   const fs::path kdir(kernels_dir);
   std::error_code ec;
   fs::create_directories(kdir, ec);
@@ -156,12 +156,11 @@ Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const json& tu
     else if (e.m.speedup <= min_speedup)
       why = "no faster than PyTorch's op where it was tuned (" + std::to_string(e.m.speedup).substr(0, 5) +
             "x; min_speedup " + std::to_string(min_speedup).substr(0, 4) + ")";
-    else if (e.backend == Backend::kCuda && kernels::reads_tensor_maps(*spec, e.config, e.shape, e.dtype))
+    else if (!tensor_maps && e.backend == Backend::kCuda &&
+             kernels::reads_tensor_maps(*spec, e.config, e.shape, e.dtype))
       // Its tuned figure came with the maps the sandbox builds; without them the kernel would run
       // its slower fallback under the tuned figure's name.
-      why =
-          "its configuration reads TMA tensor maps, which the torch library does not build (a CUDA graph may "
-          "capture its calls)";
+      why = "its configuration reads TMA tensor maps, which an exported package does not build";
     JobSpec job;
     if (why.empty()) {
       job.job_id = "verify-" + std::to_string(i);
@@ -212,8 +211,9 @@ Result<json> ModelJobRunner::prepare_kernels(const ModelTask& t, const std::stri
     compiler_ = make_compiler(options_.compiler);
     if (!compiler_) return Status::internal("cannot make the worker's compiler");
   }
+  // The torch library builds the maps (models/plug/ops.cc).
   auto prepared = compile_tuned_kernels(*compiler_, t.tuned, options_.backend, options_.caps, t.min_speedup,
-                                        (fs::path(dir) / "kernels").string());
+                                        (fs::path(dir) / "kernels").string(), true);
   if (!prepared.ok()) return prepared.status();
   const json manifest = {{"device", options_.device}, {"arch", options_.caps.arch}, {"entries", prepared->entries}};
   if (Status s = write_file((fs::path(dir) / "plug.json").string(), manifest.dump(1)); !s.ok()) return s;

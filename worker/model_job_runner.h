@@ -59,16 +59,17 @@ struct ModelJobRunnerOptions {
 // (k<i>.cubin, with a Triton kernel's <stem>.json and .div16.* siblings): `entries` as the
 // manifest of libautokernel_ops.so lists them (models/plug/ops.cc), `skipped` each entry left out
 // with its reason (another GPU model or backend, an unknown type, no faster than PyTorch's op by
-// more than min_speedup, a configuration that reads TMA tensor maps (kernels/registry.h), which
-// the torch library does not build, does not compile). Used by verify jobs and `autokernel
-// export --hf`.
+// more than min_speedup, a configuration that reads TMA tensor maps (kernels/registry.h) where the
+// consumer builds none (tensor_maps false), does not compile). Used by verify jobs (the torch
+// library builds the maps: models/plug/ops.cc) and `autokernel export --hf` (whose package does
+// not).
 struct PreparedKernels {
   nlohmann::json entries = nlohmann::json::array();
   nlohmann::json skipped = nlohmann::json::array();
 };
 Result<PreparedKernels> compile_tuned_kernels(Compiler& compiler, const nlohmann::json& tuned, Backend backend,
                                               const Capabilities& caps, double min_speedup,
-                                              const std::string& kernels_dir);
+                                              const std::string& kernels_dir, bool tensor_maps);
 
 // libautokernel_ops.so: in ../lib/ of this process's executable (an installed tree), else beside it
 // (the build tree).

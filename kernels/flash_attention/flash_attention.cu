@@ -659,7 +659,8 @@ __device__ __forceinline__ void attend(const elem_t* __restrict__ Q, const elem_
 // Inlined, its registers would spill into the TMA path's (which has setmaxnreg's 240, the rest of
 // the kernel 168); and a wgmma path in a called function would have ptxas serialise every wgmma of
 // the kernel (its warning C7510). The sandbox gives every call whose tensors TMA can describe its
-// maps, so this is for the torch library of models/plug and a driver without TMA.
+// maps (as does the torch library of models/plug), so this is for tensors TMA cannot describe and a
+// driver without TMA.
 __device__ __noinline__ void attend_without_maps(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
                                                  const elem_t* __restrict__ V, elem_t* __restrict__ O, long long seq,
                                                  int d, long long q0, unsigned sbase) {

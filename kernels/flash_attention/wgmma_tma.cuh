@@ -18,8 +18,8 @@
 // seq arrive as zeros: a head's last tile never reads the next head's rows (whose NaN would reach
 // this head's output through 0 * NaN). A slot holds the three maps, then the key: q's, k's and v's
 // addresses, batch, heads, seq, head_dim, 0. A block whose call has no slot (maps left out: TMA's
-// rules broken, no driver support, the torch library of models/plug) takes the mma.sync path, out
-// of line, with the computing threads alone (flash_attention.cu, attend_without_maps).
+// rules broken, no driver support) takes the mma.sync path, out of line, with the computing threads alone
+// (flash_attention.cu, attend_without_maps).
 //
 // AK_WGMMA=4 (two computing warpgroups): the same, with the warpgroups taking turns to issue their
 // products (named barriers 2 and 3, as FlashAttention-3 schedules them), so that one warpgroup's

@@ -12,7 +12,7 @@
 // tile AK_BN / 64 boxes, one per 64-column block. Out-of-bounds elements arrive as zeros, so
 // ragged tiles need no guards. They live in the module's `ak_tensor_maps` slots with a key (A's
 // and B's addresses, M, N, K); a block whose call has no slot (maps left out: TMA's rules
-// broken, no driver support, the torch library) takes matmul.cu's other paths.
+// broken, no driver support) takes matmul.cu's other paths.
 //
 // Pipeline: an mbarrier pair per stage. full[s]: the producer's arrive with the stage's byte
 // count, completed by the copies. empty[s]: one arrive from each computing warp that reads the

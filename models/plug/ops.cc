@@ -95,10 +95,21 @@ int64_t load(std::string manifest_path) {
     (void)at::empty({1}, at::TensorOptions().device(device));
     cuda.drv = drv.get();
     cuda.arch = doc.value("arch", "");
-    cuda.tensor_maps = false;  // a CUDA graph may capture these calls (sandbox/candidate.h)
     CUdevice dev = 0;
     drv->cuDeviceGet(&dev, device.index() < 0 ? 0 : device.index());
     drv->cuDeviceGetAttribute(&cuda.max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+    // TMA tensor maps (Hopper on): written by the farm's writer kernel on the call's stream, so a
+    // CUDA graph that captures a call captures its maps too (sandbox/candidate.h, map_writer).
+    int major = 0;
+    drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    cuda.tensor_maps = major >= 9;
+    if (cuda.tensor_maps) {
+      try {
+        cuda.map_writer = sandbox::load_tensor_map_writer(*drv);
+      } catch (const sandbox::StageError& e) {
+        refuse(e.reason);
+      }
+    }
   }
   int64_t n = 0;
   try {

@@ -251,11 +251,12 @@ class CountingCompiler final : public Compiler {
   std::vector<std::map<std::string, int64_t>> asked;
 };
 
-// A tuned matmul whose configuration reads TMA tensor maps (AK_WGMMA=2) is left out of a model,
-// which has no maps to give it (models/plug/ops.cc), with that reason, before any compile; the
-// same matmul with the cp.async wgmma path goes on to the compiler; so is a fused_mlp whose phases
-// read them.
-TEST_F(ModelJobRunnerTest, ATunedKernelThatReadsTensorMapsIsLeftOutOfAModel) {
+// A tuned matmul whose configuration reads TMA tensor maps (AK_WGMMA=2) is left out where the
+// consumer builds no maps (an exported package, `autokernel export --hf`), with that reason,
+// before any compile; the same matmul with the cp.async wgmma path goes on to the compiler; so is
+// a fused_mlp whose phases read them. For a model's verify (the torch library builds the maps,
+// models/plug/ops.cc) all three go on to the compiler.
+TEST_F(ModelJobRunnerTest, ATunedKernelThatReadsTensorMapsIsLeftOutOnlyWhereTheConsumerBuildsNone) {
   auto entry = [](int64_t wgmma, const char* type = "matmul") {
     TunedEntry e;
     e.kernel_type = type;
@@ -273,9 +274,10 @@ TEST_F(ModelJobRunnerTest, ATunedKernelThatReadsTensorMapsIsLeftOutOfAModel) {
   };
   Capabilities caps = cpu_capabilities();
   caps.gpu_name = "NVIDIA H100 80GB HBM3";
+  const auto tuned = nlohmann::json::array({entry(2), entry(1), entry(2, "fused_mlp")});
   CountingCompiler compiler;
-  auto prepared = compile_tuned_kernels(compiler, nlohmann::json::array({entry(2), entry(1), entry(2, "fused_mlp")}),
-                                        Backend::kCuda, caps, 1.0, (dir_ / "kernels").string());
+  auto prepared = compile_tuned_kernels(compiler, tuned, Backend::kCuda, caps, 1.0, (dir_ / "kernels").string(),
+                                        /*tensor_maps=*/false);
   ASSERT_TRUE(prepared.ok()) << prepared.status().message();
   ASSERT_EQ(prepared->skipped.size(), 3u) << prepared->skipped.dump();
   EXPECT_NE(prepared->skipped[0].at("reason").get<std::string>().find("TMA tensor maps"), std::string::npos)
@@ -286,6 +288,14 @@ TEST_F(ModelJobRunnerTest, ATunedKernelThatReadsTensorMapsIsLeftOutOfAModel) {
       << prepared->skipped[2].dump();
   ASSERT_EQ(compiler.asked.size(), 1u) << "only the entry without tensor maps reaches the compiler";
   EXPECT_EQ(compiler.asked[0].at("AK_WGMMA"), 1);
+
+  CountingCompiler for_model;
+  prepared = compile_tuned_kernels(for_model, tuned, Backend::kCuda, caps, 1.0, (dir_ / "kernels").string(),
+                                   /*tensor_maps=*/true);
+  ASSERT_TRUE(prepared.ok()) << prepared.status().message();
+  ASSERT_EQ(for_model.asked.size(), 3u) << "every entry reaches the compiler";
+  for (const auto& s : prepared->skipped)
+    EXPECT_EQ(s.at("reason").get<std::string>().find("TMA"), std::string::npos) << s.dump();
 }
 
 // A tuned matmul that writes zeros: the model's outputs are wrong, so the job fails at "verify"

@@ -23,6 +23,11 @@ if(AK_BUILD_SANDBOX)
   ak_test(launch_plan_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/launch_plan_test.cc
           LIBS ak_kernels_torch ak_sandbox_tolerance)
   set_target_properties(launch_plan_test PROPERTIES BUILD_RPATH "${AK_TORCH_LIB_DIR}")
+  # Which slot each call's TMA tensor maps go to, by a host copy or the writer kernel, eager and
+  # under a CUDA graph's capture, through a recording driver on CPU tensors.
+  ak_test(tensor_maps_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_maps_test.cc
+          LIBS ak_kernels_torch ak_sandbox_tolerance)
+  set_target_properties(tensor_maps_test PROPERTIES BUILD_RPATH "${AK_TORCH_LIB_DIR}")
   # One source, two executables: the gpu one (label `gpu`) is built with AK_SANDBOX_GPU_TESTS; it
   # skips where the machine has no GPU and fails where it has one that the sandbox cannot set up.
   foreach(kind IN ITEMS cpu gpu)

@@ -68,14 +68,20 @@ void cuda_phase_params(const kernels::KernelSpec& spec, const kernels::TorchHarn
 // the shape, or for a multi-phase type each phase's key dims). The kernel checks the key, so a
 // slot that was never written, or one whose tensors broke TMA's rules and were left out, only
 // costs it the fast path, never a wrong result.
+//
+// A call on a stream that a CUDA graph is capturing (only with a writer, CudaDevice::map_writer)
+// writes its slots every time, into the last slots, reserved for captures from then on: the graph
+// replays the writes before the kernels that read them, so a replay finds its maps whatever eager
+// calls wrote meanwhile, and those go round-robin over the other slots. Slots with one key hold
+// the same maps, so a kernel may take any of them. One stream at a time (models/plug/ops.cc).
 class TensorMaps {
  public:
   // Off unless `wanted`, the type has maps for this configuration (at a shape of the type's
   // defaults), the driver can encode them and the module defines the symbol; a symbol too small
-  // for the slots fails at "load".
+  // for the slots fails at "load". writer: CudaDevice::map_writer.
   TensorMaps(const CudaDriver& drv, CUmodule mod, const kernels::KernelSpec& spec,
-             const std::map<std::string, int64_t>& config, DType dtype, bool wanted)
-      : drv_(drv), spec_(spec), config_(config), dtype_(dtype) {
+             const std::map<std::string, int64_t>& config, DType dtype, bool wanted, CUfunction writer)
+      : drv_(drv), spec_(spec), config_(config), dtype_(dtype), writer_(writer) {
     if (!wanted || !drv.cuTensorMapEncodeTiled) return;
     if (spec.cuda_phases > 1 ? !spec.cuda_phase_tensor_maps : !spec.cuda_tensor_maps) return;
     const auto& shapes = spec.backends.at(Backend::kCuda).default_shapes;
@@ -95,7 +101,7 @@ class TensorMaps {
                        ", 64-byte aligned");
   }
 
-  // Makes sure a slot holds the maps of this call (of each of its phases), copying them on
+  // Makes sure a slot holds the maps of this call (of each of its phases), writing them on
   // `stream` where none does. workspace: the call's (multi-phase types with one), else undefined.
   void prepare(const std::vector<at::Tensor>& inputs, const at::Tensor& out, const at::Tensor& workspace,
                const std::vector<int64_t>& shape, CUstream stream) {
@@ -104,7 +110,17 @@ class TensorMaps {
       groups_ = groups(shape);
       groups_shape_ = shape;
     }
-    for (const auto& g : groups_) prepare_group(g, inputs, out, workspace, stream);
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (drv_.cuStreamIsCapturing && drv_.cuStreamIsCapturing(stream, &capture) != CUDA_SUCCESS)
+      capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (capture == CU_STREAM_CAPTURE_STATUS_NONE) {
+      for (const auto& g : groups_) prepare_group(g, inputs, out, workspace, stream, -1);
+      return;
+    }
+    if (!writer_) return;  // a host copy cannot be captured: the kernels run without maps
+    reserve_capture_slots(groups_.size());
+    for (size_t i = 0; i < groups_.size(); ++i)
+      prepare_group(groups_[i], inputs, out, workspace, stream, kernels::kTensorMapSlots - int(groups_.size() - i));
   }
 
  private:
@@ -113,33 +129,63 @@ class TensorMaps {
     return kernels::tensor_map_groups(spec_, config_, shape, dtype_);
   }
 
+  // The last n slots are for captured calls from now on (at most half of them): their keys are
+  // forgotten, and eager calls take the others.
+  void reserve_capture_slots(size_t n) {
+    n = std::min<size_t>(n, kernels::kTensorMapSlots / 2);
+    if (n <= captured_) return;
+    captured_ = n;
+    for (size_t s = kernels::kTensorMapSlots - n; s < keys_.size(); ++s) keys_[s] = {};
+    next_ %= eager_slots();
+  }
+  int eager_slots() const { return kernels::kTensorMapSlots - int(captured_); }
+
+  // slot: where a captured call's group goes (written every time), or -1: an eager call's, written
+  // round-robin unless a slot holds its key.
   void prepare_group(const kernels::PhaseTensorMaps& g, const std::vector<at::Tensor>& inputs, const at::Tensor& out,
-                     const at::Tensor& workspace, CUstream stream) {
+                     const at::Tensor& workspace, CUstream stream, int slot) {
     if (g.maps.size() != maps_ || maps_ + g.key.size() > 8) return;
     std::array<uint64_t, 8> key{};
     for (size_t i = 0; i < maps_; ++i) key[i] = address(operand(inputs, out, workspace, g.maps[i]), g.maps[i]);
     for (size_t d = 0; d < g.key.size(); ++d) key[maps_ + d] = uint64_t(g.key[d]);
-    for (const auto& k : keys_)
-      if (k == key) return;
+    if (slot < 0)
+      for (int s = 0; s < eager_slots(); ++s)
+        if (keys_[size_t(s)] == key) return;
     for (const auto& k : without_)
       if (k == key) return;
-    std::vector<unsigned char> slot(slot_bytes_, 0);
+    std::vector<unsigned char> image(slot_bytes_, 0);
     for (size_t i = 0; i < maps_; ++i)
-      if (!encode(operand(inputs, out, workspace, g.maps[i]), g.maps[i], slot.data() + 128 * i)) {
+      if (!encode(operand(inputs, out, workspace, g.maps[i]), g.maps[i], image.data() + 128 * i)) {
         // Remembered, so that later calls on these tensors skip the encoding.
         without_[next_without_] = key;
         next_without_ = (next_without_ + 1) % without_.size();
         return;
       }
-    std::memcpy(slot.data() + 128 * maps_, key.data(), sizeof key);
-    // From pageable memory: the call returns once `slot` is staged, so it may go out of scope.
-    const CUresult r = drv_.cuMemcpyHtoDAsync(base_ + next_ * slot_bytes_, slot.data(), slot_bytes_, stream);
-    if (r != CUDA_SUCCESS) fail("", "cannot copy the tensor maps to the device: " + drv_.error_text(r));
-    if (keys_.size() < size_t(kernels::kTensorMapSlots))
-      keys_.push_back(key);
-    else
-      keys_[next_] = key;
-    next_ = (next_ + 1) % kernels::kTensorMapSlots;
+    std::memcpy(image.data() + 128 * maps_, key.data(), sizeof key);
+    if (slot < 0) {
+      slot = next_;
+      next_ = (next_ + 1) % eager_slots();
+      keys_[size_t(slot)] = key;
+    }
+    write(slot, image, stream);
+  }
+
+  void write(int slot, const std::vector<unsigned char>& image, CUstream stream) {
+    const CUdeviceptr dst = base_ + CUdeviceptr(slot) * slot_bytes_;
+    CUresult r;
+    if (writer_) {
+      // The image by value: the launch (or the graph node that captures it) keeps its own copy.
+      std::array<unsigned char, kernels::tensor_map_slot_bytes(8)> param{};
+      std::memcpy(param.data(), image.data(), image.size());
+      unsigned words = unsigned(image.size() / 8);
+      CUdeviceptr to = dst;
+      void* args[] = {param.data(), &to, &words};
+      r = drv_.cuLaunchKernel(writer_, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr);
+    } else {
+      // From pageable memory: the call returns once `image` is staged, so it may go out of scope.
+      r = drv_.cuMemcpyHtoDAsync(dst, image.data(), image.size(), stream);
+    }
+    if (r != CUDA_SUCCESS) fail("", "cannot write the tensor maps to the device: " + drv_.error_text(r));
   }
 
   static const at::Tensor& operand(const std::vector<at::Tensor>& inputs, const at::Tensor& out,
@@ -205,7 +251,9 @@ class TensorMaps {
   size_t maps_ = 0;  // maps a slot holds; 0: off
   size_t slot_bytes_ = 0;
   CUdeviceptr base_ = 0;
-  std::vector<std::array<uint64_t, 8>> keys_;  // slot i's key
+  CUfunction writer_ = nullptr;
+  std::array<std::array<uint64_t, 8>, kernels::kTensorMapSlots> keys_{};  // an eager slot's key; zero: none
+  size_t captured_ = 0;                                                   // the last slots, reserved for captured calls
   int next_ = 0;
   std::array<std::array<uint64_t, 8>, 4> without_{};  // recent keys whose tensors TMA cannot describe
   size_t next_without_ = 0;
@@ -469,6 +517,48 @@ std::unique_ptr<Candidate> load_cpu_candidate(const std::string& artifact_path, 
   return std::make_unique<CpuCandidate>(h, sym, kernels::find_harness(kernel_type), dtype);
 }
 
+std::string tensor_map_writer_ptx() {
+  // One thread stores the image's words with immediate offsets (a parameter array has no
+  // register-indexed load), stopping after `words`; then the release that a kernel reading the
+  // maps through the tensor-map proxy acquires (kernels/common/tma.cuh, tma_map_acquire).
+  constexpr size_t kWords = kernels::tensor_map_slot_bytes(8) / 8;
+  std::string p = ".version 8.3\n.target sm_90\n.address_size 64\n\n.visible .entry " +
+                  std::string(kTensorMapWriterEntry) + "(\n    .param .align 8 .b8 image[" +
+                  std::to_string(kWords * 8) +
+                  "],\n    .param .u64 dst,\n    .param .u32 words)\n{\n    .reg .pred %ak_p;\n    .reg .b32 %ak_n;\n"
+                  "    .reg .b64 %ak_d, %ak_w;\n    ld.param.u64 %ak_d, [dst];\n    cvta.to.global.u64 %ak_d, %ak_d;\n"
+                  "    ld.param.u32 %ak_n, [words];\n";
+  for (size_t k = 0; k < kWords; ++k) {
+    const std::string off = std::to_string(8 * k);
+    p += "    setp.le.u32 %ak_p, %ak_n, " + std::to_string(k) +
+         ";\n    @%ak_p bra DONE;\n    ld.param.u64 %ak_w, [image+" + off + "];\n    st.global.u64 [%ak_d+" + off +
+         "], %ak_w;\n";
+  }
+  return p + "DONE:\n    fence.proxy.tensormap::generic.release.gpu;\n    ret;\n}\n";
+}
+
+CUfunction load_tensor_map_writer(const CudaDriver& drv) {
+  // Once per context: the module stays loaded for the process's life, as the torch library's
+  // kernels do.
+  static std::map<CUcontext, CUfunction> loaded;
+  CUcontext ctx = nullptr;
+  if (drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) fail("load", "no current CUDA context for the map writer");
+  if (auto it = loaded.find(ctx); it != loaded.end()) return it->second;
+  const std::string ptx = tensor_map_writer_ptx();
+  CUmodule mod = nullptr;
+  CUresult r = drv.cuModuleLoadData(&mod, ptx.c_str());
+  if (r != CUDA_SUCCESS)
+    fail("load", "the driver cannot load the tensor-map writer (PTX for sm_90): " + drv.error_text(r));
+  CUfunction fn = nullptr;
+  r = drv.cuModuleGetFunction(&fn, mod, kTensorMapWriterEntry);
+  if (r != CUDA_SUCCESS) {
+    drv.cuModuleUnload(mod);
+    fail("load", "the tensor-map writer's module has no kernel: " + drv.error_text(r));
+  }
+  loaded[ctx] = fn;
+  return fn;
+}
+
 std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std::string& artifact_path,
                                                const std::string& entry, const kernels::KernelSpec& spec,
                                                const std::map<std::string, int64_t>& config, DType dtype) {
@@ -490,7 +580,7 @@ std::unique_ptr<Candidate> load_cuda_candidate(const CudaDevice& dev, const std:
   dev.drv->cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
   std::unique_ptr<TensorMaps> maps;
   try {
-    maps = std::make_unique<TensorMaps>(*dev.drv, mod, spec, config, dtype, dev.tensor_maps);
+    maps = std::make_unique<TensorMaps>(*dev.drv, mod, spec, config, dtype, dev.tensor_maps, dev.map_writer);
   } catch (...) {
     dev.drv->cuModuleUnload(mod);
     throw;

@@ -56,10 +56,25 @@ struct CudaDevice {
   const CudaDriver* drv = nullptr;
   std::string arch;                  // "sm_90a", for error messages
   int max_shared_optin = 48 * 1024;  // the most shared memory, static and dynamic, a block may have [bytes]
-  // Build the TMA tensor maps a kernel asks for (kernels/registry.h). Off in the torch library,
-  // whose calls a CUDA graph may capture: a host-to-device copy cannot be part of one.
+  // Build the TMA tensor maps a kernel asks for (kernels/registry.h).
   bool tensor_maps = true;
+  // How a slot of maps reaches the device. nullptr: a host-to-device copy on the call's stream (the
+  // sandbox: no code of the candidate runs outside its timed launches). Else the kernel of
+  // load_tensor_map_writer(), launched on the call's stream, which a CUDA graph that captures the
+  // call captures with it (the torch library, models/plug/ops.cc). A call on a capturing stream
+  // without a writer gets no maps: the kernel runs its path without TMA.
+  CUfunction map_writer = nullptr;
 };
+
+// The tensor-map slot writer: PTX text (sm_90) of one kernel, kTensorMapWriterEntry, that copies
+// its by-value image of a slot (up to kernels::tensor_map_slot_bytes(8) bytes, as u64 words) to a
+// device address and releases it to the tensor-map proxy; written here, so the candidate's module
+// has no part in it.
+inline constexpr const char* kTensorMapWriterEntry = "ak_write_tensor_map_slot";
+std::string tensor_map_writer_ptx();
+// Loads it into the current context once (the driver compiles the PTX) and returns the kernel;
+// throws StageError at "load" when the driver cannot.
+CUfunction load_tensor_map_writer(const CudaDriver& drv);
 
 // Each throws StageError at stage "load" when the artefact cannot be read or loaded, or lacks its
 // entry point.
