@@ -44,6 +44,23 @@ std::string unsupported(const protocol::ModelTargetRow& t, const ExtractOptions&
   return "";
 }
 
+// The type's known good variants (kernels/registry.h, BackendSource::starts) that the target's
+// dtype can build, for its study to try right after the default.
+json starts(const protocol::ModelTargetRow& t, const ExtractOptions& o) {
+  json out = json::array();
+  const kernels::KernelSpec* spec = kernels::find(t.kernel_type);
+  const std::optional<DType> dtype = parse_dtype(t.dtype);
+  if (o.backend != "cuda" || !spec || !dtype) return out;
+  const auto src = spec->backends.find(Backend::kCuda);
+  if (src == spec->backends.end()) return out;
+  for (const auto& given : src->second.starts) {
+    const auto full = kernels::complete_config(src->second, *dtype, given, spec->cuda_config_error);
+    if (spec->cuda_config_error && !spec->cuda_config_error(full, *dtype).empty()) continue;
+    out.push_back(given);
+  }
+  return out;
+}
+
 }  // namespace
 
 Extraction extract(const protocol::ModelProfile& profile, const ExtractOptions& o) {
@@ -60,12 +77,15 @@ Extraction extract(const protocol::ModelProfile& profile, const ExtractOptions& 
   std::stable_sort(x.targets.begin(), x.targets.end(),
                    [](const ExtractedTarget& a, const ExtractedTarget& b) { return a.target.share > b.target.share; });
   json targets = json::array();
-  for (const auto& e : x.targets)
-    if (e.kept)
-      targets.push_back({{"kernel_type", e.target.kernel_type},
-                         {"shape", e.target.shape},
-                         {"dtype", e.target.dtype},
-                         {"share", e.target.share}});
+  for (const auto& e : x.targets) {
+    if (!e.kept) continue;
+    json t = {{"kernel_type", e.target.kernel_type},
+              {"shape", e.target.shape},
+              {"dtype", e.target.dtype},
+              {"share", e.target.share}};
+    if (json start = starts(e.target, o); !start.empty()) t["start"] = std::move(start);
+    targets.push_back(std::move(t));
+  }
   if (targets.empty()) return x;
   const std::string gpu = !o.gpu_model.empty() ? o.gpu_model : profile.gpu.value_or("");
   x.campaign = {{"kind", "study"},

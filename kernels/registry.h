@@ -35,6 +35,11 @@ struct BackendSource {
   // Defaults that differ by dtype (matmul's fp32 SIMT path wants more warps than its tensor-core
   // paths), over the space's own; see default_config(source, dtype).
   std::map<DType, std::map<std::string, int64_t>> dtype_defaults = {};
+  // Known good variants (the type's README ladder: the fastest configurations measured so far),
+  // which the studies of a model's targets try right after the default (cli/extract.cc). Partial,
+  // completed with the dtype's defaults; one a dtype cannot build is left out of its studies, one
+  // a GPU cannot launch (its shared memory) passed over on that GPU.
+  std::vector<std::map<std::string, int64_t>> starts = {};
 };
 
 struct Tolerance {

@@ -201,6 +201,25 @@ KernelSpec make_spec() {
       // (bench/results/h200-2026-12-06.md). fp16 keeps mma.sync until it is measured there.
       {{DType::kF32, {{"AK_WARPS_N", 4}}}, {DType::kBF16, {{"AK_WGMMA", 1}}}},
   };
+  // README.md's ladder, fp16/bf16 on Hopper: wgmma fed by TMA, 128x256x64, a block an SM (0.86-0.95x
+  // of cuBLAS on an H100, 2026-12-07); then the ping-pong warpgroups at 128x128.
+  k.backends[Backend::kCuda].starts = {
+      {{"AK_WARPS_M", 2},
+       {"AK_WARPS_N", 4},
+       {"AK_BN", 256},
+       {"AK_BK", 64},
+       {"AK_STAGES", 4},
+       {"AK_WGMMA", 2},
+       {"AK_MAX_BLOCKS", 132}},
+      {{"AK_WARPS_M", 2},
+       {"AK_WARPS_N", 4},
+       {"AK_BM", 128},
+       {"AK_BN", 128},
+       {"AK_BK", 64},
+       {"AK_STAGES", 5},
+       {"AK_WGMMA", 3},
+       {"AK_MAX_BLOCKS", 132}},
+  };
   // fp32 at BK 32 and 3 stages needs 96 KiB of shared memory; fp16/bf16 half that.
   k.backends[Backend::kTriton] = BackendSource{
       std::string(kTritonSource),

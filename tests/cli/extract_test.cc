@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/study.h"
+#include "kernels/registry.h"
 
 namespace ak::cli {
 namespace {
@@ -104,6 +105,32 @@ TEST(Extract, ANormWithAnotherEpsOrWithoutItsWeightIsLeftOutNamingIt) {
             "eps 1e-07: no rmsnorm kernel type computes with it (rmsnorm, rmsnorm_e5: kernels/rmsnorm/spec.cc); "
             "another eps is not a kernel type yet");
   EXPECT_EQ(why["layernorm"], "a layernorm without a weight is not a kernel type yet");
+}
+
+// Each kept cuda target starts from its type's known good variants that its dtype can build
+// (kernels/registry.h, BackendSource::starts): matmul in bf16 from the TMA ones; in fp32, which
+// runs the SIMT path, from none of them. The coordinator takes the starts.
+TEST(Extract, ACudaTargetStartsFromItsTypesKnownGoodVariantsThatItsDtypeCanBuild) {
+  protocol::ModelProfile p = profile();
+  const Extraction x = extract(p, ExtractOptions{});
+  const json& matmul = x.campaign["targets"][0];
+  ASSERT_EQ(matmul["kernel_type"], "matmul");
+  const auto& known = kernels::find("matmul")->backends.at(Backend::kCuda).starts;
+  ASSERT_FALSE(known.empty());
+  ASSERT_TRUE(matmul.contains("start")) << matmul.dump();
+  EXPECT_EQ(matmul["start"], json(known));
+  auto study = parse_study_campaign(x.campaign);
+  ASSERT_TRUE(study.ok()) << study.status().message();
+  EXPECT_EQ(study->studies[0].start.size(), known.size()) << "each start kept, completed";
+  EXPECT_EQ(study->studies[0].start[0].at("AK_WGMMA"), 2);
+
+  p.targets[0].dtype = "fp32";
+  const json fp32 = extract(p, ExtractOptions{}).campaign["targets"][0];
+  EXPECT_FALSE(fp32.contains("start")) << fp32.dump();
+  ExtractOptions cpu;
+  cpu.backend = "cpu";
+  const json on_cpu = extract(profile(), cpu).campaign["targets"][0];
+  EXPECT_FALSE(on_cpu.contains("start")) << "the cpu backend has its own space";
 }
 
 TEST(Extract, NothingKeptMeansNoCampaign) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -472,6 +473,33 @@ TEST(KernelsRegistry, WithEpsReplacesTheLiteralOnlyAsAWholeNumber) {
   for (const auto& [backend, src] : k.backends) EXPECT_EQ(src.source, "x 21e-6 y 1e-60 z 1e-5f w (1e-5) v 1.1e-6");
   for (auto& [backend, src] : base.backends) src.source = "x 21e-6 y 1e-60";
   EXPECT_THROW(with_eps(base, "t", "1e-6", "1e-5"), std::logic_error);
+}
+
+// Every known good variant (BackendSource::starts) names tunables of its space with their values,
+// and fp16 and bf16 (the dtypes the ladders measured) can build it once completed with their
+// defaults: a start that no dtype could build would have a model's study campaign refused.
+TEST(KernelsRegistry, EveryTypesKnownGoodVariantsAreInItsSpaceAndBuildInFp16AndBf16) {
+  int checked = 0;
+  for (const KernelSpec* spec : all()) {
+    for (const auto& [backend, src] : spec->backends) {
+      for (const auto& start : src.starts) {
+        for (const auto& [name, value] : start) {
+          auto t = std::find_if(src.space.begin(), src.space.end(), [&](const Tunable& x) { return x.name == name; });
+          ASSERT_NE(t, src.space.end()) << spec->name << ": " << name;
+          EXPECT_NE(std::find(t->values.begin(), t->values.end(), value), t->values.end())
+              << spec->name << ": " << name << " = " << value;
+        }
+        for (DType dtype : {DType::kF16, DType::kBF16}) {
+          const auto full = complete_config(src, dtype, start, spec->cuda_config_error);
+          if (backend == Backend::kCuda && spec->cuda_config_error) {
+            EXPECT_EQ(spec->cuda_config_error(full, dtype), "") << spec->name << " " << dtype_name(dtype);
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 8) << "matmul's, fused_mlp's and the two flash types' variants";
 }
 
 }  // namespace
