@@ -145,80 +145,77 @@ std::optional<std::vector<pr::ResultRow>> run_model_campaign(CoordinatorClient& 
   return std::move(rows->rows);
 }
 
-double num(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
+std::string g3(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
 
-void print_verify(const json& r) {
-  const json& o = r.value("outputs", json::object());
-  std::printf("%s on %s, %s: outputs %s (error %.3g; the original's %.3g; limit %.3g)\n", r.value("model", "?").c_str(),
-              r.value("gpu", r.value("device", "?")).c_str(), r.value("dtype", "?").c_str(),
-              o.value("pass", false) ? "match" : "DIFFER", num(o, "tuned_error"), num(o, "original_error"),
-              num(o, "limit"));
-  if (r.contains("decode") && r["decode"].is_object()) {
-    const json& d = r["decode"];
-    if (d.value("identical", false))
-      std::printf("greedy decoding: %d tokens identical\n", d.value("tokens", 0));
+std::string shape_json(const std::vector<int64_t>& shape) { return shape.empty() ? "" : json(shape).dump(); }
+
+void print_verify(const protocol::ModelVerifyReport& r) {
+  const protocol::ModelOutputs o = r.outputs.value_or(protocol::ModelOutputs{});
+  std::printf("%s on %s, %s: outputs %s (error %.3g; the original's %.3g; limit %.3g)\n",
+              r.model.empty() ? "?" : r.model.c_str(), r.gpu.value_or(r.device.empty() ? "?" : r.device).c_str(),
+              r.dtype.empty() ? "?" : r.dtype.c_str(), o.pass ? "match" : "DIFFER", o.tuned_error, o.original_error,
+              o.limit);
+  if (r.decode) {
+    const protocol::ModelDecode& d = *r.decode;
+    if (d.identical)
+      std::printf("greedy decoding: %d tokens identical\n", d.tokens);
     else
       std::printf("greedy decoding: parts at token %d of %d (the original's margin there %.3g)\n",
-                  d.value("first_difference", -1), d.value("tokens", 0), num(d, "margin_at_difference"));
-    if (!d.value("identical", false) && d.contains("forced") && d["forced"].is_object()) {
-      const json& f = d["forced"];
+                  d.first_difference.value_or(-1), d.tokens, d.margin_at_difference.value_or(0.0));
+    if (!d.identical && d.forced) {
+      const protocol::ModelForcedDecode& f = *d.forced;
       // near_ties: choices within the outputs' tolerance of the original's best logit
       // (models/verify_model.py, compare_decoding).
-      auto g3 = [](double v) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%.3g", v);
-        return std::string(b);
-      };
       std::string near;
-      if (f.value("near_ties", 0) > 0)
-        near = ", " + std::to_string(f.value("near_ties", 0)) +
+      if (f.near_ties > 0)
+        near = ", " + std::to_string(f.near_ties) +
                " where the original's gap between its best logit and the tuned choice is within the outputs' "
                "tolerance (largest " +
-               g3(num(f, "largest_gap")) + " of the step's largest |logit|; tolerance " + g3(num(f, "tolerance")) + ")";
-      if (f.value("identical_but_ties", false))
+               g3(f.largest_gap.value_or(0.0)) + " of the step's largest |logit|; tolerance " +
+               g3(f.tolerance.value_or(0.0)) + ")";
+      if (f.identical_but_ties)
         std::printf(
             "  along the original's tokens: %d agree, %d differ only at an exact tie of the original's best logit%s\n",
-            f.value("agree", 0), f.value("ties", 0), near.c_str());
+            f.agree, f.ties, near.c_str());
       else
-        std::printf("  along the original's tokens: %d agree, %d ties%s, and a real difference at token %d\n",
-                    f.value("agree", 0), f.value("ties", 0), near.c_str(), f.value("first_difference", -1));
+        std::printf("  along the original's tokens: %d agree, %d ties%s, and a real difference at token %d\n", f.agree,
+                    f.ties, near.c_str(), f.first_difference.value_or(-1));
     }
   }
-  const json& t = r.value("time", json::object());
-  const double eager = t.contains("eager") ? num(t["eager"], "median_us") : 0;
+  const auto eager_it = r.time.find("eager");
+  const double eager = eager_it == r.time.end() ? 0 : eager_it->second.median_us;
   std::printf("%-8s %12s %10s %10s %9s\n", "variant", "median us", "p10", "p90", "vs eager");
   for (const char* v : {"eager", "compile", "tuned"})
-    if (t.contains(v) && t[v].is_object()) {
-      const double m = num(t[v], "median_us");
-      std::printf("%-8s %12.1f %10.1f %10.1f %8.3fx\n", v, m, num(t[v], "p10_us"), num(t[v], "p90_us"),
+    if (auto it = r.time.find(v); it != r.time.end()) {
+      const double m = it->second.median_us;
+      std::printf("%-8s %12.1f %10.1f %10.1f %8.3fx\n", v, m, it->second.p10_us, it->second.p90_us,
                   m > 0 ? eager / m : 0.0);
     }
-  if (r.contains("graph_time") && r["graph_time"].contains("speedup")) {
-    const json& g = r["graph_time"];
+  if (r.graph_speedup)
     std::printf("device time (each forward in a CUDA graph): eager %.1f us, tuned %.1f us, %.3fx\n",
-                num(g["eager"], "median_us"), num(g["tuned"], "median_us"), num(g, "speedup"));
-  }
-  if (r.contains("predicted_speedup") && r["predicted_speedup"].is_number())
-    std::printf(
-        "predicted (Amdahl over the replaced kernels) %.3fx; measured %.3fx against eager%s\n",
-        num(r, "predicted_speedup"), num(r, "speedup_vs_eager"),
-        r.contains("speedup_vs_compile")
-            ? (", " + std::to_string(num(r, "speedup_vs_compile")).substr(0, 5) + "x against torch.compile").c_str()
-            : "");
+                r.graph_eager.value_or(protocol::ModelTiming{}).median_us,
+                r.graph_tuned.value_or(protocol::ModelTiming{}).median_us, *r.graph_speedup);
+  if (r.predicted_speedup)
+    std::printf("predicted (Amdahl over the replaced kernels) %.3fx; measured %.3fx against eager%s\n",
+                *r.predicted_speedup, r.speedup_vs_eager.value_or(0.0),
+                r.speedup_vs_compile
+                    ? (", " + std::to_string(*r.speedup_vs_compile).substr(0, 5) + "x against torch.compile").c_str()
+                    : "");
   int calls = 0;
-  for (const auto& x : r.value("replaced", json::array())) calls += x.value("calls_per_forward", 0);
+  for (const auto& x : r.replaced) calls += x.calls_per_forward;
   std::printf("replaced %d calls per forward:\n", calls);
-  for (const auto& x : r.value("replaced", json::array()))
-    std::printf("  %-32s %-22s %-20s x%d\n", x.value("function", "").c_str(), x.value("kernel_type", "").c_str(),
-                x.contains("shape") ? x["shape"].dump().c_str() : "", x.value("calls_per_forward", 0));
+  for (const auto& x : r.replaced)
+    std::printf("  %-32s %-22s %-20s x%d\n", x.function.c_str(), x.kernel_type.c_str(), shape_json(x.shape).c_str(),
+                x.calls_per_forward);
   int k = 0;
-  for (const auto& x : r.value("fallbacks", json::array()))
-    if (k++ < 8)
-      std::printf("  fallback %-23s %s x%d\n", x.value("function", "").c_str(), x.value("reason", "").c_str(),
-                  x.value("calls_per_forward", 0));
-  for (const auto& x : r.value("kernels_skipped", json::array()))
-    std::printf("  kernel left out: %s %s: %s\n", x.value("kernel_type", "").c_str(),
-                x.contains("shape") ? x["shape"].dump().c_str() : "", x.value("reason", "").c_str());
+  for (const auto& x : r.fallbacks)
+    if (k++ < 8) std::printf("  fallback %-23s %s x%d\n", x.function.c_str(), x.reason.c_str(), x.calls_per_forward);
+  for (const auto& x : r.kernels_skipped)
+    std::printf("  kernel left out: %s %s: %s\n", x.kernel_type.c_str(), shape_json(x.shape).c_str(), x.reason.c_str());
 }
 
 Status write_reports(const std::string& path, const json& out) {
@@ -328,7 +325,10 @@ int verify_with(CoordinatorClient& client, const VerifyArgs& a, const json& tune
   for (const auto& r : *rows) {
     if (r.model) {
       reports.push_back(r.model->raw);
-      if (r.model->raw.contains("outputs")) print_verify(r.model->raw);
+      if (auto report = protocol::parse_model_verify(r.model->raw); !report.ok())
+        std::cerr << "autokernel verify: " << r.job_id << ": " << report.status().message() << "\n";
+      else if (report->outputs)
+        print_verify(*report);
     }
     if (r.correctness != "PASS") {
       std::cerr << "autokernel verify: " << r.job_id << " " << r.correctness << " at " << r.stage << ": " << r.reason
@@ -490,7 +490,7 @@ int run_model_pipeline(const ClientArgs& c, const RunArgs& a, const std::string&
   const json tuned = tuning_export(best->entries, SystemClock().wall_ms());
   if (Status s = write_file(out_dir + "/tuned.json", tuned.dump(1)); !s.ok())
     std::cerr << "autokernel run: " << s.message() << "\n";
-  const int rc = verify_with(client, v, tuned, prow.model->raw.value("targets", json::array()), reports);
+  const int rc = verify_with(client, v, tuned, json(prow.model->targets), reports);
   (void)write_reports(out_dir + "/verify.json", reports);
   std::printf(
       "wall time: profile %.1f s, optimize %.1f s, verify %.1f s, total %.1f s; reports in %s "
@@ -525,15 +525,16 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
     }
   }
   // The tuned kernels: the file's, else the farm's whole tuning database.
-  json tuned;
+  std::vector<TunedEntry> tuned;
   if (!a.tuned.empty()) {
     auto doc = read_json(verb, a.tuned, "`autokernel best --export` output");
     if (!doc) return 2;
-    if (auto entries = parse_tuning_export(*doc); !entries.ok()) {
+    auto entries = parse_tuning_export(*doc);
+    if (!entries.ok()) {
       std::cerr << "autokernel export: " << a.tuned << ": " << entries.status().message() << "\n";
       return 2;
     }
-    tuned = (*doc)["entries"];
+    tuned = std::move(*entries);
   } else {
     CoordinatorClient client(c.endpoint, std::chrono::milliseconds(c.timeout_ms), c.curve);
     auto best = client.best(TuningQuery{});
@@ -541,16 +542,15 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
       std::cerr << "autokernel export: cannot read the farm's tuning database: " << best.status().message() << "\n";
       return 1;
     }
-    tuned = tuning_export(best->entries, 0)["entries"];
+    tuned = std::move(best->entries);
   }
   // One GPU model's cuda and triton kernels; of two for one (type, shape, dtype), the faster.
   std::vector<std::string> models;  // each GPU model once (same_gpu_model), as first written
-  for (const json& e : tuned)
-    if (e.value("backend", "cpu") != "cpu") {
-      const std::string m = e.value("gpu_model", "");
-      if (std::none_of(models.begin(), models.end(), [&](const std::string& x) { return same_gpu_model(x, m); }))
-        models.push_back(m);
-    }
+  for (const TunedEntry& e : tuned)
+    if (e.backend != Backend::kCpu && std::none_of(models.begin(), models.end(), [&](const std::string& x) {
+          return same_gpu_model(x, e.gpu_model);
+        }))
+      models.push_back(e.gpu_model);
   std::string gpu_model = a.gpu_model;
   if (gpu_model.empty()) {
     if (models.empty()) {
@@ -572,10 +572,10 @@ int export_hf(const ClientArgs& c, const ExportArgs& a) {
   // (after compiling, below).
   json selected = json::array();
   std::set<std::string> archs;
-  for (const json& e : tuned) {
-    if (e.value("backend", "cpu") == "cpu" || !same_gpu_model(e.value("gpu_model", ""), gpu_model)) continue;
+  for (const TunedEntry& e : tuned) {
+    if (e.backend == Backend::kCpu || !same_gpu_model(e.gpu_model, gpu_model)) continue;
     selected.push_back(e);
-    if (std::string x = e.value("provenance", json::object()).value("arch", ""); !x.empty()) archs.insert(x);
+    if (!e.arch.empty()) archs.insert(e.arch);
   }
   if (selected.empty()) {
     std::cerr << "autokernel export: no cuda or triton kernel tuned on \"" << gpu_model << "\"\n";

@@ -670,6 +670,89 @@ Result<ModelProfile> parse_model_profile(const json& doc) {
   }
 }
 
+void from_json(const json& j, ModelTiming& v) {
+  Fields f(j, "timing");
+  f.with_default("median_us", v.median_us);
+  f.with_default("p10_us", v.p10_us);
+  f.with_default("p90_us", v.p90_us);
+}
+void from_json(const json& j, ModelForcedDecode& v) {
+  Fields f(j, "forced decoding");
+  f.with_default("agree", v.agree);
+  f.with_default("ties", v.ties);
+  f.with_default("near_ties", v.near_ties);
+  f.maybe("largest_gap", v.largest_gap);
+  f.maybe("tolerance", v.tolerance);
+  f.maybe("first_difference", v.first_difference);
+  f.with_default("identical_but_ties", v.identical_but_ties);
+}
+void from_json(const json& j, ModelDecode& v) {
+  Fields f(j, "decode");
+  f.with_default("tokens", v.tokens);
+  f.with_default("identical", v.identical);
+  f.maybe("first_difference", v.first_difference);
+  f.maybe("margin_at_difference", v.margin_at_difference);
+  f.maybe("forced", v.forced);
+}
+void from_json(const json& j, ModelOutputs& v) {
+  Fields f(j, "outputs");
+  f.req("pass", v.pass);
+  f.with_default("tuned_error", v.tuned_error);
+  f.with_default("original_error", v.original_error);
+  f.with_default("limit", v.limit);
+}
+void from_json(const json& j, ModelReplacedCall& v) {
+  Fields f(j, "replaced call");
+  f.with_default("function", v.function);
+  f.with_default("kernel_type", v.kernel_type);
+  f.with_default("shape", v.shape);
+  f.with_default("calls_per_forward", v.calls_per_forward);
+}
+void from_json(const json& j, ModelFallbackCall& v) {
+  Fields f(j, "fallback");
+  f.with_default("function", v.function);
+  f.with_default("reason", v.reason);
+  f.with_default("calls_per_forward", v.calls_per_forward);
+}
+void from_json(const json& j, ModelSkippedKernel& v) {
+  Fields f(j, "kernel left out");
+  f.with_default("kernel_type", v.kernel_type);
+  f.with_default("shape", v.shape);
+  f.with_default("reason", v.reason);
+}
+
+Result<ModelVerifyReport> parse_model_verify(const json& doc) {
+  try {
+    Fields f(doc, "verify report");
+    ModelVerifyReport v;
+    f.with_default("model", v.model);
+    f.with_default("device", v.device);
+    f.with_default("dtype", v.dtype);
+    f.maybe("gpu", v.gpu);
+    f.maybe("outputs", v.outputs);
+    f.maybe("decode", v.decode);
+    if (doc.contains("time") && doc.at("time").is_object())
+      for (const auto& [name, t] : doc.at("time").items())
+        if (t.is_object()) v.time[name] = read_as<ModelTiming>(t, "time");  // "protocol" is its text
+    if (doc.contains("graph_time") && doc.at("graph_time").is_object()) {
+      Fields g(doc.at("graph_time"), "graph_time");
+      g.maybe("eager", v.graph_eager);
+      g.maybe("tuned", v.graph_tuned);
+      g.maybe("speedup", v.graph_speedup);
+    }
+    f.maybe("predicted_speedup", v.predicted_speedup);
+    f.maybe("speedup_vs_eager", v.speedup_vs_eager);
+    f.maybe("speedup_vs_compile", v.speedup_vs_compile);
+    f.with_default("replaced", v.replaced);
+    f.with_default("fallbacks", v.fallbacks);
+    f.with_default("kernels_skipped", v.kernels_skipped);
+    v.raw = doc;
+    return v;
+  } catch (const std::exception& e) {
+    return Status::invalid(std::string("verify report does not match ModelVerifyReport: ") + e.what());
+  }
+}
+
 // A macro list, one name per entry.
 // clang-format off
 #define AK_ROW_FIELDS(X, N)                                                                                           \

@@ -387,6 +387,73 @@ struct ModelProfile {
 // kInvalidArgument naming it.
 Result<ModelProfile> parse_model_profile(const nlohmann::json& doc);
 
+// A model verify job's report (models/verify_model.py, with the worker's kernels_skipped; it rides
+// in a row's `model` document), decoded here and nowhere else, for `autokernel verify` and `run
+// --model` to print. Parts a failed step did not reach are empty. Never throws: a field of the
+// wrong type is an kInvalidArgument naming it.
+struct ModelTiming {
+  double median_us = 0;
+  double p10_us = 0;
+  double p90_us = 0;
+};
+struct ModelForcedDecode {  // the tuned model fed the original's tokens (compare_decoding)
+  int agree = 0;
+  int ties = 0;
+  int near_ties = 0;  // choices within the outputs' tolerance of the original's best logit
+  std::optional<double> largest_gap;
+  std::optional<double> tolerance;
+  std::optional<int> first_difference;
+  bool identical_but_ties = false;
+};
+struct ModelDecode {
+  int tokens = 0;
+  bool identical = false;
+  std::optional<int> first_difference;
+  std::optional<double> margin_at_difference;
+  std::optional<ModelForcedDecode> forced;
+};
+struct ModelOutputs {
+  bool pass = false;
+  double tuned_error = 0;
+  double original_error = 0;
+  double limit = 0;
+};
+struct ModelReplacedCall {
+  std::string function;
+  std::string kernel_type;
+  std::vector<int64_t> shape;
+  int calls_per_forward = 0;
+};
+struct ModelFallbackCall {
+  std::string function;
+  std::string reason;
+  int calls_per_forward = 0;
+};
+struct ModelSkippedKernel {
+  std::string kernel_type;
+  std::vector<int64_t> shape;
+  std::string reason;
+};
+struct ModelVerifyReport {
+  std::string model;
+  std::string device;
+  std::string dtype;
+  std::optional<std::string> gpu;
+  std::optional<ModelOutputs> outputs;  // absent: the report of a step that failed before comparing
+  std::optional<ModelDecode> decode;
+  std::map<std::string, ModelTiming> time;              // "eager", "compile", "tuned": one forward, wall time
+  std::optional<ModelTiming> graph_eager, graph_tuned;  // device time (each forward in a CUDA graph)
+  std::optional<double> graph_speedup;
+  std::optional<double> predicted_speedup;
+  std::optional<double> speedup_vs_eager;
+  std::optional<double> speedup_vs_compile;
+  std::vector<ModelReplacedCall> replaced;
+  std::vector<ModelFallbackCall> fallbacks;
+  std::vector<ModelSkippedKernel> kernels_skipped;
+  nlohmann::json raw;
+};
+Result<ModelVerifyReport> parse_model_verify(const nlohmann::json& doc);
+
 // Figures of a job that did not pass are nullopt (null in JSON; empty in TSV).
 struct ResultRow {
   int64_t experiment = 0;

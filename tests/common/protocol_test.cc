@@ -594,5 +594,77 @@ TEST(ProtocolReplies, TheReadyLineRoundTrips) {
   EXPECT_EQ(back.metrics_port, 9464);
 }
 
+// A verify report as models/verify_model.py writes it (with the worker's kernels_skipped) decodes
+// into its typed parts: the time's "protocol" text is no timing, a decode without `forced` has none;
+// a mistyped part is an error naming it, and a report of a step that failed early is mostly empty.
+TEST(ProtocolReplies, AModelVerifyReportDecodesOnceIntoItsTypedParts) {
+  const json doc = {
+      {"model", "examples/gpt2:tiny"},
+      {"device", "cuda"},
+      {"gpu", "NVIDIA H100 80GB HBM3"},
+      {"dtype", "bf16"},
+      {"outputs", {{"original_error", 0.02}, {"tuned_error", 0.019}, {"limit", 0.05}, {"pass", true}}},
+      {"decode",
+       {{"tokens", 32},
+        {"identical", false},
+        {"first_difference", 13},
+        {"margin_at_difference", 0.03},
+        {"forced",
+         {{"agree", 30},
+          {"ties", 0},
+          {"near_ties", 2},
+          {"tolerance", 0.07},
+          {"largest_gap", 0.01},
+          {"first_difference", nullptr},
+          {"identical_but_ties", true}}}}},
+      {"time",
+       {{"eager", {{"median_us", 100.0}, {"p10_us", 99.0}, {"p90_us", 101.0}}},
+        {"tuned", {{"median_us", 80.0}, {"p10_us", 79.0}, {"p90_us", 81.0}}},
+        {"protocol", "3 warm-up rounds, then 10 rounds"}}},
+      {"graph_time", {{"eager", {{"median_us", 90.0}}}, {"tuned", {{"median_us", 75.0}}}, {"speedup", 1.2}}},
+      {"speedup_vs_eager", 1.25},
+      {"predicted_speedup", 1.3},
+      {"replaced",
+       {{{"function", "F.linear"},
+         {"kernel_type", "matmul"},
+         {"shape", {64, 64, 64}},
+         {"dtype", "bf16"},
+         {"calls_per_forward", 4}}}},
+      {"fallbacks", {{{"function", "F.softmax"}, {"reason", "no tuned kernel"}, {"calls_per_forward", 2}}}},
+      {"kernels_skipped", {{{"entry", 0}, {"kernel_type", "softmax"}, {"shape", {4, 4}}, {"reason", "slower"}}}}};
+  auto r = parse_model_verify(doc);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->gpu.value_or(""), "NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(r->outputs);
+  EXPECT_TRUE(r->outputs->pass);
+  EXPECT_DOUBLE_EQ(r->outputs->limit, 0.05);
+  ASSERT_TRUE(r->decode && r->decode->forced);
+  EXPECT_EQ(r->decode->first_difference.value_or(-1), 13);
+  EXPECT_EQ(r->decode->forced->near_ties, 2);
+  EXPECT_FALSE(r->decode->forced->first_difference);
+  EXPECT_EQ(r->time.size(), 2u) << "the protocol text is not a timing";
+  EXPECT_DOUBLE_EQ(r->time.at("tuned").median_us, 80.0);
+  EXPECT_DOUBLE_EQ(r->graph_tuned->median_us, 75.0);
+  EXPECT_DOUBLE_EQ(r->graph_speedup.value_or(0), 1.2);
+  EXPECT_FALSE(r->speedup_vs_compile);
+  ASSERT_EQ(r->replaced.size(), 1u);
+  EXPECT_EQ(r->replaced[0].shape, (std::vector<int64_t>{64, 64, 64}));
+  EXPECT_EQ(r->replaced[0].calls_per_forward, 4);
+  ASSERT_EQ(r->kernels_skipped.size(), 1u);
+  EXPECT_EQ(r->kernels_skipped[0].reason, "slower");
+  EXPECT_EQ(r->raw, doc);
+
+  json bad = doc;
+  bad["outputs"]["pass"] = "yes";
+  auto b = parse_model_verify(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("pass"), std::string::npos) << b.status().message();
+  auto early = parse_model_verify(json{{"model", "m"}, {"error", "the model raised on import"}});
+  ASSERT_TRUE(early.ok()) << early.status().message();
+  EXPECT_FALSE(early->outputs);
+  EXPECT_TRUE(early->replaced.empty());
+  EXPECT_FALSE(parse_model_verify(json::array()).ok());
+}
+
 }  // namespace
 }  // namespace ak::protocol
