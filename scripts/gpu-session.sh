@@ -23,6 +23,8 @@
 # "campaign" the campaign files of AK_CAMPAIGNS, in $OUT/campaign (bench/campaigns/check_*.toml: checks of
 # launch limits and defaults that a GPU found wrong once).
 # "export" the Hugging Face Kernels package built and called on this GPU (tests/models/export_test.py --gpu).
+# "plug" the torch library's TMA path, eager and in CUDA graphs (tests/models/plug_tma_test.py).
+# "library_old" bench/library.sh of older trees (AK_LIBRARY_OLD), for a before/after on one card.
 # "pipeline" runs `autokernel run --model` for each of AK_PIPELINE_MODELS (default examples/gpt2;
 # AK_PIPELINE_TRIALS trials per study, default 16): profile, extract, the studies, verify; the
 # reports of each model in $OUT/pipeline.tgz (pipeline/<model>/).
@@ -163,6 +165,25 @@ for step in $STEPS; do
       sed -n '/"err": {/,/}/p' "$OUT/export.log" | head -14 ;;
     library)
       timeout "${AK_LIBRARY_TIMEOUT:-540}" bash bench/library.sh "$B" ${AK_LIBRARY_TYPES:-}; echo "library rc=$?" ;;
+    library_old)
+      # Issue 18's before/after on one card: each tree of AK_LIBRARY_OLD (folders holding an older
+      # commit's bench/ and stripped bin/autokernel{,-sandbox}, carried along; their libraries come
+      # from this script's LD_LIBRARY_PATH), in the order given (e.g. "A B A"), AK_LIBRARY_TYPES,
+      # CUDA starters only, in $OUT/library_old/<n>-<folder>/.
+      n=0
+      for d in ${AK_LIBRARY_OLD:?AK_LIBRARY_OLD names the older trees}; do
+        n=$((n + 1)); o="$OUT/library_old/$n-$(basename "$d")"; mkdir -p "$o"
+        OUT=$o AK_LIBRARY_TRITON_TYPES= AK_LIBRARY_COMPILE=none timeout "${AK_LIBRARY_OLD_TIMEOUT:-100}" \
+          bash "$d/bench/library.sh" "$(cd "$d" && pwd)" ${AK_LIBRARY_TYPES:-} > "$o/log" 2>&1
+        echo "library_old $n $d rc=$? $(grep -c PASS "$o/library/results.tsv" 2>/dev/null) PASS"
+      done
+      tar czf "$OUT/library_old.tgz" -C "$OUT" library_old && rm -rf "$OUT/library_old" ;;
+    plug)
+      # Tuned kernels that read TMA tensor maps through libautokernel_ops.so, eagerly and in CUDA
+      # graphs, on their TMA path (tests/models/plug_tma_test.py; a prebuilt tree serves).
+      ops=$B/lib/libautokernel_ops.so; [ -f "$ops" ] || ops=$B/bin/libautokernel_ops.so
+      timeout 200 python3 tests/models/plug_tma_test.py --gpu --ops-lib "$ops" > "$OUT/plug_tma.log" 2>&1
+      echo "plug_tma rc=$?"; tail -8 "$OUT/plug_tma.log" ;;
     rowwise)
       # the register caches (softmax, rmsnorm, layernorm) and cross_entropy's chunks against their
       # earlier paths (examples/campaigns/rowwise_<type>.toml for each type of AK_ROWWISE, default
