@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -107,7 +108,9 @@ int64_t load(std::string manifest_path) {
       try {
         cuda.map_writer = sandbox::load_tensor_map_writer(*drv);
       } catch (const sandbox::StageError& e) {
-        refuse(e.reason);
+        // (a driver older than CUDA 12.3's cannot compile its PTX): the maps still go by host copy
+        // outside graphs; a captured call runs its kernel's path without TMA.
+        std::fprintf(stderr, "autokernel: %s; captured calls run without TMA\n", e.reason.c_str());
       }
     }
   }

@@ -4,13 +4,16 @@ maps, eagerly and inside CUDA graphs, and runs them on their TMA path.
 
 On a Hopper GPU (label gpu; exit 77, ctest's skip, elsewhere), with nvcc building the starters:
 - matmul 4096^3 bf16, TMA configuration (AK_WGMMA=2, 128x256): eager calls and a CUDA graph's
-  replays match torch.mm; after 40 eager calls on other tensors (every eager slot rewritten) the
-  graph still matches. TMA path in use: the same calls on inputs whose base is 8 bytes off 16
-  (no tensor map can describe them: the kernel's path without TMA) take at least 1.25x as long,
-  eager and replayed.
-- fused_mlp 2048x1024x2816 bf16, the gate/up TMA configuration (AK_GATEUP=1, three phases, a
-  workspace): two "layers" (other weights) captured in one graph, replayed, each matching the
-  fp32 reference; and faster than its path without TMA.
+  replays match torch.mm. TMA path in use: the kernel reaches at least 0.65x of cuBLAS eagerly (the
+  library's checks and launch on the host included) and 0.72x replayed (on an H100 its TMA path
+  runs at 0.86x, every path without TMA at 0.6x or less).
+- The graph reads the slots it writes itself: after the capture (whose warm-up left the same key
+  in an eager slot) every eager slot is rewritten by 16 calls on other live tensors before the
+  replays are checked and timed.
+- fused_mlp 2048x4096x14336 bf16, the gate/up TMA configuration (AK_GATEUP=1, three phases, a
+  workspace): two "layers" (other weights) captured in one graph, replayed after the eager slots
+  were rewritten, each matching an fp32 reference; replayed at least 0.8x as fast as PyTorch's
+  sequence (mm, silu, mul, mm) in a graph (TMA: about 1.0x; the phases without TMA: about 0.5x).
 
   python3 tests/models/plug_tma_test.py --gpu --ops-lib build/bin/libautokernel_ops.so
 """
@@ -36,16 +39,6 @@ def build(source, config, out):
     cmd += [f"-D{k}={v}" for k, v in config.items()]
     cmd += [os.path.join(ROOT, source), "-o", out]
     subprocess.run(cmd, check=True)
-
-
-def misaligned(t):
-    """The same values at a base 8 bytes off a multiple of 16: contiguous, but no TMA map fits."""
-    import torch
-    buf = torch.empty(t.numel() + 8, dtype=t.dtype, device=t.device)
-    v = buf[4:4 + t.numel()].view(t.shape)
-    v.copy_(t)
-    assert v.data_ptr() % 16 == 8 and v.is_contiguous()
-    return v
 
 
 def time_us(fn, iters=20):
@@ -85,10 +78,20 @@ def close(got, want, atol, rtol, what):
         raise AssertionError(f"{what}: {bad} of {err.numel()} outside tolerance (largest error {float(err.max()):.4g})")
 
 
-def check(name, fast, slow, factor=1.25):
-    print(f"{name}: TMA {fast:.1f} us, without TMA {slow:.1f} us ({slow / fast:.2f}x)")
-    if slow < factor * fast:
-        raise AssertionError(f"{name}: the TMA path is not in use ({fast:.1f} us against {slow:.1f} us without it)")
+def check(name, ours, torch_us, least):
+    ratio = torch_us / ours
+    print(f"{name}: {ours:.1f} us, PyTorch {torch_us:.1f} us ({ratio:.3f}x)")
+    if ratio < least:
+        raise AssertionError(f"{name}: {ratio:.3f}x of PyTorch, below {least}x: the TMA path is not in use")
+
+
+def flush_eager_slots(call, index, make, n=16):
+    """Every eager slot (15 of 16 once a graph reserved one) rewritten by calls on tensors kept alive,
+    so that no eager slot still holds a graph's key."""
+    keep = [make() for _ in range(n)]
+    for args in keep:
+        call(index, args)
+    return keep
 
 
 def run(ops_lib, work):
@@ -96,7 +99,7 @@ def run(ops_lib, work):
     build("kernels/matmul/matmul.cu", MATMUL, f"{work}/mm.cubin")
     build("kernels/fused_mlp/fused_mlp.cu", FUSED, f"{work}/mlp.cubin")
     m = [4096, 4096, 4096]
-    f = [2048, 1024, 2816]
+    f = [2048, 4096, 14336]  # Llama-3-8B's MLP at 2048 tokens
     manifest = {"device": "cuda:0", "arch": "sm_90a", "entries": [
         {"kernel_type": "matmul", "backend": "cuda", "dtype": "bf16", "shape": m, "config": MATMUL,
          "artifact": f"{work}/mm.cubin", "entry": "ak_matmul"},
@@ -110,34 +113,27 @@ def run(ops_lib, work):
     torch.manual_seed(0)
     dev = "cuda"
 
-    # matmul: eager, against torch.mm and against its own path without TMA
+    # matmul, eager: against torch.mm, and fast enough that only the TMA path explains it
     a = torch.randn(m[0], m[2], device=dev, dtype=torch.bfloat16)
     b = torch.randn(m[2], m[1], device=dev, dtype=torch.bfloat16)
-    want = torch.mm(a.float(), b.float())
-    close(call(0, [a, b]), want, 0.05 * m[2] ** 0.5, 1.6e-2, "matmul eager")
-    am, bm = misaligned(a), misaligned(b)
-    close(call(0, [am, bm]), want, 0.05 * m[2] ** 0.5, 1.6e-2, "matmul eager without TMA")
-    check("matmul eager", time_us(lambda: call(0, [a, b])), time_us(lambda: call(0, [am, bm])))
+    tol = (0.05 * m[2] ** 0.5, 1.6e-2)
+    close(call(0, [a, b]), torch.mm(a.float(), b.float()), *tol, "matmul eager")
+    check("matmul eager", time_us(lambda: call(0, [a, b])), time_us(lambda: torch.mm(a, b)), 0.65)
 
-    # in a CUDA graph: new tensors, captured, replayed; then eager calls on 40 other pairs (every
-    # eager slot rewritten) and the replay again
+    # in a CUDA graph: new tensors, captured; then every eager slot rewritten; replayed
     a2, b2 = torch.randn_like(a), torch.randn_like(b)
-    a2m, b2m = misaligned(a2), misaligned(b2)
     g, out = capture(lambda: call(0, [a2, b2]))
-    gm, _ = capture(lambda: call(0, [a2m, b2m]))
+    gt, _ = capture(lambda: torch.mm(a2, b2))
+    keep = flush_eager_slots(call, 0, lambda: [torch.randn_like(a), torch.randn_like(b)])
     want2 = torch.mm(a2.float(), b2.float())
-    g.replay()
-    torch.cuda.synchronize()
-    close(out, want2, 0.05 * m[2] ** 0.5, 1.6e-2, "matmul replayed")
-    keep = [(torch.randn_like(a), torch.randn_like(b)) for _ in range(8)]
-    for i in range(40):
-        x, y = keep[i % 8] if i < 8 else (torch.randn_like(a), torch.randn_like(b))
-        call(0, [x, y])
-    out.zero_()
-    g.replay()
-    torch.cuda.synchronize()
-    close(out, want2, 0.05 * m[2] ** 0.5, 1.6e-2, "matmul replayed after 40 eager calls")
-    check("matmul replayed", time_us(g.replay), time_us(gm.replay))
+    for _ in range(2):
+        out.zero_()
+        g.replay()
+        torch.cuda.synchronize()
+        close(out, want2, *tol, "matmul replayed")
+        call(0, keep[0])  # an eager call between the replays
+    check("matmul replayed", time_us(g.replay), time_us(gt.replay), 0.72)
+    del keep
     print("matmul: eager and replayed match torch.mm")
 
     # fused_mlp, gate/up: two layers in one graph
@@ -148,15 +144,15 @@ def run(ops_lib, work):
     x = torch.randn(f[0], f[1], device=dev, dtype=torch.bfloat16)
     w1, w2 = layer(), layer()
 
-    def two_layers(x=x, w1=w1, w2=w2):
-        return call(1, [x] + w1), call(1, [x] + w2)
-
     def reference(w):  # fp32 from the same bf16 values
         xf, (wg, wu, wd) = x.float(), [t.float() for t in w]
         return torch.mm(torch.nn.functional.silu(xf @ wg) * (xf @ wu), wd)
-    g2, (o1, o2) = capture(two_layers)
-    xm = misaligned(x)
-    g2m, _ = capture(lambda: two_layers(x=xm))
+
+    def eager(w):
+        return torch.mm(torch.nn.functional.silu(torch.mm(x, w[0])) * torch.mm(x, w[1]), w[2])
+    g2, (o1, o2) = capture(lambda: (call(1, [x] + w1), call(1, [x] + w2)))
+    g2t, _ = capture(lambda: (eager(w1), eager(w2)))
+    keep = flush_eager_slots(call, 1, lambda: [torch.randn_like(x)] + layer(), n=8)  # 3 slots a call
     for _ in range(2):
         o1.zero_()
         o2.zero_()
@@ -165,9 +161,9 @@ def run(ops_lib, work):
         for o, w, what in ((o1, w1, "layer 1"), (o2, w2, "layer 2")):
             # outputs of about 1: bf16's rounding of the intermediate and the output, with a margin
             close(o, reference(w), 5e-2, 3e-2, f"fused_mlp replayed, {what}")
-        call(1, [torch.randn_like(x)] + layer())  # an eager call between the replays
-    check("fused_mlp replayed (two layers)", time_us(g2.replay), time_us(g2m.replay), factor=1.1)
-    print("fused_mlp: two layers replayed match the eager sequence")
+        call(1, keep[0])  # an eager call between the replays
+    check("fused_mlp replayed (two layers)", time_us(g2.replay), time_us(g2t.replay), 0.8)
+    print("fused_mlp: two layers replayed match the fp32 reference")
 
 
 def main():

@@ -117,7 +117,8 @@ class TensorMaps {
       for (const auto& g : groups_) prepare_group(g, inputs, out, workspace, stream, -1);
       return;
     }
-    if (!writer_) return;  // a host copy cannot be captured: the kernels run without maps
+    // A host copy cannot be captured, nor can more groups than the reserve: the kernels run without maps.
+    if (!writer_ || groups_.size() > size_t(kernels::kTensorMapSlots / 2)) return;
     reserve_capture_slots(groups_.size());
     for (size_t i = 0; i < groups_.size(); ++i)
       prepare_group(groups_[i], inputs, out, workspace, stream, kernels::kTensorMapSlots - int(groups_.size() - i));
@@ -129,10 +130,9 @@ class TensorMaps {
     return kernels::tensor_map_groups(spec_, config_, shape, dtype_);
   }
 
-  // The last n slots are for captured calls from now on (at most half of them): their keys are
+  // The last n slots (n at most half of them) are for captured calls from now on: their keys are
   // forgotten, and eager calls take the others.
   void reserve_capture_slots(size_t n) {
-    n = std::min<size_t>(n, kernels::kTensorMapSlots / 2);
     if (n <= captured_) return;
     captured_ = n;
     for (size_t s = kernels::kTensorMapSlots - n; s < keys_.size(); ++s) keys_[s] = {};
@@ -290,7 +290,7 @@ class CudaCandidate final : public Candidate {
     // (kernels/registry.h, cuda_phases) is that many launches with the workspace and the phase
     // after its parameters.
     grow_workspace(inputs, shape);
-    maps_->prepare(inputs, out, workspace_, shape, stream_);  // nothing to do when prepare() ran for this call
+    maps_->prepare(inputs, out, workspace_, shape, stream_);  // eager: nothing to do when prepare() ran
     const void* workspace = spec_.workspace_bytes ? workspace_.data_ptr() : nullptr;
     const int phases = std::max(1, spec_.cuda_phases);
     for (int phase = 0; phase < phases; ++phase) launch_phase(inputs, out, shape, workspace, phases, phase);
